@@ -1,0 +1,1 @@
+"""gpufill: get scarce AWS GPU instances and keep track of every one launched."""

@@ -1,0 +1,33 @@
+"""Reference data shipped with gpufill: on-demand prices, inter-region latency, type sizes.
+
+Each JSON file names its source and date; code never carries these figures as literals.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+
+@cache
+def _load(name: str) -> dict[str, Any]:
+    return json.loads(resources.files(__package__).joinpath(name).read_text())
+
+
+def known_regions() -> frozenset[str]:
+    return frozenset(_load("latency.json")["rtt_ms"])
+
+
+def on_demand_price(instance_type: str, region: str) -> float | None:
+    return _load("on_demand_prices.json")["prices"].get(instance_type, {}).get(region)
+
+
+def latency_ms(origin: str, region: str) -> int | None:
+    return _load("latency.json")["rtt_ms"].get(origin, {}).get(region)
+
+
+def vcpus(instance_type: str) -> int | None:
+    spec = _load("instance_types.json")["types"].get(instance_type)
+    return spec["vcpus"] if spec else None

@@ -1,0 +1,61 @@
+"""Every name that more than one part of gpufill agrees on lives here."""
+
+SERVICE_NAME = "gpufill"
+METRICS_NAMESPACE = "gpufill"
+
+# Tags put on every instance at launch; teardown only ever touches MANAGED_TAG=true.
+TAG_REQUEST_ID = "gpufill:request-id"
+TAG_MANAGED = "gpufill:managed"
+TAG_POOL = "gpufill:pool"
+
+# Environment variables the Lambdas read (set by the CDK stack, or by the local engine).
+ENV_INSTANCES_TABLE = "INSTANCES_TABLE"
+ENV_REGIONS_PARAMETER = "REGIONS_PARAMETER"
+ENV_DEFAULT_REGION = "AWS_REGION"
+ENV_INSTANCE_PROFILE_ARN = "INSTANCE_PROFILE_ARN"
+ENV_STARTUP_BUCKET = "STARTUP_BUCKET"
+ENV_SPOT_ADVISOR_URL = "SPOT_ADVISOR_URL"
+
+SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
+SPOT_ADVISOR_TIMEOUT_SECONDS = 3.0
+
+# Public SSM parameter of the Deep Learning OSS Nvidia driver AMI (Ubuntu 22.04, x86_64).
+DLAMI_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/"
+    "base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+)
+
+# Request defaults (DESIGN.md, "Request").
+DEFAULT_INSTANCE_TYPE = "g6.xlarge"
+DEFAULT_BATCH_MAX = 4
+MAX_COUNT = 1000
+LOCAL_HOME_REGION = "us-east-1"
+
+# The instances table: partition key instance_id; a GSI finds a request's instances.
+INSTANCES_TABLE_KEY = "instance_id"
+INSTANCES_BY_REQUEST_INDEX = "by-request"
+INSTANCES_TTL_ATTRIBUTE = "expires_at"
+
+# Names derived from the deployment's environment name (cdk context `env`).
+def instances_table_name(env: str) -> str:
+    return f"GpuProvisioningInstances-{env}"
+
+
+def regions_parameter_name(env: str) -> str:
+    return f"/gpufill/{env}/regions"
+
+
+def state_machine_name(env: str) -> str:
+    return f"gpufill-provisioner-{env}"
+
+
+# The state machine's Lambda tasks: ASL placeholder -> handler module.
+# The CDK stack and the local engine both build their functions from this table.
+LAMBDA_TASKS = {
+    "ValidateRequestFunctionArn": "gpufill.handlers.validate_request.handler",
+    "ScoreRegionFunctionArn": "gpufill.handlers.score_region.handler",
+    "RankPoolsFunctionArn": "gpufill.handlers.rank_pools.handler",
+    "LaunchBatchFunctionArn": "gpufill.handlers.launch_batch.handler",
+    "HalveBatchFunctionArn": "gpufill.handlers.halve_batch.handler",
+    "AdvanceCursorFunctionArn": "gpufill.handlers.advance_cursor.handler",
+}

@@ -1,0 +1,51 @@
+"""ValidateRequest: the first state. A bad request ends here, before any EC2 call."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from aws_lambda_powertools.utilities.parser import ValidationError, parse
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from gpufill.adapters import regions_config
+from gpufill.constants import LOCAL_HOME_REGION
+from gpufill.handlers.events import ValidateEvent
+from gpufill.handlers.observability import logger, metrics, tracer
+from gpufill.models.request import Request, describe_problems, normalise
+from gpufill.policy import fill
+
+
+@logger.inject_lambda_context(correlation_id_path="request_id")
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict, context: LambdaContext) -> dict:
+    step = parse(event=event, model=ValidateEvent)
+    if not isinstance(step.input, dict):
+        return _invalid(step.request_id, [{"field": "(request)", "problem": "must be a JSON object"}])
+    try:
+        request = parse(event=step.input, model=Request)
+    except ValidationError as error:
+        return _invalid(step.request_id, describe_problems(error))
+    default_regions = regions_config.load().regions if request.regions is None else []
+    home = os.environ.get("AWS_REGION", LOCAL_HOME_REGION)
+    normalised = normalise(request, request_id=step.request_id, default_regions=default_regions, home_region=home)
+    logger.info("request accepted", extra={"request": normalised.model_dump()})
+    return {
+        "valid": True,
+        "request": normalised.model_dump(mode="json"),
+        "run": fill.start(normalised).model_dump(mode="json"),
+    }
+
+
+def _invalid(request_id: str, problems: list[dict[str, str]]) -> dict:
+    fields = ", ".join(p["field"] for p in problems)
+    cause = {
+        "error": "InvalidRequest",
+        "message": f"The request has {len(problems)} problem(s): {fields}. Nothing was launched.",
+        "request_id": request_id,
+        "fields": problems,
+    }
+    logger.warning("request rejected", extra={"fields": problems})
+    metrics.add_metric(name="InvalidRequests", unit="Count", value=1)
+    return {"valid": False, "cause": json.dumps(cause)}

@@ -1,0 +1,92 @@
+"""Counts what a local run did (API calls, Lambda invocations, transitions) and models how long it would take."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from unittest import mock
+
+LATENCY_MODEL = json.loads((Path(__file__).parent / "latency_model.json").read_text())
+
+
+@dataclass
+class Invocation:
+    handler: str
+    calls: list[str] = field(default_factory=list)
+
+
+class CallLog:
+    def __init__(self) -> None:
+        self.invocations: list[Invocation] = []
+        self.calls: list[str] = []
+        self._current = threading.local()
+        self._lock = threading.Lock()
+
+    def mark(self) -> tuple[int, int]:
+        return len(self.invocations), len(self.calls)
+
+    @contextmanager
+    def invocation(self, handler: str):
+        record = Invocation(handler)
+        with self._lock:
+            self.invocations.append(record)
+        previous = getattr(self._current, "record", None)
+        self._current.record = record
+        try:
+            yield record
+        finally:
+            self._current.record = previous
+
+    def patches(self):
+        from moto.core.responses import BaseResponse
+
+        original = BaseResponse.call_action
+        log = self
+
+        def call_action(response):
+            service = response.service_name or "unknown"
+            if service in ("ec2", "dynamodb", "ssm", "s3", "sns"):
+                log._record(f"{service}:{response._get_action()}")
+            return original(response)
+
+        return mock.patch.object(BaseResponse, "call_action", call_action)
+
+    def _record(self, api: str) -> None:
+        with self._lock:
+            self.calls.append(api)
+        record = getattr(self._current, "record", None)
+        if record is not None:
+            record.calls.append(api)
+
+    def metrics_since(self, marker: tuple[int, int], history: list[dict]) -> dict:
+        invocations = self.invocations[marker[0] :]
+        calls = self.calls[marker[1] :]
+        ec2 = Counter(c.split(":", 1)[1] for c in calls if c.startswith("ec2:"))
+        transitions = sum(1 for e in history if e["type"].endswith("StateEntered"))
+        return {
+            "state_transitions": transitions,
+            "lambda_invocations": len(invocations),
+            "ec2_calls": dict(sorted(ec2.items())),
+            "run_instances_calls": ec2.get("RunInstances", 0),
+            "modelled_seconds": round(modelled_seconds(invocations, transitions), 3),
+        }
+
+
+def modelled_seconds(invocations: list[Invocation], transitions: int) -> float:
+    """Sequential steps add up; the branches of a parallel Map cost only the slowest one."""
+    model = LATENCY_MODEL
+
+    def cost(invocation: Invocation) -> float:
+        api = model["api_seconds"]
+        return model["lambda_invocation_seconds"] + sum(api.get(c, api["default"]) for c in invocation.calls)
+
+    parallel = [i for i in invocations if i.handler in model["parallel_handlers"]]
+    sequential = [i for i in invocations if i.handler not in model["parallel_handlers"]]
+    total = transitions * model["transition_seconds"] + sum(cost(i) for i in sequential)
+    if parallel:
+        total += max(cost(i) for i in parallel) + model["spot_advisor_fetch_seconds"]
+    return total

@@ -1,0 +1,57 @@
+"""Market scenarios (DESIGN.md, "Market scenario"): who has what capacity, at what price."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, model_validator
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ZoneStock(_Model):
+    spot_price: PositiveFloat | None = None
+    spot: NonNegativeInt = 0
+    on_demand: NonNegativeInt = 0
+
+
+class Quota(_Model):
+    spot_vcpus: NonNegativeInt | None = None
+    on_demand_vcpus: NonNegativeInt | None = None
+
+
+class RegionMarket(_Model):
+    advisor_tier: dict[str, int] = Field(default_factory=dict)
+    placement_score: dict[str, int] = Field(default_factory=dict)
+    quota: Quota = Field(default_factory=Quota)
+    zones: dict[str, dict[str, ZoneStock]] = Field(default_factory=dict)
+
+
+class MarketScenario(_Model):
+    description: str = ""
+    regions: dict[str, RegionMarket] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _zones_belong_to_their_region(self) -> MarketScenario:
+        for region, market in self.regions.items():
+            for zone in market.zones:
+                if not zone.startswith(region) or len(zone) != len(region) + 1:
+                    raise ValueError(f"regions.{region}.zones: {zone!r} is not an availability zone of {region}")
+        return self
+
+    @classmethod
+    def load(cls, path: str | Path) -> MarketScenario:
+        return cls.model_validate(json.loads(Path(path).read_text()))
+
+    def advisor_document(self) -> dict:
+        """The scenario's tiers in the Spot Advisor feed's own shape."""
+        return {
+            "ranges": [{"index": i, "label": label} for i, label in enumerate(["<5%", "5-10%", "10-15%", "15-20%", ">20%"])],
+            "spot_advisor": {
+                region: {"Linux": {t: {"s": 70, "r": tier} for t, tier in m.advisor_tier.items()}}
+                for region, m in self.regions.items()
+            },
+        }

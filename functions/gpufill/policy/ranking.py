@@ -1,0 +1,95 @@
+"""The order in which pools are tried.
+
+Spot, with several instance types: regions go best score first, a region's score
+being the best score any requested type earns there; inside a region the types go
+in the request's preference order; inside a type the AZs go cheapest spot price
+first (AZs with no recent price last). So a strong region is exhausted for every
+acceptable type before the run pays the latency of moving to a weaker region.
+
+On-demand: regions go by the strategy (cost: price then latency from the origin;
+latency: latency then price), judged on the most preferred type the region offers;
+inside a region types keep preference order and AZs go in name order, since the
+on-demand price is the same across a region's AZs.
+"""
+
+from __future__ import annotations
+
+from gpufill import catalog
+from gpufill.models.request import ProvisionRequest
+from gpufill.models.run import Pool, RegionFacts, RegionScore, TypeFacts
+from gpufill.policy.scoring import score_regions
+
+UNKNOWN = float("inf")
+
+
+def score_all(facts: list[RegionFacts], request: ProvisionRequest) -> list[RegionScore]:
+    scores: list[RegionScore] = []
+    for instance_type in request.instance_types:
+        scores.extend(score_regions(facts, instance_type))
+    return scores
+
+
+def spot_pools(facts: list[RegionFacts], scores: list[RegionScore], request: ProvisionRequest) -> list[Pool]:
+    usable = [s for s in scores if s.dropped is None]
+    best_by_region: dict[str, RegionScore] = {}
+    for s in usable:
+        if s.region not in best_by_region or s.score > best_by_region[s.region].score:
+            best_by_region[s.region] = s
+    regions = sorted(best_by_region.values(), key=lambda s: (-s.score, s.spot_price, s.region))
+    scored_pairs = {(s.region, s.instance_type) for s in usable}
+    pools: list[Pool] = []
+    for region_score in regions:
+        region = region_score.region
+        for instance_type in request.instance_types:
+            if (region, instance_type) not in scored_pairs:
+                continue
+            offer = _offer(facts, region, instance_type)
+            zones = sorted(offer.zones, key=lambda z: (z.spot_price is None, z.spot_price or 0.0, z.availability_zone))
+            pools.extend(
+                Pool(
+                    region=region,
+                    availability_zone=z.availability_zone,
+                    instance_type=instance_type,
+                    market="spot",
+                    price=z.spot_price,
+                )
+                for z in zones
+            )
+    return pools
+
+
+def on_demand_pools(facts: list[RegionFacts], request: ProvisionRequest) -> list[Pool]:
+    def region_key(region: RegionFacts) -> tuple[float, float, str]:
+        offer = next(_offers_in_preference(region, request))
+        price = offer.on_demand_price if offer.on_demand_price is not None else UNKNOWN
+        latency = catalog.latency_ms(request.origin_region, region.region)
+        latency = float(latency) if latency is not None else UNKNOWN
+        if request.on_demand_strategy == "latency":
+            return (latency, price, region.region)
+        return (price, latency, region.region)
+
+    offering = [r for r in facts if r.error is None and any(_offers_in_preference(r, request))]
+    pools: list[Pool] = []
+    for region in sorted(offering, key=region_key):
+        for offer in _offers_in_preference(region, request):
+            pools.extend(
+                Pool(
+                    region=region.region,
+                    availability_zone=z.availability_zone,
+                    instance_type=offer.instance_type,
+                    market="on-demand",
+                    price=offer.on_demand_price,
+                )
+                for z in sorted(offer.zones, key=lambda z: z.availability_zone)
+            )
+    return pools
+
+
+def _offers_in_preference(region: RegionFacts, request: ProvisionRequest):
+    by_type = {t.instance_type: t for t in region.types if t.zones}
+    return (by_type[t] for t in request.instance_types if t in by_type)
+
+
+def _offer(facts: list[RegionFacts], region: str, instance_type: str) -> TypeFacts:
+    region_facts = next(r for r in facts if r.region == region)
+    return next(t for t in region_facts.types if t.instance_type == instance_type)
