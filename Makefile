@@ -1,0 +1,44 @@
+# gpufill: every target sets up what it needs, so each works on a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PY_STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
+
+.PHONY: demo test bench setup lint-asl clean
+
+demo: $(PY_STAMP)
+	$(VENV)/bin/gpufill simulate examples/requests/provision-spot.json --market examples/markets/first-az-sold-out.json
+
+test: setup lint-asl
+	$(PY) -m pytest
+
+bench: $(PY_STAMP)
+	$(PY) -m bench
+
+setup: $(PY_STAMP) $(NODE_STAMP) shellcheck
+
+$(PY_STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gpufill needs Python 3.11 or newer (found " + sys.version.split()[0] + ")")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+$(NODE_STAMP): package.json
+	@node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : (console.error("gpufill needs Node 20 or newer"), 1))'
+	npm install --no-audit --no-fund --silent
+	@touch $@
+
+# The startup scripts are checked with shellcheck (a Debian package).
+.PHONY: shellcheck
+shellcheck:
+	@command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; } || \
+		{ echo "shellcheck is missing: install it (apt-get install shellcheck)"; exit 1; }
+
+lint-asl: $(NODE_STAMP)
+	npx --no-install asl-validator $(foreach f,$(wildcard statemachine/*.asl.json),--json-path $(f))
+
+clean:
+	rm -rf $(VENV) node_modules cdk.out
