@@ -1,0 +1,19 @@
+"""Fixtures for the instance bootstrap tests (startup/ and gpufill.launch.user_data)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from startup_sandbox import REPO, Sandbox, make_sandbox  # noqa: E402
+
+try:  # the package may not be installed into the venv yet
+    import gpufill  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(REPO / "functions"))
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
+    return make_sandbox(tmp_path)
