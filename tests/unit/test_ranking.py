@@ -1,0 +1,53 @@
+"""Pool order: regions by score, types by preference inside a region, AZs by spot price; on-demand by strategy."""
+
+from gpufill.models.request import Request, normalise
+from gpufill.models.run import RegionFacts, TypeFacts, ZoneOffer
+from gpufill.policy import ranking
+
+
+def req(**fields):
+    return normalise(Request(**fields), request_id="r", default_regions=[], home_region="us-east-1")
+
+
+def offer(itype, prices, od=None, region=""):
+    zones = [ZoneOffer(availability_zone=f"{region}{chr(97 + i)}", spot_price=p) for i, p in enumerate(prices)]
+    return TypeFacts(instance_type=itype, zones=zones, on_demand_price=od)
+
+
+def test_every_zone_of_the_best_region_for_each_type_before_the_next_region():
+    facts = [
+        RegionFacts(region="us-west-2", types=[offer("g6.xlarge", [0.50, 0.40], region="us-west-2"),
+                                              offer("g5.xlarge", [0.60], region="us-west-2")]),
+        RegionFacts(region="us-east-1", types=[offer("g6.xlarge", [0.45], region="us-east-1"),
+                                              offer("g5.xlarge", [0.30, 0.31, 0.32, 0.33, 0.34], region="us-east-1")]),
+    ]
+    request = req(instance_types=["g6.xlarge", "g5.xlarge"], regions=["us-west-2", "us-east-1"])
+    pools = ranking.spot_pools(facts, ranking.score_all(facts, request), request)
+    # us-east-1's g5 score (40 + 40 + 0) beats us-west-2's best (g6: 40 + 16 + 0), so us-east-1 goes first,
+    # and inside it g6 (the preferred type) comes before g5.
+    assert [(p.region, p.instance_type, p.availability_zone) for p in pools] == [
+        ("us-east-1", "g6.xlarge", "us-east-1a"),
+        ("us-east-1", "g5.xlarge", "us-east-1a"),
+        ("us-east-1", "g5.xlarge", "us-east-1b"),
+        ("us-east-1", "g5.xlarge", "us-east-1c"),
+        ("us-east-1", "g5.xlarge", "us-east-1d"),
+        ("us-east-1", "g5.xlarge", "us-east-1e"),
+        ("us-west-2", "g6.xlarge", "us-west-2b"),
+        ("us-west-2", "g6.xlarge", "us-west-2a"),
+        ("us-west-2", "g5.xlarge", "us-west-2a"),
+    ]
+
+
+def test_on_demand_by_cost_breaks_price_ties_by_latency_and_by_latency_uses_the_origin():
+    facts = [
+        RegionFacts(region=r, types=[offer("g6.xlarge", [None], od=p, region=r)])
+        for r, p in (("us-east-1", 0.984), ("us-west-2", 0.984), ("ap-northeast-1", 1.3412), ("eu-central-1", 1.2024))
+    ]
+    cost = req(market="on-demand", on_demand_strategy="cost", origin_region="ap-northeast-1")
+    latency = req(market="on-demand", on_demand_strategy="latency", origin_region="ap-northeast-1")
+    assert [p.region for p in ranking.on_demand_pools(facts, cost)] == [
+        "us-west-2", "us-east-1", "eu-central-1", "ap-northeast-1"
+    ]
+    assert [p.region for p in ranking.on_demand_pools(facts, latency)] == [
+        "ap-northeast-1", "us-west-2", "us-east-1", "eu-central-1"
+    ]

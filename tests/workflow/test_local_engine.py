@@ -1,0 +1,49 @@
+"""The local engine's own promises: pinned moto, Lambdas in-process, no real account, every example runs."""
+
+import json
+import os
+import threading
+
+import boto3
+import moto
+import pytest
+
+from gpufill.local.engine import LocalEngine
+from gpufill.local.scenario import MarketScenario
+from tests.conftest import EXAMPLES
+
+
+def test_moto_is_the_pinned_version_the_patches_were_written_for():
+    assert moto.__version__ == "5.2.5"
+
+
+def test_lambdas_run_in_process_with_dummy_credentials(monkeypatch):
+    monkeypatch.setenv("AWS_PROFILE", "someones-real-profile")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAREALKEY")
+    threads_before = set(threading.enumerate())
+    with LocalEngine(MarketScenario.load(EXAMPLES / "markets/plenty.json")) as engine:
+        assert os.environ["AWS_ACCESS_KEY_ID"] != "AKIAREALKEY" and "AWS_PROFILE" not in os.environ
+        reply = boto3.client("lambda", region_name="us-east-1").invoke(
+            FunctionName="ScoreRegion",
+            Payload=json.dumps({"request_id": "smoke", "region": "us-west-2", "instance_types": ["g6.xlarge"]}),
+        )
+        facts = json.loads(reply["Payload"].read())
+        engine.run({"count": 1, "regions": ["us-west-2"]}, name="smoke")
+    assert [z["availability_zone"] for z in facts["types"][0]["zones"]] == ["us-west-2a", "us-west-2b", "us-west-2c"]
+    assert os.environ["AWS_ACCESS_KEY_ID"] == "AKIAREALKEY" and os.environ["AWS_PROFILE"] == "someones-real-profile"
+    assert not [t for t in set(threading.enumerate()) - threads_before if t.is_alive()]
+
+
+@pytest.fixture(scope="module")
+def plenty():
+    with LocalEngine(MarketScenario.load(EXAMPLES / "markets/plenty.json")) as engine:
+        yield engine
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in (EXAMPLES / "requests").glob("*.json")))
+def test_every_example_request_runs_on_a_plentiful_market(plenty, example):
+    request = json.loads((EXAMPLES / "requests" / example).read_text())
+    execution = plenty.run(request, name=example.removesuffix(".json"))
+    assert execution.status == "SUCCEEDED", execution.cause
+    expected = "PLANNED" if request.get("action") == "plan" else "FULFILLED"
+    assert execution.output["status"] == expected
