@@ -223,17 +223,17 @@ class LocalEngine:
         deadline = time.monotonic() + timeout
         while True:
             described = sfn.describe_execution(executionArn=arn)
-            history = _history(sfn, arn)
-            for event in history[seen:]:
-                if on_event:
+            if on_event:  # the history is only read while running when someone is watching
+                history = _history(sfn, arn)
+                for event in history[seen:]:
                     on_event(event)
-            seen = len(history)
+                seen = len(history)
             if described["status"] != "RUNNING":
                 break
             if time.monotonic() > deadline:
                 sfn.stop_execution(executionArn=arn, error="LocalTimeout", cause=f"still running after {timeout}s")
                 continue
-            time.sleep(0.01)
+            time.sleep(0.005)
         history = _history(sfn, arn)
         for event in history[seen:]:
             if on_event:
