@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import logging
 import os
 import threading
 import time
@@ -107,6 +108,10 @@ class LocalEngine:
 
     def __enter__(self) -> LocalEngine:
         self._threads_before = set(threading.enumerate())
+        # The interpreter logs every failed execution at error level; the run's own result says it better.
+        interpreter_log = logging.getLogger("moto.stepfunctions")
+        self._stack.callback(interpreter_log.setLevel, interpreter_log.level)
+        interpreter_log.setLevel(logging.CRITICAL)
         self._stack.enter_context(mock.patch.dict(os.environ, DUMMY_ENV))
         for name in SCRUBBED_ENV:
             os.environ.pop(name, None)
