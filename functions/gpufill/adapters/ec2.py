@@ -138,3 +138,23 @@ def launch(pool: Pool, *, min_count: int, max_count: int, client_token: str, spe
 
 def _code(error: ClientError) -> str:
     return error.response.get("Error", {}).get("Code", "Unknown")
+
+
+def instance_states(region: str, instance_ids: list[str]) -> dict[str, dict]:
+    """instance id -> {"state", "private_ip"}; an id EC2 no longer knows is reported as terminated."""
+    ec2 = client("ec2", region)
+    try:
+        reply = ec2.describe_instances(InstanceIds=instance_ids)
+    except ClientError as error:
+        if _code(error) != "InvalidInstanceID.NotFound" or len(instance_ids) == 1:
+            if _code(error) == "InvalidInstanceID.NotFound":
+                return {instance_ids[0]: {"state": "terminated", "private_ip": None}}
+            raise
+        # One unknown id fails the whole call: ask for each on its own.
+        return {k: v for iid in instance_ids for k, v in instance_states(region, [iid]).items()}
+    seen = {
+        i["InstanceId"]: {"state": i["State"]["Name"], "private_ip": i.get("PrivateIpAddress")}
+        for reservation in reply["Reservations"]
+        for i in reservation["Instances"]
+    }
+    return {iid: seen.get(iid, {"state": "terminated", "private_ip": None}) for iid in instance_ids}

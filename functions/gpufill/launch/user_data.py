@@ -28,7 +28,7 @@ MAX_USER_DATA_BYTES = 16 * 1024
 
 # Every value lands inside double quotes in a shell script: allow no character that a
 # shell would interpret there ($, `, ", \) and no whitespace.
-_SAFE_VALUES = {
+SAFE_VALUES = {
     "region": re.compile(r"[a-z]{2}(-[a-z]+)+-\d+"),
     "bucket": re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"),
     "image": re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*"),
@@ -77,7 +77,7 @@ def render_user_data(
     bad = [
         f"{name}={value!r}"
         for name, value in values.items()
-        if not isinstance(value, str) or not _SAFE_VALUES[name].fullmatch(value) or ".." in value
+        if not isinstance(value, str) or not SAFE_VALUES[name].fullmatch(value) or ".." in value
     ]
     if bad:
         raise ValueError("cannot put into user data: " + ", ".join(bad))

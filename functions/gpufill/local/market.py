@@ -34,6 +34,12 @@ class SimulatedMarket:
             for itype, stock in types.items()
             for market in ("spot", "on-demand")
         }
+        self._reclaims = {
+            (region, zone, itype): stock.reclaimed_at_launch
+            for region, rm in scenario.regions.items()
+            for zone, types in rm.zones.items()
+            for itype, stock in types.items()
+        }
         self._tokens: dict[str, tuple[tuple, ActionResult]] = {}
         self._launched: list[tuple[str, str, int, object]] = []  # (region, market, vcpus, moto instance)
         self._lock = threading.Lock()
@@ -104,6 +110,10 @@ class SimulatedMarket:
             count = min(high, left)
             self._stock[(region, zone, itype, market)] = left - count
             result = launch_in_moto(count)
+            if market == "spot" and self._reclaims.get((region, zone, itype)):
+                doomed = [i.id for i in result.result.instances][: self._reclaims[(region, zone, itype)]]
+                self._reclaims[(region, zone, itype)] -= len(doomed)
+                response.ec2_backend.terminate_instances(doomed)
             vcpus = catalog.vcpus(itype) or DEFAULT_VCPUS
             self._launched.extend((region, market, vcpus, i) for i in result.result.instances)
             if token:

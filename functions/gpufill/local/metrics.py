@@ -23,11 +23,16 @@ class CallLog:
     def __init__(self) -> None:
         self.invocations: list[Invocation] = []
         self.calls: list[str] = []
+        self.wait_seconds: list[float] = []
         self._current = threading.local()
         self._lock = threading.Lock()
 
-    def mark(self) -> tuple[int, int]:
-        return len(self.invocations), len(self.calls)
+    def mark(self) -> tuple[int, int, int]:
+        return len(self.invocations), len(self.calls), len(self.wait_seconds)
+
+    def waited(self, seconds: float) -> None:
+        with self._lock:
+            self.wait_seconds.append(seconds)
 
     @contextmanager
     def invocation(self, handler: str):
@@ -62,7 +67,7 @@ class CallLog:
         if record is not None:
             record.calls.append(api)
 
-    def metrics_since(self, marker: tuple[int, int], history: list[dict]) -> dict:
+    def metrics_since(self, marker: tuple[int, int, int], history: list[dict]) -> dict:
         invocations = self.invocations[marker[0] :]
         calls = self.calls[marker[1] :]
         ec2 = Counter(c.split(":", 1)[1] for c in calls if c.startswith("ec2:"))
@@ -72,7 +77,9 @@ class CallLog:
             "lambda_invocations": len(invocations),
             "ec2_calls": dict(sorted(ec2.items())),
             "run_instances_calls": ec2.get("RunInstances", 0),
-            "modelled_seconds": round(modelled_seconds(invocations, transitions), 3),
+            "modelled_seconds": round(
+                modelled_seconds(invocations, transitions) + sum(self.wait_seconds[marker[2] :]), 3
+            ),
         }
 
 

@@ -16,6 +16,9 @@ class ZoneStock(_Model):
     spot_price: PositiveFloat | None = None
     spot: NonNegativeInt = 0
     on_demand: NonNegativeInt = 0
+    # gpufill's extension of the format: how many spot instances launched here are reclaimed at once,
+    # before they ever run (they launch, then go straight to terminated).
+    reclaimed_at_launch: NonNegativeInt = 0
 
 
 class Quota(_Model):

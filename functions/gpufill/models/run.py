@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 MarketName = Literal["spot", "on-demand"]
 Outcome = Literal["launched", "capacity", "quota", "throttled", "error"]
-NextMove = Literal["launch", "halve", "advance", "done", "exhausted"]
+NextMove = Literal["launch", "halve", "advance", "done", "exhausted", "wait", "ready"]
 
 
 class _Model(BaseModel):
@@ -90,6 +90,9 @@ class Instance(_Model):
     instance_type: str
     market: MarketName
     hourly_price: float | None = None
+    state: str | None = None
+    private_ip: str | None = None
+    connect: str | None = None
 
 
 class Plan(_Model):
@@ -113,6 +116,8 @@ class Run(_Model):
     hourly_cost: float = 0.0
     blocked_regions: list[str] = Field(default_factory=list)
     cause: str | None = None
+    lost: list[Instance] = Field(default_factory=list)
+    boot_rounds: int = 0
 
 
 class LaunchResult(_Model):
