@@ -1,0 +1,134 @@
+"""Pending teardown approvals: one item per teardown execution in the instances table, and the SNS topic.
+
+The item's key is "approval#<execution name>" (constants.approval_key). It has no
+request_id attribute, so the by-request index never returns it, and the TTL attribute
+expires_at removes it a while after its deadline (APPROVAL_RETENTION_SECONDS), long enough
+to look up who decided what.
+
+Two writers, each with its own attributes:
+- the state machine: token, execution, instances, deadline (RequestTeardownApproval), then
+  decision, approver, reason, decided_at (RecordApprovalDecision) whatever route the answer took;
+- `gpufill approve|reject`: answered_by, answered_at, answer, answer_reason, a claim written
+  with a condition before SendTaskSuccess, so a second answer is refused before it is sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+
+from botocore.exceptions import ClientError
+
+from gpufill.adapters.aws import client, resource
+from gpufill.adapters.instances_table import plain
+from gpufill.constants import (
+    APPROVAL_RETENTION_SECONDS,
+    ENV_APPROVAL_TOPIC_ARN,
+    ENV_INSTANCES_TABLE,
+    INSTANCES_TTL_ATTRIBUTE,
+    approval_key,
+)
+
+
+class AlreadyAnswered(Exception):
+    """The conditional claim failed: someone answered (or the approval ended) first."""
+
+
+def _table(table=None):
+    return table if table is not None else resource("dynamodb").Table(os.environ[ENV_INSTANCES_TABLE])
+
+
+def record_pending(
+    *,
+    execution_name: str,
+    execution_arn: str,
+    task_token: str,
+    teardown: dict,
+    requested_at: datetime,
+    deadline: datetime,
+) -> None:
+    item = {
+        "instance_id": approval_key(execution_name),
+        "kind": "approval",
+        "status": "PENDING",
+        "execution_name": execution_name,
+        "execution_arn": execution_arn,
+        "task_token": task_token,
+        "target": json.dumps(teardown["target"]),
+        "requested_by": teardown.get("requested_by") or "not given",
+        "instance_ids": [i["instance_id"] for i in teardown["instances"]],
+        "instances": json.dumps(teardown["instances"]),
+        "requested_at": requested_at.isoformat(timespec="seconds"),
+        "deadline": deadline.isoformat(timespec="seconds"),
+        INSTANCES_TTL_ATTRIBUTE: int(deadline.timestamp()) + APPROVAL_RETENTION_SECONDS,
+    }
+    # A retried RequestTeardownApproval gets a new task token: the newest one is the live one,
+    # so the item is overwritten, but never once a decision is on it.
+    _table().put_item(Item=item, ConditionExpression="attribute_not_exists(decided_at)")
+
+
+def record_decision(
+    execution_name: str, *, decision: str, answer: str | None, approver: str, reason: str | None, decided_at: datetime
+) -> None:
+    values = {
+        ":decision": decision,
+        ":status": decision.upper(),
+        ":approver": approver,
+        ":at": decided_at.isoformat(timespec="seconds"),
+        ":answer": answer,
+        ":reason": reason,
+    }
+    _table().update_item(
+        Key={"instance_id": approval_key(execution_name)},
+        UpdateExpression=(
+            "SET decision = :decision, #status = :status, approver = :approver, decided_at = :at, "
+            "decided_answer = :answer, decided_reason = :reason"
+        ),
+        ExpressionAttributeNames={"#status": "status"},
+        ExpressionAttributeValues=values,
+    )
+
+
+def publish(subject: str, body: str) -> str:
+    topic = os.environ[ENV_APPROVAL_TOPIC_ARN]
+    return client("sns").publish(TopicArn=topic, Subject=subject, Message=body)["MessageId"]
+
+
+# --- the operator's side (gpufill approve / reject); `table` is a boto3 Table of the deployment ---
+
+
+def get(execution_name: str, table=None) -> dict | None:
+    item = _table(table).get_item(Key={"instance_id": approval_key(execution_name)}, ConsistentRead=True).get("Item")
+    return plain(item) if item else None
+
+
+def claim(execution_name: str, *, answer: str, answered_by: str, reason: str | None, at: datetime, table=None) -> None:
+    """Write the operator's answer only if nobody answered and no decision is recorded yet."""
+    try:
+        _table(table).update_item(
+            Key={"instance_id": approval_key(execution_name)},
+            UpdateExpression="SET answer = :answer, answered_by = :by, answered_at = :at, answer_reason = :reason",
+            ConditionExpression=(
+                "attribute_exists(task_token) AND attribute_not_exists(answered_at) AND attribute_not_exists(decided_at)"
+            ),
+            ExpressionAttributeValues={":answer": answer, ":by": answered_by, ":at": at.isoformat(timespec="seconds"), ":reason": reason},
+        )
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            raise AlreadyAnswered(execution_name) from None
+        raise
+
+
+def release(execution_name: str, *, at: datetime, table=None) -> None:
+    """Take back a claim whose SendTaskSuccess was refused, so the item tells the truth."""
+    try:
+        _table(table).update_item(
+            Key={"instance_id": approval_key(execution_name)},
+            UpdateExpression="REMOVE answer, answered_by, answered_at, answer_reason",
+            ConditionExpression="answered_at = :at",
+            ExpressionAttributeValues={":at": at.isoformat(timespec="seconds")},
+        )
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            raise

@@ -1,0 +1,66 @@
+"""EC2 calls of teardown and status: find gpufill's instances as they are now, and terminate them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from gpufill.adapters.aws import client
+from gpufill.constants import TAG_MANAGED, TAG_REQUEST_ID
+from gpufill.models.teardown import LiveInstance
+
+FILTER_VALUES_MAX = 200  # DescribeInstances takes at most 200 values per filter
+TERMINATE_BATCH = 1000  # TerminateInstances takes up to 1000 ids a call
+
+
+def tagged(region: str, request_id: str | None = None) -> dict[str, LiveInstance]:
+    """Every instance in `region` tagged gpufill:managed=true (and with the request id, when given)."""
+    filters = [{"Name": f"tag:{TAG_MANAGED}", "Values": ["true"]}]
+    if request_id is not None:
+        filters.append({"Name": f"tag:{TAG_REQUEST_ID}", "Values": [request_id]})
+    return _describe(region, filters)
+
+
+def by_ids(region: str, instance_ids: list[str]) -> dict[str, LiveInstance]:
+    """The instances of `region` among these ids, tagged or not. An id EC2 does not know is
+    simply absent: the instance-id filter answers without the InvalidInstanceID.NotFound error."""
+    found: dict[str, LiveInstance] = {}
+    for start in range(0, len(instance_ids), FILTER_VALUES_MAX):
+        chunk = instance_ids[start : start + FILTER_VALUES_MAX]
+        found.update(_describe(region, [{"Name": "instance-id", "Values": chunk}]))
+    return found
+
+
+def terminate(region: str, instance_ids: list[str]) -> dict[str, str]:
+    """instance id -> the state it was in. The Lambda's role may only terminate instances
+    tagged gpufill:managed=true, so even a wrong id here cannot end someone else's instance."""
+    previous: dict[str, str] = {}
+    ec2 = client("ec2", region)
+    for start in range(0, len(instance_ids), TERMINATE_BATCH):
+        reply = ec2.terminate_instances(InstanceIds=instance_ids[start : start + TERMINATE_BATCH])
+        for change in reply["TerminatingInstances"]:
+            previous[change["InstanceId"]] = change["PreviousState"]["Name"]
+    return previous
+
+
+def _describe(region: str, filters: list[dict]) -> dict[str, LiveInstance]:
+    pages = client("ec2", region).get_paginator("describe_instances").paginate(Filters=filters)
+    found: dict[str, LiveInstance] = {}
+    for page in pages:
+        for reservation in page["Reservations"]:
+            for i in reservation["Instances"]:
+                found[i["InstanceId"]] = _live(region, i)
+    return found
+
+
+def _live(region: str, i: dict) -> LiveInstance:
+    launched = i.get("LaunchTime")
+    return LiveInstance(
+        instance_id=i["InstanceId"],
+        region=region,
+        availability_zone=(i.get("Placement") or {}).get("AvailabilityZone"),
+        instance_type=i.get("InstanceType"),
+        state=(i.get("State") or {}).get("Name", "unknown"),
+        tags={t["Key"]: t["Value"] for t in i.get("Tags") or []},
+        launch_time=launched.isoformat(timespec="seconds") if isinstance(launched, datetime) else launched,
+        spot=i.get("InstanceLifecycle") == "spot",
+    )

@@ -1,0 +1,139 @@
+"""What the teardown and status paths carry from one state to the next, and what they return."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Why an instance named by a teardown is left alone. "unknown", "not-managed" and
+# "other-request" are refusals: gpufill did not launch it for this request, so it never
+# terminates it. "gone" and "already-terminated" only say there is nothing left to end.
+RefusalReason = Literal["unknown", "not-managed", "other-request", "gone", "already-terminated"]
+TeardownStatus = Literal["NOTHING_TO_TERMINATE", "AWAITING_APPROVAL", "TERMINATED", "REJECTED", "EXPIRED"]
+Decision = Literal["approved", "rejected", "expired"]
+# How the status view found an instance: in the table and in EC2 ("recorded"), tagged in
+# EC2 but missing from the table ("unrecorded"), in the table but no longer in EC2 ("gone"),
+# or in the table while its instance lost the gpufill:managed tag ("not-managed").
+Finding = Literal["recorded", "unrecorded", "gone", "not-managed"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LiveInstance(_Model):
+    """One instance as DescribeInstances shows it now."""
+
+    instance_id: str
+    region: str
+    availability_zone: str | None = None
+    instance_type: str | None = None
+    state: str
+    tags: dict[str, str] = Field(default_factory=dict)
+    launch_time: str | None = None
+    spot: bool = False
+
+
+class TeardownTarget(_Model):
+    """Exactly one of the two is set (the request model checks it)."""
+
+    request_id: str | None = None
+    instance_ids: list[str] | None = None
+
+
+class TeardownInstance(_Model):
+    """An instance this teardown may terminate once a person approves."""
+
+    instance_id: str
+    request_id: str | None = None
+    region: str
+    availability_zone: str | None = None
+    instance_type: str | None = None
+    market: str | None = None
+    hourly_price: float | None = None
+    state: str
+    launched_at: str | None = None
+    recorded: bool = True
+
+
+class Refusal(_Model):
+    instance_id: str
+    reason: RefusalReason
+    detail: str
+
+
+class RegionBatch(_Model):
+    """One branch of the TerminateInstances Map: a region, its instances, and for each the
+    request it must still be tagged with when the approval comes back."""
+
+    region: str
+    instance_ids: list[str]
+    request_ids: dict[str, str] = Field(default_factory=dict)
+
+
+class Teardown(_Model):
+    """FindTeardownInstances' answer; with nothing to terminate it is also the execution's result."""
+
+    request_id: str
+    action: Literal["teardown"] = "teardown"
+    status: TeardownStatus
+    target: TeardownTarget
+    requested_by: str | None = None
+    instances: list[TeardownInstance] = Field(default_factory=list)
+    refused: list[Refusal] = Field(default_factory=list)
+    regions: list[RegionBatch] = Field(default_factory=list)
+    hourly_cost: float = 0.0
+
+
+class ApprovalDecision(_Model):
+    """What the approval step came back with, as RecordApprovalDecision recorded it."""
+
+    decision: Decision
+    answer: str | None = None
+    approver: str
+    reason: str | None = None
+    decided_at: str
+
+
+class TerminatedInstance(_Model):
+    instance_id: str
+    previous_state: str
+    terminated_at: str
+
+
+class RegionTermination(_Model):
+    """TerminateRegionInstances' answer for one region."""
+
+    region: str
+    terminated: list[TerminatedInstance] = Field(default_factory=list)
+    skipped: list[Refusal] = Field(default_factory=list)
+
+
+class StatusEntry(_Model):
+    instance_id: str
+    request_id: str | None = None
+    region: str
+    availability_zone: str | None = None
+    instance_type: str | None = None
+    market: str | None = None
+    hourly_price: float | None = None
+    state: str
+    launched_at: str | None = None
+    hours_running: float | None = None
+    finding: Finding
+
+
+class StatusReport(_Model):
+    request_id: str
+    action: Literal["status"] = "status"
+    status: Literal["REPORTED"] = "REPORTED"
+    filter: TeardownTarget = Field(default_factory=TeardownTarget)
+    regions: list[str]
+    instances: list[StatusEntry] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict)
+    running: int = 0
+    hourly_cost: float = 0.0
+    unrecorded: list[str] = Field(default_factory=list)
+    gone: list[str] = Field(default_factory=list)
+    generated_at: str

@@ -1,0 +1,110 @@
+"""The human approval in front of a teardown: what counts as a yes, when it expires, what the request says.
+
+No AWS calls here: the handler records and publishes what these functions build.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from datetime import datetime, timedelta
+from typing import Any
+
+from gpufill.constants import APPROVED
+from gpufill.models.teardown import Decision, Teardown
+
+MAX_TEXT = 500  # approver and reason are free text from a person; keep the record small
+LISTED_INSTANCES = 50  # an email stays readable; the full list is in the execution input and the table
+
+
+def decide(answer: Any) -> tuple[Decision, str | None, str, str | None]:
+    """(decision, answer as sent, approver, reason). Only {"decision": "approved"} approves:
+    any other value, shape or spelling is a rejection, so nothing is terminated by accident."""
+    fields = answer if isinstance(answer, dict) else {}
+    raw = fields.get("decision")
+    sent = raw if isinstance(raw, str) else (None if raw is None else json.dumps(raw))
+    decision: Decision = "approved" if raw == APPROVED else "rejected"
+    approver = _text(fields.get("approver")) or "unknown (no approver in the answer)"
+    return decision, _text(sent), approver, _text(fields.get("reason"))
+
+
+def deadline(entered_at: datetime, timeout_seconds: int) -> datetime:
+    return entered_at + timedelta(seconds=timeout_seconds)
+
+
+def execution_region(execution_arn: str) -> str:
+    """arn:aws:states:REGION:ACCOUNT:execution:MACHINE:NAME -> REGION."""
+    parts = execution_arn.split(":")
+    return parts[3] if len(parts) > 3 else ""
+
+
+def answer_json(decision: str, approver: str, reason: str | None = None) -> str:
+    body = {"decision": decision, "approver": approver}
+    if reason:
+        body["reason"] = reason
+    return json.dumps(body, separators=(",", ":"))
+
+
+def commands(execution_arn: str, task_token: str) -> dict[str, str]:
+    """The exact commands that answer this approval, with gpufill or with the AWS CLI alone."""
+    region = execution_region(execution_arn)
+    raw = (
+        f"aws stepfunctions send-task-success --region {region} --task-token {shlex.quote(task_token)} "
+        f"--task-output {shlex.quote(answer_json(APPROVED, 'YOUR-NAME'))}"
+    )
+    return {
+        "approve": f"gpufill approve {execution_arn}",
+        "reject": f"gpufill reject {execution_arn} --reason 'WHY'",
+        "approve_with_aws_cli": raw,
+    }
+
+
+def message(
+    teardown: Teardown, *, execution_arn: str, task_token: str, expires: datetime
+) -> tuple[str, str]:
+    """(subject, body) of the approval request published to the approval topic."""
+    count = len(teardown.instances)
+    subject = f"gpufill: approve terminating {count} instance(s)? ({teardown.request_id})"[:100]
+    what = (
+        f"every instance of request {teardown.target.request_id}"
+        if teardown.target.request_id
+        else f"{len(teardown.target.instance_ids or [])} instance id(s) given by hand"
+    )
+    lines = [
+        f"gpufill teardown {teardown.request_id} asks to terminate {count} instance(s): {what}.",
+        f"Asked by: {teardown.requested_by or 'not given (requested_by was not set)'}",
+        f"Costing now: ${teardown.hourly_cost:.4f}/h" + (" (prices of unrecorded instances unknown)" if any(not i.recorded for i in teardown.instances) else ""),
+        f"The request expires at {expires.isoformat(timespec='seconds')}; after that nothing is terminated.",
+        "",
+        "Instances:",
+    ]
+    for i in teardown.instances[:LISTED_INSTANCES]:
+        price = f"${i.hourly_price:.4f}/h" if i.hourly_price is not None else "price unknown"
+        lines.append(
+            f"  {i.instance_id}  {i.region:<15} {i.availability_zone or '-':<16} {i.instance_type or '-':<13} "
+            f"{i.market or '-':<9} {i.state:<8} {price}  launched {i.launched_at or '?'}"
+        )
+    if count > LISTED_INSTANCES:
+        lines.append(f"  ... and {count - LISTED_INSTANCES} more (see the execution input and the instances table)")
+    if teardown.refused:
+        lines += ["", "Left alone (gpufill will not terminate these):"]
+        lines += [f"  {r.instance_id}  {r.reason}: {r.detail}" for r in teardown.refused[:LISTED_INSTANCES]]
+    found = commands(execution_arn, task_token)
+    lines += [
+        "",
+        "To approve:",
+        f"  {found['approve']}",
+        "To reject:",
+        f"  {found['reject']}",
+        "",
+        "Or with the AWS CLI alone (any decision other than exactly \"approved\" is a rejection):",
+        f"  {found['approve_with_aws_cli']}",
+    ]
+    return subject, "\n".join(lines)
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text.strip()[:MAX_TEXT] or None

@@ -1,0 +1,109 @@
+"""Which instances a teardown may terminate, which it refuses, and why. No AWS calls here.
+
+The rule: gpufill terminates an instance only when it is live, carries the tag
+gpufill:managed=true, and is tagged with the request it is being torn down for. For a
+teardown by request that is the request named; for a teardown by instance ids it is the
+request gpufill recorded the instance under, so a record and a tag that disagree are refused.
+An id gpufill holds no record of is refused: it would not know the region, and it did not
+launch it as far as its records go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from gpufill.constants import TAG_MANAGED, TAG_REQUEST_ID
+from gpufill.models.teardown import LiveInstance, RegionBatch, Refusal, TeardownInstance, TeardownTarget
+
+MANAGED_VALUE = "true"
+ENDED_STATES = frozenset({"shutting-down", "terminated"})
+
+
+def candidates(target: TeardownTarget, records: Mapping[str, dict], live: Mapping[str, LiveInstance]) -> list[str]:
+    """The ids to judge, in a stable order: the ids as given, or the request's records then its unrecorded instances."""
+    if target.instance_ids is not None:
+        return list(target.instance_ids)
+    recorded = sorted(records, key=lambda i: (records[i].get("region", ""), i))
+    unrecorded = sorted((i for i in live if i not in records), key=lambda i: (live[i].region, i))
+    return recorded + unrecorded
+
+
+def refusal(instance_id: str, record: dict | None, live: LiveInstance | None, expected_request: str | None) -> Refusal | None:
+    """Why this instance must not be terminated, or None when it may be."""
+    if record is None and live is None:
+        return Refusal(
+            instance_id=instance_id,
+            reason="unknown",
+            detail="gpufill holds no record of this instance, so it did not launch it (or its record is gone)",
+        )
+    if live is None:
+        region = record.get("region", "its region") if record else "its region"
+        return Refusal(instance_id=instance_id, reason="gone", detail=f"no such instance in {region} any more")
+    if live.state in ENDED_STATES:
+        return Refusal(instance_id=instance_id, reason="already-terminated", detail=f"already {live.state}")
+    if live.tags.get(TAG_MANAGED) != MANAGED_VALUE:
+        return Refusal(
+            instance_id=instance_id,
+            reason="not-managed",
+            detail=f"not tagged {TAG_MANAGED}={MANAGED_VALUE}: gpufill only terminates instances it launched",
+        )
+    tagged = live.tags.get(TAG_REQUEST_ID)
+    if expected_request is None or tagged != expected_request:
+        return Refusal(
+            instance_id=instance_id,
+            reason="other-request",
+            detail=f"tagged {TAG_REQUEST_ID}={tagged!r}, not {expected_request!r}",
+        )
+    return None
+
+
+def select(
+    target: TeardownTarget, records: Mapping[str, dict], live: Mapping[str, LiveInstance]
+) -> tuple[list[TeardownInstance], list[Refusal]]:
+    """Split the teardown's candidates into the instances to ask approval for and the refused ones."""
+    allowed: list[TeardownInstance] = []
+    refused: list[Refusal] = []
+    for instance_id in candidates(target, records, live):
+        record, instance = records.get(instance_id), live.get(instance_id)
+        # By request, the request named is the one to match; by ids, the request it was recorded under.
+        expected = target.request_id if target.request_id is not None else (record or {}).get("request_id")
+        if target.instance_ids is not None and record is None:
+            instance = None  # an id without a record is unknown, whatever EC2 says
+        why = refusal(instance_id, record, instance, expected)
+        if why is not None:
+            refused.append(why)
+            continue
+        assert instance is not None
+        allowed.append(_teardown_instance(instance, record))
+    return allowed, refused
+
+
+def _teardown_instance(live: LiveInstance, record: dict | None) -> TeardownInstance:
+    record = record or {}
+    return TeardownInstance(
+        instance_id=live.instance_id,
+        request_id=live.tags.get(TAG_REQUEST_ID),
+        region=live.region,
+        availability_zone=live.availability_zone or record.get("availability_zone"),
+        instance_type=live.instance_type or record.get("instance_type"),
+        market=record.get("market") or ("spot" if live.spot else "on-demand"),
+        hourly_price=record.get("hourly_price"),
+        state=live.state,
+        launched_at=record.get("launched_at") or live.launch_time,
+        recorded=bool(record),
+    )
+
+
+def by_region(instances: Iterable[TeardownInstance]) -> list[RegionBatch]:
+    """One Map branch per region, regions and ids sorted so a rerun sends the same batches."""
+    grouped: dict[str, dict[str, str]] = {}
+    for instance in instances:
+        grouped.setdefault(instance.region, {})[instance.instance_id] = instance.request_id or ""
+    return [
+        RegionBatch(region=r, instance_ids=sorted(ids), request_ids=dict(sorted(ids.items())))
+        for r, ids in sorted(grouped.items())
+    ]
+
+
+def hourly_cost(instances: Iterable[TeardownInstance]) -> float:
+    return round(sum(i.hourly_price or 0.0 for i in instances), 4)
