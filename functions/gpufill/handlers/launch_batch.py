@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import BotoCoreError, ClientError
 
-from gpufill.adapters import ami, ec2, instances_table, network, regions_config
+from gpufill.adapters import ami, capacity_cache, ec2, instances_table, network, regions_config
 from gpufill.constants import ENV_INSTANCE_PROFILE_ARN, ENV_STARTUP_BUCKET, LOCAL_HOME_REGION
 from gpufill.handlers.events import LoopEvent
 from gpufill.handlers.observability import logger, metrics, tracer
@@ -45,6 +45,8 @@ def handler(event: dict, context: LambdaContext) -> dict:
         # Recorded before the step returns: if this fails the step is retried with the same token.
         instances_table.record_launched(result.instances, request_id=request.request_id, client_token=token)
         metrics.add_metric(name="InstancesLaunched", unit="Count", value=len(result.instances))
+    if fill.pool_found_empty(run, result, request):
+        capacity_cache.remember_full(pool.key, request_id=request.request_id, reason=result.reason or "capacity")
     logger.info(
         "batch answered",
         extra={"pool": pool.key, "batch": run.batch, "outcome": result.outcome, "launched": len(result.instances)},

@@ -5,6 +5,9 @@ from __future__ import annotations
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+import time
+
+from gpufill.adapters import capacity_cache
 from gpufill.handlers.events import RankEvent
 from gpufill.handlers.observability import logger, metrics, tracer
 from gpufill.models.run import Plan
@@ -23,5 +26,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         pools = ranking.spot_pools(step.facts, scores, request)
     else:
         pools = ranking.on_demand_pools(step.facts, request)
+    now = time.time()
+    pools = ranking.defer_recently_full(pools, capacity_cache.recently_full([p.key for p in pools], now=now), now)
     logger.info("pools ranked", extra={"market": market, "pools": len(pools)})
     return Plan(request_id=request.request_id, market=market, regions=scores, pools=pools).model_dump(mode="json")

@@ -64,6 +64,11 @@ def _next_move(run: Run, pool: Pool, result: LaunchResult, request: ProvisionReq
     return {"next": "advance"}
 
 
+def pool_found_empty(run: Run, result: LaunchResult, request: ProvisionRequest) -> bool:
+    """A capacity answer that says the pool itself is empty, not merely that the batch was too big."""
+    return result.outcome == "capacity" and (request.launch_mode == "partial" or run.batch == 1)
+
+
 def halve(run: Run) -> Run:
     return run.model_copy(update={"batch": max(1, run.batch // 2), "next": "launch"})
 

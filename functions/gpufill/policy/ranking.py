@@ -93,3 +93,17 @@ def _offers_in_preference(region: RegionFacts, request: ProvisionRequest):
 def _offer(facts: list[RegionFacts], region: str, instance_type: str) -> TypeFacts:
     region_facts = next(r for r in facts if r.region == region)
     return next(t for t in region_facts.types if t.instance_type == instance_type)
+
+
+def defer_recently_full(pools: list[Pool], recently_full: dict[str, int], now: float) -> list[Pool]:
+    """Pools another run found empty moments ago go to the end, in their order, not out of the run:
+    capacity comes back, and a pool tried last is still tried."""
+    fresh = [p for p in pools if p.key not in recently_full]
+    deferred = [
+        p.model_copy(
+            update={"note": f"answered capacity {int(now - recently_full[p.key])} s ago in another run; tried last"}
+        )
+        for p in pools
+        if p.key in recently_full
+    ]
+    return fresh + deferred
