@@ -6,6 +6,9 @@ import json
 from typing import Any, TextIO
 
 QUIET_STATES = {"IsRequestValid", "RouteByAction", "IsPlanOnly", "HasPools", "NextMove", "PoolsLeft", "ScoreRegion"}
+# Teardown and status: choices stay quiet, and these report on exit, with what they found.
+QUIET_STATES |= {"AnythingToTerminate", "IsTeardownApproved"}
+REPORTED_ON_EXIT = {"FindTeardownInstances", "RecordApprovalDecision", "RecordApprovalExpiry", "TerminateRegionInstances"}
 
 
 def _details(event: dict, kind: str) -> dict:
@@ -29,6 +32,7 @@ class Progress:
     def __init__(self, out: TextIO):
         self.out = out
         self.plan: dict = {}
+        self.entered: str | None = None  # the last state entered: a Map's start event does not name its state
 
     def header(self, request_path, scenario) -> None:
         described = f" ({scenario.description})" if scenario.description else ""
@@ -38,12 +42,39 @@ class Progress:
         kind = event["type"]
         if kind.endswith("StateEntered"):
             name = _details(event, "stateEnteredEventDetails").get("name")
-            if name not in QUIET_STATES and name not in ("LaunchBatch", "HalveBatch", "AdvanceCursor"):
+            self.entered = name
+            if name not in QUIET_STATES | REPORTED_ON_EXIT and name not in ("LaunchBatch", "HalveBatch", "AdvanceCursor"):
                 self._line(f"  > {name}")
         elif kind == "MapStateStarted":
-            self._line(f"    scoring {_details(event, 'mapStateStartedEventDetails').get('length')} region(s) in parallel")
+            length = _details(event, "mapStateStartedEventDetails").get("length")
+            if self.entered == "TerminateInstances":
+                self._line(f"    terminating in {length} region(s) in parallel")
+            else:
+                self._line(f"    scoring {length} region(s) in parallel")
+        elif kind == "TaskSubmitted" and self.entered == "AwaitTeardownApproval":
+            self._line("    approval requested on the approval topic; waiting for an answer")
         elif kind.endswith("StateExited"):
-            self._exited(_details(event, "stateExitedEventDetails").get("name"), _state_output(event))
+            name = _details(event, "stateExitedEventDetails").get("name")
+            if name in REPORTED_ON_EXIT:
+                self._teardown_exited(name, _state_output(event))
+            else:
+                self._exited(name, _state_output(event))
+
+    def _teardown_exited(self, name: str, state: dict) -> None:
+        if name == "FindTeardownInstances":
+            found = state.get("teardown") or {}
+            self._line(
+                f"  > FindTeardownInstances  {len(found.get('instances', []))} to terminate, "
+                f"{len(found.get('refused', []))} left alone"
+            )
+        elif name in ("RecordApprovalDecision", "RecordApprovalExpiry"):
+            a = state.get("approval") or {}
+            self._line(f"  > {name}  {a.get('decision')} by {a.get('approver')}")
+        elif name == "TerminateRegionInstances":
+            self._line(
+                f"  > TerminateRegionInstances  {state.get('region')}: terminated {len(state.get('terminated', []))}, "
+                f"skipped {len(state.get('skipped', []))}"
+            )
 
     def _exited(self, name: str | None, state: dict) -> None:
         run = state.get("run") or {}
@@ -78,17 +109,17 @@ def plans_from(history: list[dict]) -> list[dict]:
 
 
 def render_regions(plan: dict) -> list[str]:
-    lines = [f"Ranked regions ({plan.get('market')} market)"]
-    lines.append(f"  {'rank':<4} {'score':>5}  {'region':<15} {'type':<13} {'spot $/h':>8}  {'AZs':>3}  {'tier':>4}  price/az/interruption")
+    lines = [f"Ranked regions ({plan.get('market')} market, {plan.get('scoring', 'classic')} scoring)"]
+    lines.append(f"  {'rank':<4} {'score':>5}  {'region':<15} {'type':<13} {'spot $/h':>8}  {'AZs':>3}  {'tier':>4}  points")
     for s in plan.get("regions", []):
         if s.get("dropped"):
             lines.append(f"  {'-':<4} {'-':>5}  {s['region']:<15} {s['instance_type']:<13} dropped: {s['dropped']}")
             continue
-        p = s.get("points", {})
+        points = " + ".join(f"{name} {value}" for name, value in s.get("points", {}).items())
         tier = "?" if s.get("advisor_tier") is None else s["advisor_tier"]
         lines.append(
             f"  {s['rank']:<4} {s['score']:>5}  {s['region']:<15} {s['instance_type']:<13} {s['spot_price']:>8.4f}  "
-            f"{s['az_count']:>3}  {tier:>4}  {p.get('price')}/{p.get('az')}/{p.get('interruption')}"
+            f"{s['az_count']:>3}  {tier:>4}  {points}"
         )
     return lines
 
@@ -114,7 +145,11 @@ def render_summary(execution: Any) -> str:
     attempts = (result or {}).get("attempts") or cause.get("attempts")
     if isinstance(attempts, list) and attempts:
         lines += render_attempts(attempts) + [""]
-    if result and result.get("status") == "PLANNED":
+    if result and result.get("action") == "teardown":
+        lines += render_teardown(result, getattr(execution, "notifications", []))
+    elif result and result.get("action") == "status":
+        lines += render_status(result)
+    elif result and result.get("status") == "PLANNED":
         lines.append(f"Plan: {len(result.get('pools', []))} pool(s) in order; nothing launched.")
     elif result:
         lines.append("Instances")
@@ -145,3 +180,69 @@ def render_summary(execution: Any) -> str:
         f"EC2 calls {json.dumps(m['ec2_calls'])}, modelled time {m['modelled_seconds']:.1f} s"
     )
     return "\n".join(lines)
+
+
+def _price(value: Any) -> str:
+    return f"${value:.4f}/h" if isinstance(value, (int, float)) else "price unknown"
+
+
+def render_teardown(result: dict, notifications: list[dict]) -> list[str]:
+    target = result.get("target") or {}
+    what = f"request {target['request_id']}" if target.get("request_id") else f"{len(target.get('instance_ids') or [])} instance id(s)"
+    lines = [f"Teardown {result['request_id']} of {what}"]
+    for i in result.get("instances", []):
+        lines.append(
+            f"  {i['instance_id']}  {i['region']:<15} {i.get('availability_zone') or '-':<16} "
+            f"{i.get('instance_type') or '-':<13} {i.get('market') or '-':<9} {i['state']:<8} {_price(i.get('hourly_price'))}"
+        )
+    if result.get("refused"):
+        lines += ["Left alone (never terminated by this teardown)"]
+        lines += [f"  {r['instance_id']}  {r['reason']}: {r['detail']}" for r in result["refused"]]
+    for note in notifications:
+        lines += ["", f"Published to the approval topic: {note['subject']}"]
+        lines += [f"  | {line}" for line in note["message"].splitlines()]
+    approval = result.get("approval")
+    if approval:
+        why = f" ({approval['reason']})" if approval.get("reason") else ""
+        lines += ["", f"Decision: {approval['decision']} by {approval['approver']} at {approval['decided_at']}{why}"]
+    for region in result.get("terminated", []):
+        ended = ", ".join(t["instance_id"] for t in region.get("terminated", [])) or "none"
+        lines.append(f"  terminated in {region['region']}: {ended}")
+        lines += [f"    skipped {r['instance_id']}: {r['reason']}: {r['detail']}" for r in region.get("skipped", [])]
+    count = sum(len(r.get("terminated", [])) for r in result.get("terminated", []))
+    lines.append("")
+    lines.append(
+        {
+            "TERMINATED": f"TERMINATED: {count} instance(s) terminated, ${result.get('hourly_cost', 0):.4f}/h no longer spent",
+            "REJECTED": f"REJECTED: nothing terminated; {len(result.get('instances', []))} instance(s) keep running",
+            "EXPIRED": "EXPIRED: nobody answered before the approval timeout; nothing terminated",
+            "NOTHING_TO_TERMINATE": "NOTHING_TO_TERMINATE: no instance matched; no approval was asked for",
+        }.get(result["status"], result["status"])
+    )
+    return lines
+
+
+def render_status(result: dict) -> list[str]:
+    lines = [
+        f"Managed instances ({'request ' + result['filter']['request_id'] if (result.get('filter') or {}).get('request_id') else 'every request'}; "
+        f"regions {', '.join(result.get('regions', []))})",
+        f"  {'instance':<19}  {'request':<20} {'zone':<16} {'type':<13} {'market':<9} {'state':<13} {'$/h':>8} {'hours':>6}  finding",
+    ]
+    for i in result.get("instances", []):
+        price = f"{i['hourly_price']:.4f}" if isinstance(i.get("hourly_price"), (int, float)) else "?"
+        hours = f"{i['hours_running']:.2f}" if isinstance(i.get("hours_running"), (int, float)) else "-"
+        lines.append(
+            f"  {i['instance_id']:<19}  {(i.get('request_id') or '-')[:20]:<20} {i.get('availability_zone') or i['region']:<16} "
+            f"{i.get('instance_type') or '-':<13} {i.get('market') or '-':<9} {i['state']:<13} {price:>8} {hours:>6}  {i['finding']}"
+        )
+    counts = ", ".join(f"{n} {state}" for state, n in (result.get("counts") or {}).items()) or "none"
+    lines += [
+        "",
+        f"Counts: {counts}",
+        f"Running: {result.get('running', 0)} instance(s), ${result.get('hourly_cost', 0):.4f}/h",
+    ]
+    if result.get("unrecorded"):
+        lines.append(f"Unrecorded (tagged gpufill:managed=true, missing from the table): {', '.join(result['unrecorded'])}")
+    if result.get("gone"):
+        lines.append(f"Gone (recorded, no longer in EC2): {', '.join(result['gone'])}")
+    return lines

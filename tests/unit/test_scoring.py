@@ -46,3 +46,15 @@ def test_regions_ranked_by_total_and_unpriced_regions_dropped_with_reason():
         ("us-east-2", 0, "C", "AuthFailure: region not enabled"),
     ]
     assert scores[0].points == {"price": 40, "az": 24, "interruption": 15}
+
+
+def test_blended_scoring_replaces_az_points_with_placement_capacity_points():
+    facts = [region("us-west-2", [0.40, 0.44, 0.46], tier=1), region("us-east-1", [0.41], tier=1)]
+    facts[0].types[0].zones[2].placement_score = 9
+    facts[1].types[0].zones[0].placement_score = 2
+    blended = {s.region: s for s in scoring.score_regions(facts, "g6.xlarge", blended=True)}
+    classic = {s.region: s for s in scoring.score_regions(facts, "g6.xlarge")}
+    assert blended["us-west-2"].points == {"price": 40, "capacity": 36, "interruption": 15}
+    assert blended["us-east-1"].points == {"price": 39, "capacity": 8, "interruption": 15}
+    assert classic["us-west-2"].points == {"price": 40, "az": 24, "interruption": 15}
+    assert scoring.capacity_points(10) == 40 and scoring.capacity_points(1) == 4

@@ -158,3 +158,11 @@ def instance_states(region: str, instance_ids: list[str]) -> dict[str, dict]:
         for i in reservation["Instances"]
     }
     return {iid: seen.get(iid, {"state": "terminated", "private_ip": None}) for iid in instance_ids}
+
+
+def zone_ids(region: str) -> dict[str, str]:
+    """AZ name -> AZ id (names are shuffled per account; ids are what placement scores speak of)."""
+    zones = client("ec2", region).describe_availability_zones(
+        Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}]
+    )["AvailabilityZones"]
+    return {z["ZoneName"]: z["ZoneId"] for z in zones}

@@ -18,13 +18,16 @@ from gpufill.models.run import RegionFacts, TypeFacts, ZoneOffer
 @metrics.log_metrics
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=ScoreRegionEvent)
-    return region_facts(step.region, step.instance_types).model_dump(mode="json")
+    return region_facts(step.region, step.instance_types, want_zone_ids=step.scoring == "blended").model_dump(
+        mode="json", exclude_none=True
+    )
 
 
-def region_facts(region: str, instance_types: list[str]) -> RegionFacts:
+def region_facts(region: str, instance_types: list[str], *, want_zone_ids: bool) -> RegionFacts:
     try:
         zones = ec2.zones_offering(region, instance_types)
         prices = ec2.spot_prices(region, instance_types) if any(zones.values()) else {}
+        ids = ec2.zone_ids(region) if want_zone_ids and any(zones.values()) else {}
     except (ClientError, BotoCoreError) as error:
         # An opted-out region or a denied call drops the region, with the reason kept for the ranking.
         logger.warning("region dropped", extra={"region": region, "error": str(error)})
@@ -34,7 +37,10 @@ def region_facts(region: str, instance_types: list[str]) -> RegionFacts:
         types=[
             TypeFacts(
                 instance_type=t,
-                zones=[ZoneOffer(availability_zone=az, spot_price=prices.get((t, az))) for az in zones.get(t, [])],
+                zones=[
+                    ZoneOffer(availability_zone=az, zone_id=ids.get(az), spot_price=prices.get((t, az)))
+                    for az in zones.get(t, [])
+                ],
                 advisor_tier=spot_advisor.tier(region, t),
                 on_demand_price=catalog.on_demand_price(t, region),
             )

@@ -15,6 +15,7 @@ from unittest import mock
 from moto.core.responses import ActionResult
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models.instance_types import InstanceTypeOfferingBackend
+from moto.ec2.responses import EC2Response
 from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.responses.spot_instances import SpotInstances
 
@@ -43,6 +44,7 @@ class SimulatedMarket:
         self._tokens: dict[str, tuple[tuple, ActionResult]] = {}
         self._launched: list[tuple[str, str, int, object]] = []  # (region, market, vcpus, moto instance)
         self._lock = threading.Lock()
+        self.placement_scores_denied = False  # tests set it to see the classic fallback
 
     def left(self, region: str, zone: str, instance_type: str, market: str) -> int:
         return self._stock.get((region, zone, instance_type, market), 0)
@@ -77,6 +79,26 @@ class SimulatedMarket:
             for t, stock in sorted(types.items())
             if stock.spot_price is not None and (not instance_types or t in instance_types)
         ]
+
+    def placement_scores(self, instance_types: list[str], regions: list[str], zone_id) -> list[dict]:
+        """AZ-level scores: the zone's own score, else its region's score for the type, else none."""
+        if self.placement_scores_denied:
+            raise EC2ClientError(
+                "UnauthorizedOperation", "You are not authorized to perform: ec2:GetSpotPlacementScores"
+            )
+        found = []
+        for region in regions:
+            market = self.scenario.regions.get(region)
+            for zone, types in sorted((market.zones if market else {}).items()):
+                scores = [
+                    stock.placement_score or market.placement_score.get(t)
+                    for t, stock in types.items()
+                    if t in instance_types
+                ]
+                scores = [s for s in scores if s]
+                if scores:
+                    found.append({"Region": region, "AvailabilityZoneId": zone_id(region, zone), "Score": min(scores)})
+        return found
 
     def launch(self, response: InstanceResponse, launch_in_moto) -> ActionResult:
         region = response.region
@@ -171,7 +193,22 @@ class SimulatedMarket:
                 if backend.matches_filters(o, filters or {}, location_type)
             ]
 
+        def get_spot_placement_scores(response) -> ActionResult:
+            from moto.ec2.models import ec2_backends
+
+            def zone_id(region: str, zone: str) -> str:
+                backend = ec2_backends[response.current_account][region]
+                return next(z.zone_id for z in backend.describe_availability_zones() if z.name == zone)
+
+            scores = market.placement_scores(
+                response._get_param("InstanceTypes", []), response._get_param("RegionNames", []), zone_id
+            )
+            return ActionResult({"SpotPlacementScores": scores})
+
         stack = ExitStack()
+        stack.enter_context(
+            mock.patch.object(EC2Response, "get_spot_placement_scores", get_spot_placement_scores, create=True)
+        )
         stack.enter_context(mock.patch.object(InstanceResponse, "run_instances", run_instances))
         stack.enter_context(mock.patch.object(SpotInstances, "describe_spot_price_history", describe_spot_price_history))
         stack.enter_context(

@@ -19,6 +19,8 @@ class ZoneStock(_Model):
     # gpufill's extension of the format: how many spot instances launched here are reclaimed at once,
     # before they ever run (they launch, then go straight to terminated).
     reclaimed_at_launch: NonNegativeInt = 0
+    # gpufill's extension: an AZ-level spot placement score (1-10); the region's placement_score otherwise.
+    placement_score: int | None = Field(default=None, ge=1, le=10)
 
 
 class Quota(_Model):

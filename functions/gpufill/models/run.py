@@ -17,6 +17,7 @@ class _Model(BaseModel):
 
 class ZoneOffer(_Model):
     availability_zone: str
+    zone_id: str | None = None
     spot_price: float | None = None
     placement_score: int | None = None
 
@@ -99,6 +100,7 @@ class Plan(_Model):
     request_id: str
     status: Literal["PLANNED"] = "PLANNED"
     market: MarketName
+    scoring: str = "classic"
     regions: list[RegionScore] = Field(default_factory=list)
     pools: list[Pool] = Field(default_factory=list)
 

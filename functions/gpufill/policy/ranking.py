@@ -16,20 +16,42 @@ from __future__ import annotations
 
 from gpufill import catalog
 from gpufill.models.request import ProvisionRequest
-from gpufill.models.run import Pool, RegionFacts, RegionScore, TypeFacts
+from gpufill.models.run import Pool, RegionFacts, RegionScore, TypeFacts, ZoneOffer
 from gpufill.policy.scoring import score_regions
 
 UNKNOWN = float("inf")
 
 
-def score_all(facts: list[RegionFacts], request: ProvisionRequest) -> list[RegionScore]:
+def score_all(facts: list[RegionFacts], request: ProvisionRequest, *, blended: bool = False) -> list[RegionScore]:
     scores: list[RegionScore] = []
     for instance_type in request.instance_types:
-        scores.extend(score_regions(facts, instance_type))
+        scores.extend(score_regions(facts, instance_type, blended=blended))
     return scores
 
 
-def spot_pools(facts: list[RegionFacts], scores: list[RegionScore], request: ProvisionRequest) -> list[Pool]:
+def with_placement_scores(facts: list[RegionFacts], instance_type: str, scores: dict[tuple[str, str], int]) -> list[RegionFacts]:
+    """Copy each AZ's placement score (keyed by region and AZ id) onto the facts of one type."""
+
+    def zone(region: str, z: ZoneOffer) -> ZoneOffer:
+        score = scores.get((region, z.zone_id)) if z.zone_id else None
+        return z.model_copy(update={"placement_score": score}) if score is not None else z
+
+    return [
+        r.model_copy(
+            update={
+                "types": [
+                    t.model_copy(update={"zones": [zone(r.region, z) for z in t.zones]}) if t.instance_type == instance_type else t
+                    for t in r.types
+                ]
+            }
+        )
+        for r in facts
+    ]
+
+
+def spot_pools(
+    facts: list[RegionFacts], scores: list[RegionScore], request: ProvisionRequest, *, blended: bool = False
+) -> list[Pool]:
     usable = [s for s in scores if s.dropped is None]
     best_by_region: dict[str, RegionScore] = {}
     for s in usable:
@@ -44,7 +66,7 @@ def spot_pools(facts: list[RegionFacts], scores: list[RegionScore], request: Pro
             if (region, instance_type) not in scored_pairs:
                 continue
             offer = _offer(facts, region, instance_type)
-            zones = sorted(offer.zones, key=lambda z: (z.spot_price is None, z.spot_price or 0.0, z.availability_zone))
+            zones = sorted(offer.zones, key=lambda z: _zone_order(z, blended))
             pools.extend(
                 Pool(
                     region=region,
@@ -83,6 +105,14 @@ def on_demand_pools(facts: list[RegionFacts], request: ProvisionRequest) -> list
                 for z in sorted(offer.zones, key=lambda z: z.availability_zone)
             )
     return pools
+
+
+def _zone_order(zone: ZoneOffer, blended: bool) -> tuple:
+    """Cheapest first; with blended scoring the AZ AWS rates likeliest to have capacity goes first."""
+    by_price = (zone.spot_price is None, zone.spot_price or 0.0, zone.availability_zone)
+    if blended:
+        return (-(zone.placement_score or 0), *by_price)
+    return by_price
 
 
 def _offers_in_preference(region: RegionFacts, request: ProvisionRequest):

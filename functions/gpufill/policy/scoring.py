@@ -1,6 +1,11 @@
 """Region scoring (DESIGN.md, "Facts the policy starts from").
 
-score = price points (40) + AZ points (40) + interruption points (20), ranked S/A/B/C.
+classic: price points (40) + AZ points (40) + interruption points (20), ranked S/A/B/C.
+blended: the AZ points give way to capacity points, int(40 x best AZ placement score / 10),
+wherever AWS's spot placement scores are known. The number of AZs offering a type is only a
+proxy for capacity; a placement score is AWS's own estimate that a request of this size
+succeeds, so it replaces the proxy on the same 40-point scale. Price and interruption
+points are unchanged, and a region without scores keeps its classic AZ points.
 Price points compare a region with the cheapest region for the same type, so the
 scores of one type are only comparable among themselves.
 """
@@ -26,11 +31,15 @@ def interruption_points(tier: int | None) -> int:
     return INTERRUPTION_POINTS.get(tier, 0) if tier is not None else 0
 
 
+def capacity_points(best_placement_score: int) -> int:
+    return int(40 * min(best_placement_score, 10) / 10)
+
+
 def rank(score: int) -> str:
     return next((letter for floor, letter in RANKS if score >= floor), "C")
 
 
-def score_regions(facts: list[RegionFacts], instance_type: str) -> list[RegionScore]:
+def score_regions(facts: list[RegionFacts], instance_type: str, *, blended: bool = False) -> list[RegionScore]:
     """Every region's score for one type, best first; regions without a price come last, dropped."""
     priced: list[tuple[RegionFacts, float, int, int | None]] = []
     dropped: list[RegionScore] = []
@@ -52,25 +61,28 @@ def score_regions(facts: list[RegionFacts], instance_type: str) -> list[RegionSc
                 )
             )
         else:
-            priced.append((region, offer.spot_price, len(offer.zones), offer.advisor_tier))
+            priced.append((region, offer, offer.spot_price))
     if not priced:
         return dropped
-    best = min(price for _, price, _, _ in priced)
+    best = min(price for _, _, price in priced)
     scored = []
-    for region, price, zones, tier in priced:
-        points = {
-            "price": price_points(price, best),
-            "az": az_points(zones),
-            "interruption": interruption_points(tier),
-        }
+    for region, offer, price in priced:
+        placement = [z.placement_score for z in offer.zones if z.placement_score is not None]
+        points = {"price": price_points(price, best)}
+        if blended and placement:
+            points["capacity"] = capacity_points(max(placement))
+        else:
+            points["az"] = az_points(len(offer.zones))
+        points["interruption"] = interruption_points(offer.advisor_tier)
         total = sum(points.values())
         scored.append(
             RegionScore(
                 region=region.region,
                 instance_type=instance_type,
                 spot_price=price,
-                az_count=zones,
-                advisor_tier=tier,
+                az_count=len(offer.zones),
+                advisor_tier=offer.advisor_tier,
+                placement_score=max(placement) if placement else None,
                 points=points,
                 score=total,
                 rank=rank(total),
