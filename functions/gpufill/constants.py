@@ -58,4 +58,30 @@ LAMBDA_TASKS = {
     "LaunchBatchFunctionArn": "gpufill.handlers.launch_batch.handler",
     "HalveBatchFunctionArn": "gpufill.handlers.halve_batch.handler",
     "AdvanceCursorFunctionArn": "gpufill.handlers.advance_cursor.handler",
+    # Teardown (behind a human approval) and the status view.
+    "FindTeardownInstancesFunctionArn": "gpufill.handlers.find_teardown_instances.handler",
+    "RequestTeardownApprovalFunctionArn": "gpufill.handlers.request_teardown_approval.handler",
+    "RecordApprovalDecisionFunctionArn": "gpufill.handlers.record_approval_decision.handler",
+    "TerminateRegionInstancesFunctionArn": "gpufill.handlers.terminate_region_instances.handler",
+    "ReportInstanceStatusFunctionArn": "gpufill.handlers.report_instance_status.handler",
 }
+
+# --- Teardown approval ------------------------------------------------------------------
+# RequestTeardownApproval publishes the approval request (with the approve/reject commands) here.
+ENV_APPROVAL_TOPIC_ARN = "APPROVAL_TOPIC_ARN"
+# A pending approval is one item in the instances table, keyed "approval#<execution name>";
+# it carries no request_id attribute, so the by-request index never returns it.
+APPROVAL_KEY_PREFIX = "approval#"
+# The only answer that lets a teardown terminate anything; every other answer is a rejection.
+APPROVED = "approved"
+DEFAULT_APPROVAL_TIMEOUT_SECONDS = 24 * 3600
+MIN_APPROVAL_TIMEOUT_SECONDS = 60
+MAX_APPROVAL_TIMEOUT_SECONDS = 7 * 24 * 3600
+# How long a decided approval, and the record of a terminated instance, stay in the table
+# (the TTL attribute INSTANCES_TTL_ATTRIBUTE) so the decision can still be looked up.
+APPROVAL_RETENTION_SECONDS = 30 * 24 * 3600
+TERMINATED_RECORD_RETENTION_SECONDS = 90 * 24 * 3600
+
+
+def approval_key(execution_name: str) -> str:
+    return f"{APPROVAL_KEY_PREFIX}{execution_name}"

@@ -7,7 +7,13 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from gpufill.adapters.aws import resource
-from gpufill.constants import ENV_INSTANCES_TABLE, INSTANCES_BY_REQUEST_INDEX
+from gpufill.constants import (
+    APPROVAL_KEY_PREFIX,
+    ENV_INSTANCES_TABLE,
+    INSTANCES_BY_REQUEST_INDEX,
+    INSTANCES_TTL_ATTRIBUTE,
+    TERMINATED_RECORD_RETENTION_SECONDS,
+)
 from gpufill.models.run import Instance
 
 
@@ -54,3 +60,91 @@ def records_for_request(request_id: str) -> list[dict]:
         if "LastEvaluatedKey" not in page:
             return items
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+# --- teardown and status ------------------------------------------------------------------
+# Keys starting with APPROVAL_KEY_PREFIX hold pending approvals, not instances (adapters.approvals).
+
+
+def plain(item: dict) -> dict:
+    """A table item with DynamoDB's Decimals turned back into numbers (prices stay floats)."""
+    return {key: _number(key, value) if isinstance(value, Decimal) else value for key, value in item.items()}
+
+
+def _number(key: str, value: Decimal) -> int | float:
+    if key != "hourly_price" and value == value.to_integral_value():
+        return int(value)
+    return float(value)
+
+
+def records_by_ids(instance_ids: list[str]) -> dict[str, dict]:
+    """instance id -> record, for the ids gpufill holds a record of (BatchGetItem, 100 keys a call)."""
+    name = os.environ[ENV_INSTANCES_TABLE]
+    dynamodb = resource("dynamodb")
+    found: dict[str, dict] = {}
+    for start in range(0, len(instance_ids), 100):
+        keys = [{"instance_id": i} for i in instance_ids[start : start + 100]]
+        request = {name: {"Keys": keys, "ConsistentRead": True}}
+        while request:
+            page = dynamodb.batch_get_item(RequestItems=request)
+            for item in page["Responses"].get(name, []):
+                found[item["instance_id"]] = plain(item)
+            request = page.get("UnprocessedKeys") or {}
+    return found
+
+
+def all_records() -> dict[str, dict]:
+    """Every instance record (the status view without a request id); approval items are skipped."""
+    table = _table()
+    found: dict[str, dict] = {}
+    kwargs: dict = {}
+    while True:
+        page = table.scan(**kwargs)
+        for item in page["Items"]:
+            if not item["instance_id"].startswith(APPROVAL_KEY_PREFIX):
+                found[item["instance_id"]] = plain(item)
+        if "LastEvaluatedKey" not in page:
+            return found
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def mark_terminated(
+    instance_id: str, *, region: str, request_id: str | None, terminated_at: datetime, terminated_by: str
+) -> None:
+    """Record that a teardown ended this instance; an instance without a record gets a minimal one."""
+    values = {
+        ":state": "terminated",
+        ":at": terminated_at.isoformat(timespec="seconds"),
+        ":by": terminated_by,
+        ":region": region,
+        ":ttl": int(terminated_at.timestamp()) + TERMINATED_RECORD_RETENTION_SECONDS,
+    }
+    expression = "SET #state = :state, terminated_at = :at, terminated_by = :by, #region = if_not_exists(#region, :region), #ttl = :ttl"
+    if request_id:
+        values[":request"] = request_id
+        expression += ", request_id = if_not_exists(request_id, :request)"
+    _table().update_item(
+        Key={"instance_id": instance_id},
+        UpdateExpression=expression,
+        ExpressionAttributeNames={"#state": "state", "#region": "region", "#ttl": INSTANCES_TTL_ATTRIBUTE},
+        ExpressionAttributeValues=values,
+    )
+
+
+def record_boot_state(instance: Instance, *, lost: bool) -> None:
+    """State and private IP after the launch settled; a lost instance is marked so nobody pays attention to it."""
+    names = {"#state": "state"}
+    values = {":state": instance.state or "unknown", ":now": datetime.now(UTC).isoformat(timespec="seconds")}
+    expression = "SET #state = :state, checked_at = :now"
+    if instance.private_ip:
+        expression += ", private_ip = :ip"
+        values[":ip"] = instance.private_ip
+    if lost:
+        expression += ", lost_reason = :why"
+        values[":why"] = "ended before it was running (spot capacity reclaimed at launch)"
+    _table().update_item(
+        Key={"instance_id": instance.instance_id},
+        UpdateExpression=expression,
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues=values,
+    )

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from gpufill.models.request import ProvisionRequest
 from gpufill.models.run import MarketName, Pool, RegionFacts, Run
+from gpufill.models.teardown import RegionBatch, Teardown
 
 
 class _Event(BaseModel):
@@ -40,3 +41,36 @@ class LoopEvent(_Event):
 
 class HalveEvent(_Event):
     run: Run
+
+
+# --- teardown and status ------------------------------------------------------------------
+
+
+class RequestEvent(_Event):
+    """FindTeardownInstances and ReportInstanceStatus: the validated request."""
+
+    request: ProvisionRequest
+
+
+class ApprovalRequestEvent(_Event):
+    """AwaitTeardownApproval's payload: the task token to park, and what it is for."""
+
+    task_token: str
+    execution_arn: str
+    execution_name: str
+    entered_at: str
+    approval_timeout_seconds: int
+    teardown: Teardown
+
+
+class ApprovalAnswerEvent(_Event):
+    """RecordApprovalDecision: the answer sent with the task token, or `expired` when none came."""
+
+    execution_name: str
+    answer: Any = None
+    expired: bool = False
+
+
+class TerminateRegionEvent(_Event):
+    teardown_id: str
+    batch: RegionBatch

@@ -57,6 +57,9 @@ class Execution:
     cause: Any = None
     history: list[dict] = field(default_factory=list)
     metrics: dict = field(default_factory=dict)
+    # A teardown's approval item as the run left it, and what the run published to the approval topic.
+    approval: dict | None = None
+    notifications: list[dict] = field(default_factory=list)
 
     def summary(self) -> dict:
         execution: dict[str, Any] = {"status": self.status}
@@ -152,6 +155,7 @@ class LocalEngine:
         ):
             for e in page["executions"]:
                 sfn.stop_execution(executionArn=e["executionArn"], error="LocalEngineClosed")
+        self._release_task_token_waits()
         for thread in set(threading.enumerate()) - self._threads_before:
             thread.join(timeout=10)
 
@@ -195,6 +199,17 @@ class LocalEngine:
                 }
             ],
         )
+        # The approval topic lives in moto: RequestTeardownApproval's messages stay in the process.
+        self.approval_topic_arn = self.client("sns").create_topic(Name=constants.approval_topic_name(ENV_NAME))[
+            "TopicArn"
+        ]
+        os.environ[constants.ENV_APPROVAL_TOPIC_ARN] = self.approval_topic_arn
+        ddb.create_table(
+            TableName=os.environ[constants.ENV_CAPACITY_TABLE],
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": constants.CAPACITY_TABLE_KEY, "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": constants.CAPACITY_TABLE_KEY, "KeyType": "HASH"}],
+        )
         config = dict(self.regions_config)
         # moto knows no Deep Learning AMI parameter; every region launches a fixed local image.
         config.setdefault("overrides", {})
@@ -219,10 +234,16 @@ class LocalEngine:
         name: str,
         on_event: Callable[[dict], None] | None = None,
         timeout: float = 120.0,
+        decision: str | None = None,
     ) -> Execution:
+        """Run one execution to its end. A teardown's approval is answered with `decision`
+        (approved | rejected | timeout) as soon as it is pending; without one it waits, and
+        another thread may answer it with answer_approval() or expire_approval()."""
         sfn = self.client("stepfunctions")
         body = request if isinstance(request, str) else json.dumps(request)
         marker = self.calls.mark()
+        published = len(self.approval_messages())
+        answered = False
         arn = sfn.start_execution(stateMachineArn=self.state_machine_arn, name=name, input=body)["executionArn"]
         seen = 0
         deadline = time.monotonic() + timeout
@@ -235,6 +256,8 @@ class LocalEngine:
                 seen = len(history)
             if described["status"] != "RUNNING":
                 break
+            if decision is not None and not answered:
+                answered = self._answer_when_pending(name, decision)
             if time.monotonic() > deadline:
                 sfn.stop_execution(executionArn=arn, error="LocalTimeout", cause=f"still running after {timeout}s")
                 continue
@@ -252,7 +275,89 @@ class LocalEngine:
             cause=_json(described.get("cause")),
             history=history,
             metrics=self.calls.metrics_since(marker, history),
+            approval=self.approval(name),
+            notifications=self.approval_messages()[published:],
         )
+
+    # --- teardown approvals ------------------------------------------------------------
+    # The approval step waits for a task token as on AWS. These answer it the way a person
+    # would (through gpufill.approve, the code behind `gpufill approve|reject`), or let the
+    # wait expire at once, as it would when approval_timeout_seconds pass with no answer.
+
+    def approval(self, name: str) -> dict | None:
+        """The approval item of execution `name` (pending or decided), or None."""
+        from gpufill.adapters import approvals
+
+        return approvals.get(name)
+
+    def answer_approval(
+        self, name: str, decision: str, *, approver: str = "local-user", reason: str | None = None
+    ) -> dict:
+        """Answer as `gpufill approve|reject` does; raises gpufill.approve.ApprovalError when it may not."""
+        from gpufill import approve
+
+        return approve.answer(
+            name, decision, approver=approver, reason=reason, sfn=self.client("stepfunctions"), table=None
+        )
+
+    def expire_approval(self, name: str) -> None:
+        """End the approval wait of execution `name` as its timeout would (States.Timeout)."""
+        from moto.stepfunctions.parser.api import ExecutionStatus
+        from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackOutcomeTimedOut
+        from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+        from gpufill.approve import NoPendingApproval
+
+        item = self.approval(name)
+        if not item or item.get("decided_at"):
+            raise NoPendingApproval(f"execution {name!r} has no pending approval to expire")
+        token = item["task_token"]
+        _, _, _, region, account, *_ = self.state_machine_arn.split(":")
+        for running in stepfunctions_parser_backends[account][region]._get_executions(ExecutionStatus.RUNNING):
+            if running.exec_worker.env.callback_pool_manager.notify(token, CallbackOutcomeTimedOut(callback_id=token)):
+                return
+        raise NoPendingApproval(f"execution {name!r} is not waiting for its approval any more")
+
+    def wait_for_approval(self, name: str, timeout: float = 30.0) -> dict:
+        """Block until execution `name` (running in another thread) has its approval pending."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            item = self.approval(name)
+            if item and "task_token" in item:
+                return item
+            time.sleep(0.01)
+        raise TimeoutError(f"execution {name!r} asked for no approval within {timeout}s")
+
+    def approval_messages(self) -> list[dict]:
+        """Everything published to the approval topic so far: {"subject", "message"}."""
+        from moto.sns.models import sns_backends
+
+        _, _, _, region, account, *_ = self.approval_topic_arn.split(":")
+        topic = sns_backends[account][region].topics[self.approval_topic_arn]
+        return [{"subject": subject, "message": message} for _, message, subject, *_ in topic.sent_notifications]
+
+    def _release_task_token_waits(self) -> None:
+        """A stopped execution's waitForTaskToken thread would wait out its whole timeout
+        (a day by default); wake every one so the engine closes at once."""
+        from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+        _, _, _, region, account, *_ = self.state_machine_arn.split(":")
+        for execution in stepfunctions_parser_backends[account][region]._get_executions():
+            worker = execution.exec_worker
+            if worker is not None:
+                for endpoint in list(worker.env.callback_pool_manager._pool.values()):
+                    endpoint.interrupt_all()
+
+    def _answer_when_pending(self, name: str, decision: str) -> bool:
+        item = self.approval(name)
+        if not item or "task_token" not in item or item.get("decided_at"):
+            return False
+        if decision == "timeout":
+            self.expire_approval(name)
+        else:
+            self.answer_approval(name, decision, approver=_local_user(), reason=f"answered by gpufill simulate --decision {decision}")
+        return True
+
 
     # --- patches -----------------------------------------------------------------------
 
@@ -285,6 +390,15 @@ class LocalEngine:
                 return getattr(time, name)
 
         return mock.patch.object(retrier_decl, "time", _Clock())
+
+
+def _local_user() -> str:
+    import getpass
+
+    try:
+        return f"{getpass.getuser()} (local)"
+    except Exception:  # no login name in some containers
+        return "local-user"
 
 
 def render_definition(text: str, substitutions: dict[str, str]) -> str:

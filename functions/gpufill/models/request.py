@@ -17,9 +17,22 @@ from pydantic import (
 )
 
 from gpufill import catalog
-from gpufill.constants import DEFAULT_BATCH_MAX, DEFAULT_INSTANCE_TYPE, MAX_COUNT
+from gpufill.constants import (
+    DEFAULT_APPROVAL_TIMEOUT_SECONDS,
+    DEFAULT_BATCH_MAX,
+    DEFAULT_INSTANCE_TYPE,
+    MAX_APPROVAL_TIMEOUT_SECONDS,
+    MAX_COUNT,
+    MIN_APPROVAL_TIMEOUT_SECONDS,
+)
 
 INSTANCE_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+# A request id is the execution name of a provisioning run: 1..80 characters, none of the
+# ones Step Functions refuses in a name (whitespace, brackets, wildcards, $, /, ...).
+REQUEST_ID_PATTERN = re.compile(r"^[^\s<>{}\[\]?*\"#%\\^|~`$&,;:/]{1,80}$")
+INSTANCE_ID_PATTERN = re.compile(r"^i-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+MAX_TEARDOWN_IDS = 1000
+RESERVED_TAG_PREFIXES = ("gpufill:", "aws:")
 RESERVED_TAG_PREFIXES = ("gpufill:", "aws:")
 
 Action = Literal["provision", "plan", "teardown", "status"]
@@ -44,6 +57,33 @@ class Request(BaseModel):
     origin_region: StrictStr | None = None
     regions: list[StrictStr] | None = Field(default=None, min_length=1, max_length=40)
     tags: dict[StrictStr, StrictStr] = Field(default_factory=dict, max_length=40)
+    # teardown / status only: which instances to act on, and how long a teardown waits for a person.
+    request_id: StrictStr | None = None
+    instance_ids: list[StrictStr] | None = Field(default=None, min_length=1, max_length=MAX_TEARDOWN_IDS)
+    approval_timeout_seconds: StrictInt | None = Field(
+        default=None, ge=MIN_APPROVAL_TIMEOUT_SECONDS, le=MAX_APPROVAL_TIMEOUT_SECONDS
+    )
+    requested_by: StrictStr | None = Field(default=None, min_length=1, max_length=200)
+
+    @field_validator("request_id")
+    @classmethod
+    def _execution_name(cls, value: str | None) -> str | None:
+        if value is not None and not REQUEST_ID_PATTERN.match(value):
+            raise ValueError(
+                f"{value!r} is not a request id: give the execution name of a provisioning run "
+                "(1-80 characters, no spaces and none of <>{}[]?*\"#%\\^|~`$&,;:/)"
+            )
+        return value
+
+    @field_validator("instance_ids")
+    @classmethod
+    def _instance_ids(cls, value: list[str] | None) -> list[str] | None:
+        bad = [i for i in value or [] if not INSTANCE_ID_PATTERN.match(i)]
+        if bad:
+            raise ValueError(f"not EC2 instance ids (i-0123456789abcdef0): {', '.join(map(repr, bad))}")
+        if value and len(set(value)) != len(value):
+            raise ValueError("lists an instance more than once")
+        return value
 
     @field_validator("instance_types")
     @classmethod
@@ -93,9 +133,32 @@ class Request(BaseModel):
             problems.append(("instance_type", "give either instance_type or instance_types, not both"))
         if self.batch_max is not None and self.batch_max > self.count:
             problems.append(("batch_max", f"must be between 1 and count ({self.count})"))
+        problems += self._teardown_and_status_problems()
         if problems:
             raise RequestProblems(problems)
         return self
+
+    def _teardown_and_status_problems(self) -> list[tuple[str, str]]:
+        """request_id and instance_ids only mean something to teardown/status; a teardown names exactly one."""
+        problems: list[tuple[str, str]] = []
+        teardown_only = {
+            "instance_ids": self.instance_ids,
+            "approval_timeout_seconds": self.approval_timeout_seconds,
+            "requested_by": self.requested_by,
+        }
+        for name, value in teardown_only.items():
+            if value is not None and self.action != "teardown":
+                problems.append((name, f"only goes with action 'teardown' (this request's action is {self.action!r})"))
+        if self.request_id is not None and self.action not in ("teardown", "status"):
+            problems.append(
+                ("request_id", f"only goes with action 'teardown' or 'status' (this request's action is {self.action!r})")
+            )
+        if self.action == "teardown":
+            if self.request_id is not None and self.instance_ids is not None:
+                problems.append(("instance_ids", "a teardown names either request_id or instance_ids, not both"))
+            elif self.request_id is None and self.instance_ids is None:
+                problems.append(("request_id", "a teardown needs request_id or instance_ids (what to terminate)"))
+        return problems
 
     def types(self) -> list[str]:
         if self.instance_types is not None:
@@ -132,6 +195,11 @@ class ProvisionRequest(BaseModel):
     origin_region: str
     regions: list[str]
     tags: dict[str, str]
+    # teardown / status: the provisioning run or the instances to act on (request_id above is this run's own id).
+    target_request_id: str | None = None
+    instance_ids: list[str] | None = None
+    approval_timeout_seconds: int = DEFAULT_APPROVAL_TIMEOUT_SECONDS
+    requested_by: str | None = None
 
 
 def normalise(request: Request, *, request_id: str, default_regions: list[str], home_region: str) -> ProvisionRequest:
@@ -147,6 +215,10 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
         origin_region=request.origin_region or home_region,
         regions=list(request.regions or default_regions),
         tags=dict(request.tags),
+        target_request_id=request.request_id,
+        instance_ids=list(request.instance_ids) if request.instance_ids is not None else None,
+        approval_timeout_seconds=request.approval_timeout_seconds or DEFAULT_APPROVAL_TIMEOUT_SECONDS,
+        requested_by=request.requested_by,
     )
 
 

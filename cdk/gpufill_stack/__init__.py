@@ -1,0 +1,1 @@
+"""The gpufill CDK app: one thin stack composed of one construct per capability."""

@@ -1,0 +1,102 @@
+"""What a deployment is told through CDK context (`cdk.json`, or `-c key=value` on the command line).
+
+Everything is checked here, at synth: a typo in a region or an override fails `cdk synth`
+with the field named, instead of failing the first run after a deploy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from constructs import Node
+from gpufill import catalog
+from gpufill.adapters.regions_config import RegionsConfig
+from pydantic import ValidationError
+
+# The names derived from `env` (bucket, function, table, topic names) allow these characters.
+_ENV_NAME = re.compile(r"[a-z][a-z0-9-]{0,19}")
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+# A standard-tier SSM parameter holds at most 4 KB.
+MAX_REGIONS_CONFIG_BYTES = 4096
+
+# Used when neither context nor the CDK CLI names an account or region: synth works on a
+# laptop with no AWS credentials. A real deploy gets the caller's account and region from
+# the CLI (CDK_DEFAULT_ACCOUNT / CDK_DEFAULT_REGION), so these never reach AWS.
+SYNTH_ONLY_ACCOUNT = "123456789012"
+SYNTH_ONLY_REGION = "us-east-1"
+
+
+class SettingsError(ValueError):
+    """A context value that gpufill cannot deploy; the message names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class DeploySettings:
+    env: str
+    regions_config: RegionsConfig
+    approval_email: str | None = None
+
+    @classmethod
+    def from_context(cls, node: Node) -> DeploySettings:
+        context = node.try_get_context
+        env = _text(context("env")) or "dev"
+        if not _ENV_NAME.fullmatch(env):
+            raise SettingsError(
+                f"context 'env' is {env!r}: use 1-20 lowercase letters, digits or '-', starting with a letter"
+            )
+        regions = _json_or_list(context("regions"), "regions")
+        if not regions:
+            raise SettingsError("context 'regions' is missing or empty: list the regions to look for capacity in (cdk.json)")
+        overrides = _json_or_list(context("region_overrides"), "region_overrides") or {}
+        try:
+            config = RegionsConfig.model_validate({"regions": regions, "overrides": overrides})
+        except ValidationError as error:
+            raise SettingsError(f"context 'regions'/'region_overrides' is not a regions config:\n{error}") from None
+        _check_regions(config)
+        email = _text(context("approval_email")) or None
+        if email is not None and not _EMAIL.fullmatch(email):
+            raise SettingsError(f"context 'approval_email' is {email!r}, which is not an email address")
+        settings = cls(env=env, regions_config=config, approval_email=email)
+        size = len(settings.regions_config_json().encode())
+        if size > MAX_REGIONS_CONFIG_BYTES:
+            raise SettingsError(f"the regions config is {size} bytes; an SSM parameter holds {MAX_REGIONS_CONFIG_BYTES}")
+        return settings
+
+    def regions_config_json(self) -> str:
+        """The SSM parameter value, in the shape gpufill.adapters.regions_config reads."""
+        return self.regions_config.model_dump_json(exclude_defaults=True)
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _json_or_list(value: Any, key: str) -> Any:
+    """cdk.json gives lists and objects; `-c key=...` gives a string: JSON, or comma-separated regions."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if not text:
+        return None
+    if text[0] in "[{":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as error:
+            raise SettingsError(f"context {key!r} is not valid JSON: {error}") from None
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _check_regions(config: RegionsConfig) -> None:
+    known = catalog.known_regions()
+    unknown = [r for r in config.regions if r not in known]
+    if unknown:
+        raise SettingsError(f"context 'regions' names region(s) gpufill has no catalog data for: {', '.join(unknown)}")
+    if len(set(config.regions)) != len(config.regions):
+        raise SettingsError("context 'regions' lists a region more than once")
+    # An override may serve a region that only some requests name, but never an unknown one (a typo).
+    stray = sorted(r for r in config.overrides if r not in known)
+    if stray:
+        raise SettingsError(f"context 'region_overrides' names unknown region(s): {', '.join(stray)}")

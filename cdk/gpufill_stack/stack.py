@@ -1,0 +1,73 @@
+"""The gpufill stack: composes one construct per capability and publishes what users need."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack, Tags
+from constructs import Construct
+from gpufill import constants
+
+from gpufill_stack.functions import Functions
+from gpufill_stack.instance_access import InstanceAccess
+from gpufill_stack.notifications import Notifications
+from gpufill_stack.paths import EXAMPLE_REQUEST
+from gpufill_stack.settings import DeploySettings
+from gpufill_stack.storage import Storage
+from gpufill_stack.task_permissions import TaskResources
+from gpufill_stack.workflow import Workflow
+
+
+class GpufillStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, settings: DeploySettings, **kwargs: Any) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            description=f"gpufill ({settings.env}): gets scarce GPU instances across AZs and regions",
+            **kwargs,
+        )
+        Tags.of(self).add("gpufill:deployment", settings.env)
+
+        storage = Storage(self, "Storage", settings=settings)
+        instance_access = InstanceAccess(self, "InstanceAccess", startup_bucket=storage.startup_bucket)
+        notifications = Notifications(self, "Notifications", env=settings.env, approval_email=settings.approval_email)
+        functions = Functions(
+            self,
+            "Functions",
+            env=settings.env,
+            resources=TaskResources(
+                scope=self,
+                table=storage.table,
+                capacity_table=storage.capacity_table,
+                regions_parameter=storage.regions_parameter,
+                instance_role=instance_access.role,
+                approval_topic=notifications.approval_topic,
+            ),
+            environment={
+                constants.ENV_INSTANCES_TABLE: storage.table.table_name,
+                constants.ENV_CAPACITY_TABLE: storage.capacity_table.table_name,
+                constants.ENV_REGIONS_PARAMETER: storage.regions_parameter.parameter_name,
+                constants.ENV_INSTANCE_PROFILE_ARN: instance_access.instance_profile.attr_arn,
+                constants.ENV_STARTUP_BUCKET: storage.startup_bucket.bucket_name,
+                constants.ENV_APPROVAL_TOPIC_ARN: notifications.approval_topic.topic_arn,
+                "POWERTOOLS_SERVICE_NAME": constants.SERVICE_NAME,
+                "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
+            },
+        )
+        workflow = Workflow(self, "Workflow", env=settings.env, functions=functions.functions)
+
+        arn = workflow.state_machine.state_machine_arn
+        CfnOutput(self, constants.OUTPUT_STATE_MACHINE_ARN, value=arn, description="The provisioner state machine")
+        CfnOutput(self, constants.OUTPUT_INSTANCES_TABLE, value=storage.table.table_name)
+        CfnOutput(self, constants.OUTPUT_STARTUP_BUCKET, value=storage.startup_bucket.bucket_name)
+        CfnOutput(self, constants.OUTPUT_APPROVAL_TOPIC_ARN, value=notifications.approval_topic.topic_arn)
+        CfnOutput(
+            self,
+            constants.OUTPUT_START_EXECUTION_COMMAND,
+            description="Start a run from the repository root (pick a new --name for each run)",
+            value=(
+                f"aws stepfunctions start-execution --region {self.region} --state-machine-arn {arn} "
+                f"--name my-run --input file://{EXAMPLE_REQUEST}"
+            ),
+        )
+

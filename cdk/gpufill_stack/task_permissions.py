@@ -1,0 +1,366 @@
+"""What each Lambda task may do, and how big it is: one row per ASL placeholder.
+
+Read TASKS top to bottom to see every permission gpufill's Lambdas hold. Each grant is a
+small function named for the calls it allows, built from the handler's adapters (the only
+modules that talk to AWS), and it says why any wildcard in it cannot be narrower: that
+sentence becomes the cdk-nag acknowledgment, on that function's policy only.
+
+A task in gpufill.constants.LAMBDA_TASKS without a row here fails synth, and so does a row
+without a task: a new Lambda never gets permissions by default or by accident. tests/infra
+reads each handler's source for the boto3 calls it can reach and fails when a row grants
+less, or more, than those calls need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from aws_cdk import Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+from gpufill import constants
+
+from gpufill_stack import nag
+
+
+@dataclass(frozen=True)
+class TaskResources:
+    """What the grants point at: the stack's resources, handed over by the stack."""
+
+    scope: Construct
+    table: dynamodb.ITable
+    capacity_table: dynamodb.ITable
+    regions_parameter: ssm.IStringParameter
+    instance_role: iam.IRole
+    approval_topic: sns.ITopic
+
+    def ec2_arn(self, resource: str, *, account: bool = True) -> str:
+        """An EC2 ARN in any region: gpufill launches wherever capacity is."""
+        stack = Stack.of(self.scope)
+        return f"arn:{stack.partition}:ec2:*:{stack.account if account else ''}:{resource}"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """IAM statements, and for each wildcard cdk-nag will report, why it is as narrow as it gets."""
+
+    statements: list[iam.PolicyStatement]
+    wildcards: dict[str, str] = field(default_factory=dict)
+
+
+GrantBuilder = Callable[[TaskResources], Grant]
+
+# --- grants, one per kind of call -----------------------------------------------------------
+
+_EC2_DESCRIBE = (
+    "EC2 Describe* calls take no resource-level permissions: IAM only accepts '*' for them, "
+    "and they read metadata only."
+)
+
+
+def read_regions_config(r: TaskResources) -> Grant:
+    """ssm:GetParameter on the deployment's regions config (gpufill.adapters.regions_config)."""
+    return Grant([iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[r.regions_parameter.parameter_arn])])
+
+
+def read_dlami_parameters(r: TaskResources) -> Grant:
+    """ssm:GetParameter on the public Deep Learning AMI ids, in every region (gpufill.adapters.ami)."""
+    stack = Stack.of(r.scope)
+    arn = f"arn:{stack.partition}:ssm:*::parameter{constants.DLAMI_PARAMETER_NAMESPACE}*"
+    return Grant(
+        [iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[arn])],
+        {
+            nag.wildcard_resource(r.scope, arn): (
+                "The AMI is resolved in whichever region a launch goes to, from AWS's public "
+                "Deep Learning AMI parameters; the path is limited to that public namespace."
+            )
+        },
+    )
+
+
+def describe_capacity(r: TaskResources) -> Grant:
+    """Which zones offer a type, their zone ids, and what spot costs there (gpufill.adapters.ec2)."""
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=[
+                    "ec2:DescribeInstanceTypeOfferings",
+                    "ec2:DescribeSpotPriceHistory",
+                    "ec2:DescribeAvailabilityZones",
+                ],
+                resources=["*"],
+            )
+        ],
+        {"Resource::*": _EC2_DESCRIBE},
+    )
+
+
+def run_tagged_instances(r: TaskResources) -> Grant:
+    """RunInstances, only for instances tagged gpufill:managed=true at launch, and tags only on create."""
+    instances = r.ec2_arn("instance/*")
+    touched = [
+        r.ec2_arn("image/*", account=False),  # public DLAMIs belong to no account of ours
+        r.ec2_arn("subnet/*"),
+        r.ec2_arn("security-group/*"),
+        r.ec2_arn("network-interface/*"),
+        r.ec2_arn("volume/*"),
+        r.ec2_arn("spot-instances-request/*"),
+    ]
+    tagged = [instances, r.ec2_arn("volume/*")]
+    why = (
+        "Instance and resource ids do not exist before RunInstances and launches go to any "
+        "region; the launch must carry the gpufill:managed=true tag, and tags are only "
+        "allowed as part of RunInstances."
+    )
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=["ec2:RunInstances"],
+                resources=[instances],
+                # Every instance this role creates is one that teardown can find and end.
+                conditions={"StringEquals": {f"aws:RequestTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE}},
+            ),
+            iam.PolicyStatement(actions=["ec2:RunInstances"], resources=touched),
+            iam.PolicyStatement(
+                actions=["ec2:CreateTags"],
+                resources=tagged,
+                conditions={"StringEquals": {"ec2:CreateAction": "RunInstances"}},
+            ),
+        ],
+        {nag.wildcard_resource(r.scope, arn): why for arn in {instances, *touched, *tagged}},
+    )
+
+
+def pass_instance_role(r: TaskResources) -> Grant:
+    """iam:PassRole for the instance profile's role, to EC2 only."""
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[r.instance_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+            )
+        ]
+    )
+
+
+def record_instances(r: TaskResources) -> Grant:
+    """Write launched instances to the instances table in batches (instances_table.record_launched)."""
+    return Grant([iam.PolicyStatement(actions=["dynamodb:BatchWriteItem"], resources=[r.table.table_arn])])
+
+
+def remember_full_pools(r: TaskResources) -> Grant:
+    """Note a pool that answered "no capacity" in the capacity table (capacity_cache.remember_full)."""
+    return Grant([iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[r.capacity_table.table_arn])])
+
+
+def read_full_pools(r: TaskResources) -> Grant:
+    """Which pools said "no capacity" lately (capacity_cache.recently_full)."""
+    return Grant([iam.PolicyStatement(actions=["dynamodb:BatchGetItem"], resources=[r.capacity_table.table_arn])])
+
+
+def read_placement_scores(r: TaskResources) -> Grant:
+    """Spot placement scores for the candidate regions (adapters.placement)."""
+    return Grant(
+        [iam.PolicyStatement(actions=["ec2:GetSpotPlacementScores"], resources=["*"])],
+        {
+            "Resource::*": (
+                "ec2:GetSpotPlacementScores takes no resource-level permissions (IAM accepts only "
+                "'*'); it reads AWS's capacity estimate and touches no resource."
+            )
+        },
+    )
+
+
+def query_request_instances(r: TaskResources) -> Grant:
+    """A request's instances, through the by-request index, by its exact ARN (instances_table.records_for_request)."""
+    index = f"{r.table.table_arn}/index/{constants.INSTANCES_BY_REQUEST_INDEX}"
+    return Grant([iam.PolicyStatement(actions=["dynamodb:Query"], resources=[index])])
+
+
+def read_instance_records_by_id(r: TaskResources) -> Grant:
+    """Records of named instances, in batches (instances_table.records_by_ids)."""
+    return Grant([iam.PolicyStatement(actions=["dynamodb:BatchGetItem"], resources=[r.table.table_arn])])
+
+
+def scan_instance_records(r: TaskResources) -> Grant:
+    """Read every record: the status view with no filter lists all of gpufill's instances."""
+    return Grant([iam.PolicyStatement(actions=["dynamodb:Scan"], resources=[r.table.table_arn])])
+
+
+def put_instance_records(r: TaskResources) -> Grant:
+    """Put single items (the pending approval, approvals.record_pending)."""
+    return Grant([iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[r.table.table_arn])])
+
+
+def update_instance_records(r: TaskResources) -> Grant:
+    """Update single items: boot state, terminated state, the approval decision."""
+    return Grant([iam.PolicyStatement(actions=["dynamodb:UpdateItem"], resources=[r.table.table_arn])])
+
+
+def describe_instances(r: TaskResources) -> Grant:
+    """ec2:DescribeInstances: boot state after a launch, live state before a teardown or in the status view."""
+    return Grant(
+        [iam.PolicyStatement(actions=["ec2:DescribeInstances"], resources=["*"])],
+        {"Resource::*": _EC2_DESCRIBE},
+    )
+
+
+def terminate_managed_instances(r: TaskResources) -> Grant:
+    """TerminateInstances, only on instances tagged gpufill:managed=true."""
+    instances = r.ec2_arn("instance/*")
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=["ec2:TerminateInstances"],
+                resources=[instances],
+                conditions={
+                    "StringEquals": {f"aws:ResourceTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE}
+                },
+            )
+        ],
+        {
+            nag.wildcard_resource(r.scope, instances): (
+                "Teardown ends instances launched at run time in any region; the "
+                "aws:ResourceTag/gpufill:managed=true condition confines it to gpufill's own instances."
+            )
+        },
+    )
+
+
+def publish_approval_request(r: TaskResources) -> Grant:
+    """sns:Publish to the approval topic (approvals.publish)."""
+    return Grant([iam.PolicyStatement(actions=["sns:Publish"], resources=[r.approval_topic.topic_arn])])
+
+
+def ensure_security_group(r: TaskResources) -> Grant:
+    """The default VPC's subnet for an AZ, and gpufill's zero-ingress group there, created the first time (adapters.network)."""
+    groups = r.ec2_arn("security-group/*")
+    vpcs = r.ec2_arn("vpc/*")
+    why = (
+        "The group is created at run time in whichever region's default VPC a launch needs; it "
+        "must be tagged gpufill:managed=true, and tags are only allowed as part of its creation."
+    )
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=["ec2:DescribeVpcs", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"], resources=["*"]
+            ),
+            iam.PolicyStatement(
+                actions=["ec2:CreateSecurityGroup"],
+                resources=[groups],
+                conditions={"StringEquals": {f"aws:RequestTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE}},
+            ),
+            iam.PolicyStatement(actions=["ec2:CreateSecurityGroup"], resources=[vpcs]),
+            iam.PolicyStatement(
+                actions=["ec2:CreateTags"],
+                resources=[groups],
+                conditions={"StringEquals": {"ec2:CreateAction": "CreateSecurityGroup"}},
+            ),
+        ],
+        {
+            "Resource::*": _EC2_DESCRIBE,
+            nag.wildcard_resource(r.scope, groups): why,
+            nag.wildcard_resource(r.scope, vpcs): why,
+        },
+    )
+
+
+# --- the table ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    summary: str
+    memory_mb: int
+    timeout_seconds: int
+    grants: tuple[GrantBuilder, ...] = ()
+
+
+# Sizes: pydantic models load in every task, so 256 MB (arm64 CPU scales with memory) keeps
+# cold starts short; tasks that call other regions get more time for botocore's retries.
+TASKS: dict[str, TaskSpec] = {
+    "ValidateRequestFunctionArn": TaskSpec(
+        summary="Checks a request and fills in defaults; reads the regions config",
+        memory_mb=256,
+        timeout_seconds=15,
+        grants=(read_regions_config,),
+    ),
+    "ScoreRegionFunctionArn": TaskSpec(
+        summary="One region: the zones that offer each type, spot prices, Spot Advisor tier",
+        memory_mb=512,
+        timeout_seconds=60,
+        grants=(describe_capacity,),
+    ),
+    "RankPoolsFunctionArn": TaskSpec(
+        summary="Scores and ranks regions, lays out pools; reads placement scores and recently full pools",
+        memory_mb=256,
+        timeout_seconds=30,
+        grants=(read_placement_scores, read_full_pools),
+    ),
+    "LaunchBatchFunctionArn": TaskSpec(
+        summary="One RunInstances for the pool under the cursor; records every launched instance",
+        memory_mb=512,
+        timeout_seconds=90,
+        grants=(
+            read_regions_config,
+            read_dlami_parameters,
+            ensure_security_group,
+            run_tagged_instances,
+            pass_instance_role,
+            record_instances,
+            remember_full_pools,
+        ),
+    ),
+    "HalveBatchFunctionArn": TaskSpec(
+        summary="Halves the batch after a capacity or quota answer (no AWS calls)",
+        memory_mb=256,
+        timeout_seconds=10,
+    ),
+    "AdvanceCursorFunctionArn": TaskSpec(
+        summary="Moves to the next open pool (no AWS calls)",
+        memory_mb=256,
+        timeout_seconds=10,
+    ),
+    "WaitUntilRunningFunctionArn": TaskSpec(
+        summary="One round of checking launched instances until they run; records state and IP",
+        memory_mb=256,
+        timeout_seconds=60,
+        grants=(describe_instances, update_instance_records),
+    ),
+    # Teardown, behind a human approval, and the status view.
+    "FindTeardownInstancesFunctionArn": TaskSpec(
+        summary="Finds the instances a teardown may end, from the records and EC2",
+        memory_mb=256,
+        timeout_seconds=60,
+        grants=(query_request_instances, read_instance_records_by_id, describe_instances),
+    ),
+    "RequestTeardownApprovalFunctionArn": TaskSpec(
+        summary="Records the pending approval and asks for it on the approval topic",
+        memory_mb=256,
+        timeout_seconds=30,
+        grants=(put_instance_records, publish_approval_request),
+    ),
+    "RecordApprovalDecisionFunctionArn": TaskSpec(
+        summary="Records the approval decision on the approval item",
+        memory_mb=256,
+        timeout_seconds=15,
+        grants=(update_instance_records,),
+    ),
+    "TerminateRegionInstancesFunctionArn": TaskSpec(
+        summary="Terminates one region's approved instances, only those still tagged gpufill:managed=true",
+        memory_mb=256,
+        timeout_seconds=90,
+        grants=(describe_instances, terminate_managed_instances, update_instance_records),
+    ),
+    "ReportInstanceStatusFunctionArn": TaskSpec(
+        summary="Lists gpufill's instances: the records next to what EC2 shows in each region",
+        memory_mb=512,
+        timeout_seconds=120,
+        grants=(query_request_instances, scan_instance_records, describe_instances),
+    ),
+}
