@@ -1,0 +1,145 @@
+"""Least privilege, read from the template: each role holds the calls its handler makes and no more."""
+
+from __future__ import annotations
+
+from gpufill import constants
+
+from aws_calls import reachable
+from infra_helpers import (
+    actions,
+    all_actions,
+    as_list,
+    get_att,
+    resources,
+    role_of,
+    statements_of_role,
+    statements_with,
+)
+
+MANAGED = f"aws:ResourceTag/{constants.TAG_MANAGED}"
+
+
+def _statements(synthesized, task_functions, placeholder):
+    _, function = task_functions[placeholder]
+    return statements_of_role(synthesized.json, role_of(function))
+
+
+def _all_function_statements(synthesized, task_functions):
+    return {p: _statements(synthesized, task_functions, p) for p in task_functions}
+
+
+def test_terminate_only_instances_tagged_managed(synthesized, task_functions):
+    by_task = _all_function_statements(synthesized, task_functions)
+    holders = {p for p, statements in by_task.items() if statements_with(statements, "ec2:TerminateInstances")}
+    assert holders == {"TerminateRegionInstancesFunctionArn"}
+    for statement in statements_with(by_task["TerminateRegionInstancesFunctionArn"], "ec2:TerminateInstances"):
+        assert statement["Condition"] == {"StringEquals": {MANAGED: constants.TAG_MANAGED_VALUE}}
+        assert actions(statement) == ["ec2:TerminateInstances"]
+
+
+def test_run_instances_requires_the_managed_tag_and_tags_only_on_create(synthesized, task_functions):
+    statements = _statements(synthesized, task_functions, "LaunchBatchFunctionArn")
+    run = statements_with(statements, "ec2:RunInstances")
+    on_instances = [s for s in run if any("instance/*" in str(r) for r in resources(s))]
+    assert on_instances, "RunInstances must be granted on instances"
+    for statement in on_instances:
+        assert statement["Condition"] == {
+            "StringEquals": {f"aws:RequestTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE}
+        }
+    for statement in statements_with(statements, "ec2:CreateTags"):
+        assert statement["Condition"]["StringEquals"]["ec2:CreateAction"] in ("RunInstances", "CreateSecurityGroup")
+    by_task = _all_function_statements(synthesized, task_functions)
+    assert {p for p, s in by_task.items() if statements_with(s, "ec2:RunInstances")} == {"LaunchBatchFunctionArn"}
+
+
+def test_pass_role_only_for_the_instance_role_and_only_to_ec2(synthesized, task_functions):
+    (role_id,) = [
+        k for k, r in synthesized.resources("AWS::IAM::Role").items()
+        if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
+    ]
+    by_task = _all_function_statements(synthesized, task_functions)
+    assert {p for p, s in by_task.items() if statements_with(s, "iam:PassRole")} == {"LaunchBatchFunctionArn"}
+    (statement,) = statements_with(by_task["LaunchBatchFunctionArn"], "iam:PassRole")
+    assert resources(statement) == [get_att(role_id)]
+    assert statement["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+
+
+def test_dynamodb_actions_are_scoped_to_the_table_and_its_index(synthesized, task_functions):
+    tables = synthesized.resources("AWS::DynamoDB::Table")
+    assert len(tables) == 2  # instances, capacity signals
+    allowed = [get_att(t) for t in tables] + [
+        {"Fn::Join": ["", [get_att(t), f"/index/{constants.INSTANCES_BY_REQUEST_INDEX}"]]} for t in tables
+    ]
+    seen = 0
+    for statements in _all_function_statements(synthesized, task_functions).values():
+        for statement in statements:
+            if any(a.startswith("dynamodb:") for a in actions(statement)):
+                seen += 1
+                assert all(a.startswith("dynamodb:") and "*" not in a for a in actions(statement))
+                assert all(r in allowed for r in resources(statement)), resources(statement)
+    assert seen
+
+
+def test_ssm_reads_only_the_regions_parameter_and_public_ami_parameters(synthesized, task_functions):
+    (parameter_id,) = synthesized.resources("AWS::SSM::Parameter")
+    for statements in _all_function_statements(synthesized, task_functions).values():
+        for statement in statements:
+            if any(a.startswith("ssm:") for a in actions(statement)):
+                assert actions(statement) == ["ssm:GetParameter"]
+                for resource in resources(statement):
+                    text = str(resource)
+                    assert parameter_id in text or ":ssm:*::parameter/aws/service/deeplearning/*" in text, text
+
+
+def test_tasks_without_aws_calls_hold_only_logging_and_tracing(synthesized, task_functions):
+    for placeholder in ("HalveBatchFunctionArn", "AdvanceCursorFunctionArn"):
+        held = all_actions(_statements(synthesized, task_functions, placeholder))
+        assert held == {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+
+
+def test_only_the_approval_task_publishes(synthesized, task_functions):
+    by_task = _all_function_statements(synthesized, task_functions)
+    assert {p for p, s in by_task.items() if statements_with(s, "sns:Publish")} == {"RequestTeardownApprovalFunctionArn"}
+
+
+def test_function_roles_hold_no_wildcard_actions_and_no_managed_policies(synthesized, task_functions):
+    roles = synthesized.resources("AWS::IAM::Role")
+    for placeholder, (_, function) in task_functions.items():
+        role_id = role_of(function)
+        assert "ManagedPolicyArns" not in roles[role_id]["Properties"], placeholder
+        for action in all_actions(statements_of_role(synthesized.json, role_id)):
+            assert "*" not in action, (placeholder, action)
+
+
+def test_step_functions_may_invoke_exactly_the_workflow_lambdas(synthesized, task_functions):
+    (machine,) = synthesized.resources("AWS::StepFunctions::StateMachine").values()
+    statements = statements_of_role(synthesized.json, role_of(machine, "RoleArn"))
+    invoke = [s for s in statements if any(a.startswith("lambda:") for a in actions(s))]
+    assert len(invoke) == 1 and actions(invoke[0]) == ["lambda:InvokeFunction"]
+    used = set(machine["Properties"]["DefinitionSubstitutions"])
+    expected = [get_att(task_functions[p][0]) for p in used]
+    granted = as_list(invoke[0]["Resource"])
+    assert sorted(map(str, granted)) == sorted(map(str, expected))
+
+
+# Granted by CDK to every function for its own logs and for X-Ray; not calls the handler makes.
+PLATFORM_ACTIONS = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+
+
+def test_each_role_holds_exactly_the_calls_its_handler_makes(synthesized, task_functions):
+    """Read from the source: the boto3 calls each handler can reach, as IAM actions.
+
+    A handler that starts calling something new fails here until its row in
+    cdk/gpufill_stack/task_permissions.py grants it; a grant nothing calls fails too.
+    """
+    problems = []
+    for placeholder, handler in constants.LAMBDA_TASKS.items():
+        reach = reachable(handler)
+        if reach.unknown:
+            problems.append(f"{placeholder}: teach tests/infra/aws_calls.py ACTIONS these calls: {sorted(reach.unknown)}")
+        granted = all_actions(_statements(synthesized, task_functions, placeholder)) - PLATFORM_ACTIONS
+        if reach.actions - granted:
+            problems.append(f"{placeholder} calls but may not: {sorted(reach.actions - granted)}")
+        if granted - reach.actions:
+            problems.append(f"{placeholder} may but never calls: {sorted(granted - reach.actions)}")
+    assert not problems, "\n".join(problems)

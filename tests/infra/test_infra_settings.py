@@ -1,0 +1,61 @@
+"""Context checking: what `-c key=value` and cdk.json may say, and what fails synth with the key named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from gpufill_stack.deployment import cdk_json_context
+from gpufill_stack.settings import DeploySettings, SettingsError
+
+
+class Context:
+    def __init__(self, **values):
+        self.values = values
+
+    def try_get_context(self, key):
+        return self.values.get(key)
+
+
+def settings(**overrides) -> DeploySettings:
+    return DeploySettings.from_context(Context(**{**cdk_json_context(), **overrides}))
+
+
+def test_cdk_json_defaults():
+    s = settings()
+    assert s.env == "dev"
+    assert s.regions_config.regions == ["ap-northeast-1", "us-west-2", "us-east-1", "us-east-2", "eu-central-1"]
+    assert s.approval_email is None
+    assert json.loads(s.regions_config_json()) == {"regions": s.regions_config.regions}
+
+
+def test_command_line_strings():
+    s = settings(
+        env="prod",
+        regions="us-west-2, us-east-1",
+        region_overrides='{"us-west-2": {"subnets": {"us-west-2a": "subnet-1"}, "security_group": "sg-1", "ami": "ami-1"}}',
+        approval_email="ops@example.com",
+    )
+    assert s.env == "prod" and s.approval_email == "ops@example.com"
+    assert json.loads(s.regions_config_json()) == {
+        "regions": ["us-west-2", "us-east-1"],
+        "overrides": {"us-west-2": {"subnets": {"us-west-2a": "subnet-1"}, "security_group": "sg-1", "ami": "ami-1"}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"env": "Prod_1"}, "context 'env'"),
+        ({"regions": []}, "context 'regions' is missing"),
+        ({"regions": ["us-west-2", "mars-north-1"]}, "mars-north-1"),
+        ({"regions": ["us-west-2", "us-west-2"]}, "more than once"),
+        ({"region_overrides": {"us-west2": {"ami": "ami-1"}}}, "us-west2"),
+        ({"region_overrides": {"us-west-2": {"amis": "ami-1"}}}, "amis"),
+        ({"region_overrides": "{not json"}, "not valid JSON"),
+        ({"approval_email": "ops"}, "approval_email"),
+    ],
+)
+def test_bad_context_fails_with_the_key_named(overrides, message):
+    with pytest.raises(SettingsError, match=message):
+        settings(**overrides)
