@@ -1,0 +1,54 @@
+"""AwaitTeardownApproval's Lambda: park the task token in the table and ask a person on the approval topic.
+
+The state machine then waits (waitForTaskToken) until `gpufill approve|reject`, or
+`aws stepfunctions send-task-success`, answers with the token, or the approval times out.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from gpufill.adapters import approvals
+from gpufill.handlers.events import ApprovalRequestEvent
+from gpufill.handlers.observability import logger, metrics, tracer
+from gpufill.policy import approval
+
+
+@logger.inject_lambda_context(correlation_id_path="execution_name")
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict, context: LambdaContext) -> dict:
+    step = parse(event=event, model=ApprovalRequestEvent)
+    requested_at = _when(step.entered_at)
+    deadline = approval.deadline(requested_at, step.approval_timeout_seconds)
+    approvals.record_pending(
+        execution_name=step.execution_name,
+        execution_arn=step.execution_arn,
+        task_token=step.task_token,
+        teardown=step.teardown.model_dump(mode="json"),
+        requested_at=requested_at,
+        deadline=deadline,
+    )
+    subject, body = approval.message(
+        step.teardown, execution_arn=step.execution_arn, task_token=step.task_token, expires=deadline
+    )
+    message_id = approvals.publish(subject, body)
+    logger.info(
+        "teardown approval requested",
+        extra={"instances": [i.instance_id for i in step.teardown.instances], "deadline": deadline.isoformat()},
+    )
+    metrics.add_metric(name="TeardownApprovalsRequested", unit="Count", value=1)
+    # The state machine ignores this answer: the task ends when the token is answered.
+    return {"pending": True, "deadline": deadline.isoformat(timespec="seconds"), "message_id": message_id}
+
+
+def _when(timestamp: str) -> datetime:
+    """$$.State.EnteredTime ("2026-01-02T03:04:05.678Z"); the Lambda's clock if it cannot be read."""
+    try:
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.now(UTC)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

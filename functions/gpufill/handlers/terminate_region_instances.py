@@ -1,0 +1,61 @@
+"""TerminateRegionInstances: one branch of the TerminateInstances Map, after the approval.
+
+Every instance is looked at once more first: only those still tagged gpufill:managed=true
+and still tagged with their request are terminated (tags can change while a person decides).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from gpufill.adapters import instances_table, managed_instances
+from gpufill.handlers.events import TerminateRegionEvent
+from gpufill.handlers.observability import logger, metrics, tracer
+from gpufill.models.teardown import RegionTermination, TerminatedInstance
+from gpufill.policy import teardown
+
+
+@logger.inject_lambda_context(correlation_id_path="teardown_id")
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict, context: LambdaContext) -> dict:
+    step = parse(event=event, model=TerminateRegionEvent)
+    batch = step.batch
+    live = managed_instances.by_ids(batch.region, batch.instance_ids)
+    to_end, skipped, ended_before = [], [], []
+    for instance_id in batch.instance_ids:
+        why = teardown.refusal(
+            instance_id, {"region": batch.region}, live.get(instance_id), batch.request_ids.get(instance_id) or None
+        )
+        if why is None:
+            to_end.append(instance_id)
+            continue
+        skipped.append(why)
+        if why.reason == "already-terminated":
+            ended_before.append(instance_id)  # ended meanwhile (a spot interruption, or a retried step)
+    previous = managed_instances.terminate(batch.region, to_end) if to_end else {}
+    now = datetime.now(UTC)
+    for instance_id in to_end + ended_before:
+        instances_table.mark_terminated(
+            instance_id,
+            region=batch.region,
+            request_id=batch.request_ids.get(instance_id) or None,
+            terminated_at=now,
+            terminated_by=step.teardown_id,
+        )
+    result = RegionTermination(
+        region=batch.region,
+        terminated=[
+            TerminatedInstance(
+                instance_id=i, previous_state=previous.get(i, "unknown"), terminated_at=now.isoformat(timespec="seconds")
+            )
+            for i in to_end
+        ],
+        skipped=skipped,
+    )
+    logger.info("region torn down", extra={"region": batch.region, "terminated": to_end, "skipped": len(skipped)})
+    metrics.add_metric(name="InstancesTerminated", unit="Count", value=len(to_end))
+    return result.model_dump(mode="json")

@@ -1,0 +1,97 @@
+"""Planting instances in the simulated account the way a provisioning run leaves them
+(tagged at launch, recorded in the table), and reading back what a teardown did."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from decimal import Decimal
+
+from gpufill import constants
+from gpufill.local.engine import LOCAL_AMI
+
+WEST, EAST = "us-west-2", "us-east-1"
+ZONE = {WEST: "us-west-2a", EAST: "us-east-1b"}
+MARKET = {
+    "description": "room for everything the tests plant",
+    "regions": {
+        region: {"zones": {zone: {"g6.xlarge": {"spot_price": 0.43, "spot": 200, "on_demand": 200}}}}
+        for region, zone in ZONE.items()
+    },
+}
+PRICE = 0.43
+
+
+def launch(engine, region, *, count=1, request_id=None, managed=True, record_as=None, record=True) -> list[str]:
+    """Launch `count` instances; tag them like gpufill does (or not); record them under
+    `record_as` (default: their own request id) unless record=False."""
+    tags = [{"Key": "team", "Value": "ml"}]
+    if managed:
+        tags.append({"Key": constants.TAG_MANAGED, "Value": "true"})
+    if request_id is not None:
+        tags.append({"Key": constants.TAG_REQUEST_ID, "Value": request_id})
+    reply = engine.client("ec2", region).run_instances(
+        ImageId=LOCAL_AMI,
+        InstanceType="g6.xlarge",
+        MinCount=count,
+        MaxCount=count,
+        Placement={"AvailabilityZone": ZONE[region]},
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )
+    ids = [i["InstanceId"] for i in reply["Instances"]]
+    if record:
+        for instance_id in ids:
+            put_record(engine, instance_id, region, record_as or request_id)
+    return ids
+
+
+def put_record(engine, instance_id, region, request_id):
+    table = engine_table(engine)
+    table.put_item(
+        Item={
+            "instance_id": instance_id,
+            "request_id": request_id,
+            "region": region,
+            "availability_zone": ZONE[region],
+            "instance_type": "g6.xlarge",
+            "market": "on-demand",
+            "hourly_price": Decimal(str(PRICE)),
+            "state": "running",
+            "launched_at": "2026-01-01T00:00:00+00:00",
+        }
+    )
+
+
+def engine_table(engine):
+    import boto3
+
+    return boto3.resource("dynamodb", region_name=EAST).Table(constants.instances_table_name("local"))
+
+
+def states(engine, region, ids) -> dict[str, str]:
+    reply = engine.client("ec2", region).describe_instances(InstanceIds=ids)
+    return {i["InstanceId"]: i["State"]["Name"] for r in reply["Reservations"] for i in r["Instances"]}
+
+
+def record(engine, instance_id) -> dict:
+    return engine_table(engine).get_item(Key={"instance_id": instance_id})["Item"]
+
+
+def terminated_ids(execution) -> list[str]:
+    return sorted(t["instance_id"] for region in execution.output["terminated"] for t in region["terminated"])
+
+
+@contextmanager
+def in_background(engine, request, name):
+    """Run an execution in another thread, leaving its approval to the test."""
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.setdefault("execution", engine.run(request, name=name, timeout=60)))
+    thread.start()
+    try:
+        yield lambda: (thread.join(60), box["execution"])[1]
+    finally:
+        if thread.is_alive():  # a failed assertion: let the run end so the engine can close
+            item = engine.approval(name)
+            if item and not item.get("decided_at"):
+                engine.expire_approval(name)
+            thread.join(60)
