@@ -30,6 +30,7 @@ STATEMACHINE = REPO_ROOT / "statemachine" / "provisioner.asl.json"
 ENV_NAME = "local"
 HOME_REGION = constants.LOCAL_HOME_REGION
 LOCAL_AMI = "ami-0abcdef1234567890"
+APPROVAL_TOPIC = f"gpufill-approvals-{ENV_NAME}"
 DUMMY_ENV = {
     "AWS_ACCESS_KEY_ID": "gpufill-local",
     "AWS_SECRET_ACCESS_KEY": "gpufill-local",
@@ -200,9 +201,7 @@ class LocalEngine:
             ],
         )
         # The approval topic lives in moto: RequestTeardownApproval's messages stay in the process.
-        self.approval_topic_arn = self.client("sns").create_topic(Name=constants.approval_topic_name(ENV_NAME))[
-            "TopicArn"
-        ]
+        self.approval_topic_arn = self.client("sns").create_topic(Name=APPROVAL_TOPIC)["TopicArn"]
         os.environ[constants.ENV_APPROVAL_TOPIC_ARN] = self.approval_topic_arn
         ddb.create_table(
             TableName=os.environ[constants.ENV_CAPACITY_TABLE],
