@@ -68,7 +68,12 @@ class Execution:
             execution["output"] = self.output
         else:
             execution["error"], execution["cause"] = self.error, self.cause
-        return {"execution": execution, "metrics": self.metrics}
+        summary = {"execution": execution, "metrics": self.metrics}
+        if self.approval:  # a teardown asked a person: what was asked and how it was answered
+            keys = ("status", "requested_by", "deadline", "decision", "approver", "decided_reason", "decided_at")
+            summary["approval"] = {k: self.approval[k] for k in keys if self.approval.get(k) is not None}
+            summary["approval"]["published"] = [n["subject"] for n in self.notifications]
+        return summary
 
     def entered(self) -> list[str]:
         """State names in the order they were entered."""
