@@ -1,0 +1,206 @@
+"""Teardown and status policy: who may be terminated and why not, what counts as approval, the status view."""
+
+from datetime import UTC, datetime
+
+import pytest
+from pydantic import ValidationError
+
+from gpufill.approve import AlreadyDecided, ApprovalError, ApprovalExpired, parse_execution, refuse_if_settled
+from gpufill.constants import TAG_MANAGED, TAG_REQUEST_ID
+from gpufill.models.request import Request, describe_problems, normalise
+from gpufill.models.teardown import LiveInstance, Teardown, TeardownInstance, TeardownTarget
+from gpufill.policy import approval, status, teardown
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def live(instance_id, *, request="run-a", managed=True, state="running", region="us-west-2"):
+    tags = {TAG_REQUEST_ID: request} if request else {}
+    if managed:
+        tags[TAG_MANAGED] = "true"
+    return LiveInstance(instance_id=instance_id, region=region, availability_zone=f"{region}a",
+                        instance_type="g6.xlarge", state=state, tags=tags, launch_time="2026-03-01T10:00:00+00:00")
+
+
+def rec(instance_id, request="run-a", region="us-west-2", **extra):
+    return {"instance_id": instance_id, "request_id": request, "region": region, "market": "spot",
+            "hourly_price": 0.5, "state": "running", "launched_at": "2026-03-01T10:00:00+00:00", **extra}
+
+
+# --- which instances a teardown may terminate ---------------------------------------------------
+
+
+def test_by_request_keeps_only_managed_live_instances_tagged_with_that_request():
+    records = {i: rec(i) for i in ("i-1", "i-2", "i-3", "i-4", "i-5", "i-6")}
+    seen = {
+        "i-1": live("i-1"),
+        "i-2": live("i-2", managed=False),
+        "i-3": live("i-3", request="run-b"),
+        "i-4": live("i-4", state="shutting-down"),
+        # i-5: recorded, but EC2 no longer has it
+        "i-6": live("i-6", request=None),
+        "i-7": live("i-7", region="us-east-1"),  # tagged for run-a, never recorded
+    }
+    allowed, refused = teardown.select(TeardownTarget(request_id="run-a"), records, seen)
+    assert [(i.instance_id, i.recorded) for i in allowed] == [("i-1", True), ("i-7", False)]
+    assert {r.instance_id: r.reason for r in refused} == {
+        "i-2": "not-managed", "i-3": "other-request", "i-4": "already-terminated", "i-5": "gone", "i-6": "other-request",
+    }
+    assert "run-b" in next(r.detail for r in refused if r.instance_id == "i-3")
+
+
+def test_by_ids_refuses_ids_without_a_record_and_records_that_disagree_with_the_tags():
+    records = {"i-1": rec("i-1"), "i-2": rec("i-2", request="run-a"), "i-3": rec("i-3", request="run-b")}
+    seen = {"i-1": live("i-1"), "i-2": live("i-2", request="run-z"), "i-3": live("i-3", request="run-b"),
+            "i-9": live("i-9")}
+    target = TeardownTarget(instance_ids=["i-9", "i-1", "i-2", "i-3"])
+    allowed, refused = teardown.select(target, records, seen)
+    assert [i.instance_id for i in allowed] == ["i-1", "i-3"]  # each matches the request it was recorded under
+    assert {r.instance_id: r.reason for r in refused} == {"i-9": "unknown", "i-2": "other-request"}
+
+
+def test_by_region_groups_sorted_with_the_request_each_must_still_carry():
+    instances = [
+        TeardownInstance(instance_id=i, request_id=r, region=g, state="running")
+        for i, r, g in [("i-2", "a", "us-west-2"), ("i-1", "a", "us-west-2"), ("i-3", "b", "eu-central-1")]
+    ]
+    batches = teardown.by_region(instances)
+    assert [(b.region, b.instance_ids, b.request_ids) for b in batches] == [
+        ("eu-central-1", ["i-3"], {"i-3": "b"}),
+        ("us-west-2", ["i-1", "i-2"], {"i-1": "a", "i-2": "a"}),
+    ]
+
+
+def test_a_retagged_instance_is_refused_at_termination_time():
+    assert teardown.refusal("i-1", {"region": "us-west-2"}, live("i-1"), "run-a") is None
+    assert teardown.refusal("i-1", {"region": "us-west-2"}, live("i-1", managed=False), "run-a").reason == "not-managed"
+    assert teardown.refusal("i-1", {"region": "us-west-2"}, None, "run-a").reason == "gone"
+
+
+# --- the approval ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "answer, decision",
+    [
+        ({"decision": "approved"}, "approved"),
+        ({"decision": "approved", "approver": "ana", "reason": "done"}, "approved"),
+        ({"decision": "Approved"}, "rejected"),
+        ({"decision": "approved "}, "rejected"),
+        ({"decision": "rejected"}, "rejected"),
+        ({"decision": True}, "rejected"),
+        ({"approved": True}, "rejected"),
+        ("approved", "rejected"),
+        (None, "rejected"),
+    ],
+)
+def test_only_exactly_approved_approves(answer, decision):
+    assert approval.decide(answer)[0] == decision
+
+
+def test_the_answer_approver_and_reason_are_kept_short_and_never_missing():
+    decision, sent, approver, reason = approval.decide({"decision": "no", "reason": "x" * 2000})
+    assert (decision, sent, approver) == ("rejected", "no", "unknown (no approver in the answer)")
+    assert len(reason) == approval.MAX_TEXT
+
+
+def test_the_approval_message_carries_the_exact_commands():
+    token = "AQB8AAAAKgAAAAMAAAAAAAAAAf+token/with'quote"
+    arn = "arn:aws:states:eu-central-1:123456789012:execution:gpufill-provisioner-prod:tear-1"
+    found = Teardown(
+        request_id="tear-1", status="AWAITING_APPROVAL", target=TeardownTarget(request_id="run-a"),
+        requested_by="ana@example.com",
+        instances=[TeardownInstance(instance_id="i-1", region="us-west-2", state="running", hourly_price=0.5)],
+        hourly_cost=0.5,
+    )
+    subject, body = approval.message(found, execution_arn=arn, task_token=token, expires=NOW)
+    assert len(subject) <= 100 and "tear-1" in subject
+    assert f"gpufill approve {arn}" in body and f"gpufill reject {arn} --reason" in body
+    assert "aws stepfunctions send-task-success --region eu-central-1 --task-token 'AQB8AAAAKgAAAAMAAAAAAAAAAf+token/with'\"'\"'quote'" in body
+    assert "--task-output '{\"decision\":\"approved\",\"approver\":\"YOUR-NAME\"}'" in body
+    assert "ana@example.com" in body and "i-1" in body and "2026-03-01T12:00:00+00:00" in body
+
+
+def test_execution_names_and_arns_both_find_the_approval():
+    assert parse_execution("tear-1").name == "tear-1"
+    ref = parse_execution("arn:aws:states:eu-central-1:123456789012:execution:gpufill-provisioner-prod:tear-1")
+    assert (ref.name, ref.region, ref.env) == ("tear-1", "eu-central-1", "prod")
+    with pytest.raises(ApprovalError):
+        parse_execution("arn:aws:states:eu-central-1:123456789012:stateMachine:gpufill-provisioner-prod")
+
+
+def test_settled_approvals_are_refused_with_what_happened():
+    pending = {"deadline": "2026-03-01T13:00:00+00:00"}
+    refuse_if_settled("t", pending, NOW)  # still open
+    with pytest.raises(ApprovalExpired, match="expired at 2026-03-01T13:00:00"):
+        refuse_if_settled("t", pending, datetime(2026, 3, 1, 13, 0, 1, tzinfo=UTC))
+    with pytest.raises(AlreadyDecided, match="already rejected by bob"):
+        refuse_if_settled("t", {**pending, "decided_at": "x", "decision": "rejected", "approver": "bob"}, NOW)
+    with pytest.raises(ApprovalExpired):
+        refuse_if_settled("t", {**pending, "decided_at": "x", "decision": "expired"}, NOW)
+    with pytest.raises(AlreadyDecided, match="answered 'approved' by ana"):
+        refuse_if_settled("t", {**pending, "answered_at": "x", "answer": "approved", "answered_by": "ana"}, NOW)
+
+
+# --- the status view ---------------------------------------------------------------------------
+
+
+def test_status_reports_unrecorded_gone_and_the_running_total():
+    records = {
+        "i-1": rec("i-1"),
+        "i-2": rec("i-2", hourly_price=0.25),
+        "i-3": rec("i-3"),  # gone from EC2
+        "i-4": rec("i-4", state="terminated"),  # gpufill ended it: history, not news
+        "i-5": rec("i-5"),
+    }
+    seen = {"i-1": live("i-1"), "i-2": live("i-2", state="stopped"), "i-5": live("i-5", managed=False),
+            "i-9": live("i-9", request="run-b")}
+    report = status.report(request_id="status-1", target_request_id=None, regions=["us-west-2"],
+                           records=records, live=seen, now=NOW)
+    found = {e.instance_id: (e.state, e.finding) for e in report.instances}
+    assert found == {"i-1": ("running", "recorded"), "i-2": ("stopped", "recorded"), "i-3": ("gone", "gone"),
+                     "i-5": ("running", "not-managed"), "i-9": ("running", "unrecorded")}
+    assert (report.unrecorded, report.gone) == (["i-9"], ["i-3"])
+    assert report.running == 3 and report.hourly_cost == 1.0  # i-1 and i-5 at 0.5; i-9's price is unknown
+    assert report.counts == {"gone": 1, "running": 3, "stopped": 1}
+    entry = next(e for e in report.instances if e.instance_id == "i-1")
+    assert entry.hours_running == 2.0 and entry.market == "spot" and entry.hourly_price == 0.5
+    assert next(e for e in report.instances if e.instance_id == "i-2").hours_running is None
+
+
+# --- the request fields ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "request_json, field",
+    [
+        ({"action": "teardown"}, "request_id"),
+        ({"action": "teardown", "request_id": "a", "instance_ids": ["i-0123456789abcdef0"]}, "instance_ids"),
+        ({"request_id": "a"}, "request_id"),
+        ({"action": "plan", "instance_ids": ["i-0123456789abcdef0"]}, "instance_ids"),
+        ({"action": "status", "instance_ids": ["i-0123456789abcdef0"]}, "instance_ids"),
+        ({"action": "status", "approval_timeout_seconds": 600}, "approval_timeout_seconds"),
+        ({"action": "teardown", "request_id": "a", "approval_timeout_seconds": 59}, "approval_timeout_seconds"),
+        ({"action": "teardown", "request_id": "a", "approval_timeout_seconds": 7 * 86400 + 1}, "approval_timeout_seconds"),
+        ({"action": "teardown", "request_id": "$previous"}, "request_id"),
+        ({"action": "teardown", "instance_ids": ["i-123"]}, "instance_ids"),
+        ({"action": "teardown", "instance_ids": []}, "instance_ids"),
+        ({"action": "teardown", "instance_ids": ["i-0123456789abcdef0", "i-0123456789abcdef0"]}, "instance_ids"),
+    ],
+)
+def test_teardown_and_status_fields_are_checked_and_named(request_json, field):
+    with pytest.raises(ValidationError) as caught:
+        Request.model_validate(request_json)
+    assert [p["field"] for p in describe_problems(caught.value)] == [field]
+
+
+def test_teardown_and_status_requests_normalise():
+    def norm(body):
+        return normalise(Request.model_validate(body), request_id="me", default_regions=["us-west-2"], home_region="us-east-1")
+
+    teardown_request = norm({"action": "teardown", "instance_ids": ["i-0123456789abcdef0"], "requested_by": "ana"})
+    assert (teardown_request.instance_ids, teardown_request.target_request_id) == (["i-0123456789abcdef0"], None)
+    assert teardown_request.approval_timeout_seconds == 86400 and teardown_request.requested_by == "ana"
+    assert norm({"action": "teardown", "request_id": "run-a", "approval_timeout_seconds": 60}).approval_timeout_seconds == 60
+    status_request = norm({"action": "status", "request_id": "run-a"})
+    assert (status_request.target_request_id, status_request.regions) == ("run-a", ["us-west-2"])

@@ -1,0 +1,76 @@
+"""`gpufill simulate --decision/--then` and `gpufill approve|reject` against the local engine."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpufill.cli import main
+from gpufill.local.engine import LocalEngine
+from gpufill.local.scenario import MarketScenario
+from tests.conftest import EXAMPLES
+from tests.workflow.planting import MARKET, WEST, in_background, launch, states
+
+PROVISION = str(EXAMPLES / "requests/provision-spot.json")
+TEARDOWN = str(EXAMPLES / "requests/teardown.json")
+MARKET_FILE = str(EXAMPLES / "markets/first-az-sold-out.json")
+
+
+def test_provision_then_teardown_in_one_simulate(capsys):
+    code = main(["simulate", PROVISION, "--market", MARKET_FILE, "--then", TEARDOWN, "--decision", "approved", "--json"])
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert code == 0
+    launched = sorted(i["instance_id"] for i in runs[0]["execution"]["output"]["instances"])
+    teardown = runs[1]["execution"]["output"]
+    assert teardown["status"] == "TERMINATED"
+    assert teardown["target"]["request_id"] == "simulate-provision-spot"  # "$previous" filled in
+    assert sorted(t["instance_id"] for r in teardown["terminated"] for t in r["terminated"]) == launched
+    assert runs[1]["approval"]["decision"] == "approved" and runs[1]["approval"]["requested_by"] == "ana@example.com"
+    assert runs[1]["metrics"]["ec2_calls"]["TerminateInstances"] == 1
+
+
+@pytest.mark.parametrize("decision, status", [("rejected", "REJECTED"), ("timeout", "EXPIRED")])
+def test_simulate_answers_the_approval_as_told(capsys, decision, status):
+    code = main(["simulate", PROVISION, "--market", MARKET_FILE, "--then", TEARDOWN, "--decision", decision])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"{status}: nothing terminated" in out or f"{status}: nobody answered" in out
+    assert "gpufill approve arn:aws:states:us-east-1:123456789012:execution:gpufill-provisioner-local:simulate-teardown" in out
+
+
+def test_simulate_needs_a_decision_for_a_teardown_and_previous_only_after_a_run(capsys):
+    assert main(["simulate", PROVISION, "--market", MARKET_FILE, "--then", TEARDOWN]) == 2
+    assert "--decision approved|rejected|timeout" in capsys.readouterr().err
+    assert main(["simulate", TEARDOWN, "--market", MARKET_FILE, "--decision", "approved"]) == 2
+    assert "use it in the request given to --then" in capsys.readouterr().err
+
+
+def test_gpufill_approve_and_reject_answer_once_and_refuse_twice(capsys):
+    with LocalEngine(MarketScenario.model_validate(MARKET)) as engine:
+        mine = launch(engine, WEST, count=2, request_id="run-cli")
+        request = {"action": "teardown", "request_id": "run-cli"}
+        with in_background(engine, request, "teardown-cli") as finished:
+            engine.wait_for_approval("teardown-cli")
+            args = ["--env", "local", "--region", "us-east-1"]
+            assert main(["approve", "teardown-cli", *args, "--reason", "done with it"]) == 0
+            assert "approved teardown teardown-cli" in capsys.readouterr().out
+            assert main(["reject", "teardown-cli", *args]) == 1
+            assert "already" in capsys.readouterr().err
+            execution = finished()
+        assert execution.output["status"] == "TERMINATED"
+        assert set(states(engine, WEST, mine).values()) == {"terminated"}
+        item = engine.approval("teardown-cli")
+        assert item["approver"].startswith("arn:aws:") and item["decided_reason"] == "done with it"
+        assert main(["approve", "teardown-cli", *args]) == 1
+        assert "already approved by arn:aws:" in capsys.readouterr().err
+
+        # by ARN: region and env come from it; a rejection terminates nothing
+        kept = launch(engine, WEST, request_id="run-cli-2")
+        with in_background(engine, {"action": "teardown", "request_id": "run-cli-2"}, "teardown-cli-2") as finished:
+            arn = engine.wait_for_approval("teardown-cli-2")["execution_arn"]
+            assert main(["reject", arn, "--reason", "still training"]) == 0
+            assert finished().output["status"] == "REJECTED"
+        assert states(engine, WEST, kept) == {kept[0]: "running"}
+        assert main(["approve", "no-such-teardown", *args]) == 1
+        assert "no teardown approval is on record" in capsys.readouterr().err
