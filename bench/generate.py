@@ -1,0 +1,182 @@
+"""Seeded market scenarios in the DESIGN.md format, plus the hand-written ones in examples/.
+
+A generated market has 5-8 real regions with the AZ letters EC2 (and moto) knows,
+3-6 AZs each where the region has that many, and capacity spread unevenly: some
+regions dry, some AZs deep, others empty. Scarcity runs from plenty to nearly sold
+out, requests ask for 1, 4, 16 or 64 instances, and some regions carry a spot vCPU
+quota. The same seed always gives the same cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+from gpufill import catalog
+
+from bench.cases import TIERS, Case, tier_of
+
+DEFAULT_SEED = 20261106
+DEFAULT_SCENARIOS = 20  # one case per (tier, count); the examples come on top
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO_ROOT / "examples"
+DEFAULT_EXAMPLE_REQUEST = "provision-spot.json"
+
+# Zone letters as EC2 names them (not every region has a, b, c).
+REGION_ZONES = {
+    "us-east-1": "abcdef",
+    "us-east-2": "abc",
+    "us-west-2": "abcd",
+    "eu-central-1": "abc",
+    "ap-northeast-1": "acd",
+    "eu-west-1": "abc",
+    "ap-southeast-1": "abc",
+    "ca-central-1": "abd",
+    "ap-northeast-2": "abcd",
+    "eu-west-2": "abc",
+    "eu-north-1": "abc",
+}
+COUNTS = (1, 4, 16, 64)
+PRIMARY_TYPE = "g6.xlarge"
+SECOND_TYPE = "g5.xlarge"  # same vCPUs as g6.xlarge, so a regional quota counts both alike
+ORIGIN = "us-east-1"
+
+# tier -> (chance a pool is sold out, capacity of the whole market as a multiple of the request)
+SCARCITY = {
+    "plenty": (0.05, 8.0),
+    "ample": (0.2, 4.0),
+    "tight": (0.4, 2.0),
+    "scarce": (0.6, 1.2),
+    "nearly sold out": (0.8, 0.6),
+}
+DEPTH_FLOOR = 8
+QUOTA_CHANCE = 0.3
+QUOTA_VCPUS = (8, 16, 32, 64, 128)
+
+
+def generated(seed: int = DEFAULT_SEED, scenarios: int = DEFAULT_SCENARIOS) -> list[Case]:
+    """Tiers cycle fastest and counts next, so 20 cases cover every (tier, count) once."""
+    rng = random.Random(seed)
+    cases = []
+    for index in range(scenarios):
+        tier = TIERS[index % len(TIERS)]
+        count = COUNTS[(index // len(TIERS)) % len(COUNTS)]
+        cases.append(_case(rng, index, tier, count))
+    return cases
+
+
+def _case(rng: random.Random, index: int, tier: str, count: int) -> Case:
+    regions = sorted(rng.sample(sorted(REGION_ZONES), rng.randint(5, 8)))
+    types = [PRIMARY_TYPE, SECOND_TYPE] if rng.random() < 0.3 else [PRIMARY_TYPE]
+    sold_out, depth = SCARCITY[tier]
+    pools = _pools(rng, regions, types, sold_out)
+    # Depth is relative to the request, with a floor: even a market that is plenty for one
+    # instance holds more than a handful of them.
+    _spread(rng, pools, total=max(1, round(max(count, DEPTH_FLOOR) * depth * rng.uniform(0.7, 1.3))))
+    scenario = {"description": f"{tier}: {count} x {'/'.join(types)} over {len(regions)} regions", "regions": {}}
+    for region in regions:
+        market = _region(rng, region, types, pools)
+        scenario["regions"][region] = market
+    request = {
+        "action": "provision",
+        "instance_types": types,
+        "count": count,
+        "market": "spot",
+        "regions": regions,
+        "origin_region": ORIGIN,
+    }
+    slug = tier.replace(" ", "-")
+    return Case(name=f"g{index:02d}-{slug}-n{count}", scenario=scenario, request=request, tier=tier)
+
+
+def _pools(rng: random.Random, regions: list[str], types: list[str], sold_out: float) -> dict:
+    """(region, zone, type) -> {"price", "open"}: which pools exist and which have anything left."""
+    pools = {}
+    for region in regions:
+        letters = REGION_ZONES[region]
+        zones = sorted(rng.sample(letters, rng.randint(min(3, len(letters)), min(6, len(letters)))))
+        dry_region = rng.random() < sold_out / 2  # scarcity comes in whole regions, too
+        discount = rng.uniform(0.28, 0.45)
+        for itype in types:
+            on_demand = catalog.on_demand_price(itype, region)
+            for letter in zones:
+                pools[(region, f"{region}{letter}", itype)] = {
+                    "price": round(on_demand * discount * rng.uniform(0.94, 1.12), 4),
+                    "open": not dry_region and rng.random() >= sold_out,
+                    "spot": 0,
+                }
+    return pools
+
+
+def _spread(rng: random.Random, pools: dict, total: int) -> None:
+    """Share `total` instances unevenly over the open pools: a few deep ones, many shallow."""
+    open_pools = [key for key in sorted(pools) if pools[key]["open"]]
+    if not open_pools:
+        return
+    weights = [rng.paretovariate(1.2) for _ in open_pools]
+    scale = total / sum(weights)
+    for key, weight in zip(open_pools, weights):
+        pools[key]["spot"] = max(1, round(weight * scale))
+
+
+def _region(rng: random.Random, region: str, types: list[str], pools: dict) -> dict:
+    mine = {key: pool for key, pool in pools.items() if key[0] == region}
+    market: dict = {
+        "advisor_tier": {t: rng.randint(0, 4) for t in types},
+        # Placement scores follow capacity, as EC2's do, with noise: a hint, not the truth.
+        "placement_score": {
+            t: max(1, min(10, round(1 + sum(p["spot"] > 0 for k, p in mine.items() if k[2] == t) * 2.5 + rng.uniform(-2, 2))))
+            for t in types
+        },
+        "zones": {},
+    }
+    if rng.random() < QUOTA_CHANCE:
+        market["quota"] = {"spot_vcpus": rng.choice(QUOTA_VCPUS)}
+    for (_, zone, itype), pool in sorted(mine.items()):
+        market["zones"].setdefault(zone, {})[itype] = {"spot_price": pool["price"], "spot": pool["spot"]}
+    return market
+
+
+def examples() -> list[Case]:
+    """Each market in examples/markets with the request of the same name, else the README's request."""
+    cases = []
+    for path in sorted((EXAMPLES / "markets").glob("*.json")):
+        scenario = json.loads(path.read_text())
+        paired = EXAMPLES / "requests" / path.name
+        request_path = paired if paired.exists() else EXAMPLES / "requests" / DEFAULT_EXAMPLE_REQUEST
+        request = json.loads(request_path.read_text())
+        probe = Case(name=f"ex-{path.stem}", scenario=scenario, request=request, tier=TIERS[0], source="example")
+        cases.append(
+            Case(
+                name=probe.name,
+                scenario=scenario,
+                request=request,
+                tier=tier_of(probe.sold_out_share),
+                source=f"examples/markets/{path.name} + examples/requests/{request_path.name}",
+            )
+        )
+    return cases
+
+
+def all_cases(seed: int = DEFAULT_SEED, scenarios: int = DEFAULT_SCENARIOS, with_examples: bool = True) -> list[Case]:
+    return generated(seed, scenarios) + (examples() if with_examples else [])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m bench.generate --seed N --out DIR`: write the cases as scenario + request files."""
+    parser = argparse.ArgumentParser(prog="python -m bench.generate", description=main.__doc__)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--scenarios", type=int, default=DEFAULT_SCENARIOS)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for case in generated(args.seed, args.scenarios):
+        (args.out / f"{case.name}.market.json").write_text(json.dumps(case.scenario, indent=2) + "\n")
+        (args.out / f"{case.name}.request.json").write_text(json.dumps(case.request, indent=2) + "\n")
+    print(f"wrote {args.scenarios} cases to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""What one strategy did on one case, in the units the report compares."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+STRATEGIES = ("broker", "classic", "gpufill", "oracle")
+SIMULATED = frozenset({"broker", "oracle"})  # policy-level simulators; the others run the state machine
+
+
+@dataclass
+class Outcome:
+    case: str
+    strategy: str
+    requested: int
+    launched: int
+    run_instances: int
+    ec2_calls: int
+    hourly_cost: float
+    modelled_seconds: float
+    status: str = ""
+    # None for the simulators: they have no state machine and no Lambdas to count.
+    transitions: int | None = None
+    lambda_invocations: int | None = None
+    orchestration_usd: float | None = None
+    # RunInstances answers by outcome ("launched", "capacity", "quota", ...), and how many launched a full batch.
+    answers: dict[str, int] = field(default_factory=dict)
+    full_batches: int = 0
+
+    @property
+    def simulated(self) -> bool:
+        return self.strategy in SIMULATED
+
+    @property
+    def fill(self) -> float:
+        return self.launched / self.requested if self.requested else 0.0
+
+    def to_json(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,109 @@
+"""Issue 6's targets for gpufill, judged on the generated set: MET or MISSED, and by how much."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import median
+
+from bench.analysis import Row
+
+CALLS_VS_ORACLE = 1.25
+COST_VS_CHEAPEST = 1.05
+EPSILON = 1e-9
+
+
+@dataclass
+class Verdict:
+    target: str
+    met: bool
+    measured: str
+    margin: str
+    misses: list[str] = field(default_factory=list)  # the cases that miss it, with their figures
+
+    @property
+    def word(self) -> str:
+        return "MET" if self.met else "MISSED"
+
+
+def _pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
+    """(gpufill row, classic row) per case."""
+    by_case: dict[str, dict[str, Row]] = {}
+    for r in rows:
+        by_case.setdefault(r.case.name, {})[r.outcome.strategy] = r
+    return [(s["gpufill"], s["classic"]) for s in by_case.values()]
+
+
+def fill_not_below_classic(rows: list[Row]) -> Verdict:
+    pairs = _pairs(rows)
+    short = [(g, c) for g, c in pairs if g.outcome.fill + EPSILON < c.outcome.fill]
+    more = sum(1 for g, c in pairs if g.outcome.fill > c.outcome.fill + EPSILON)
+    misses = [
+        f"{g.case.name}: gpufill {g.outcome.launched}/{g.outcome.requested}, classic {c.outcome.launched}/{c.outcome.requested}"
+        for g, c in short
+    ]
+    if short:
+        worst = max((c.outcome.fill - g.outcome.fill) * 100 for g, c in short)
+        margin = f"below classic on {len(short)} of {len(pairs)} cases, by up to {worst:.1f} points of fill"
+    else:
+        margin = f"at or above classic on all {len(pairs)} cases (above on {more})"
+    return Verdict("gpufill's fill ratio ≥ classic's on every scenario", not short, f"{len(pairs) - len(short)}/{len(pairs)}", margin, misses)
+
+
+def fewer_calls_than_classic(rows: list[Row]) -> Verdict:
+    pairs = [(g, c) for g, c in _pairs(rows) if g.case.count >= 4]
+    not_fewer = [(g, c) for g, c in pairs if g.outcome.run_instances >= c.outcome.run_instances]
+    equal = sum(1 for g, c in not_fewer if g.outcome.run_instances == c.outcome.run_instances)
+    misses = [
+        f"{g.case.name}: gpufill {g.outcome.run_instances}, classic {c.outcome.run_instances} RunInstances"
+        for g, c in not_fewer
+    ]
+    fewer = len(pairs) - len(not_fewer)
+    if not_fewer:
+        worst = max(g.outcome.run_instances - c.outcome.run_instances for g, c in not_fewer)
+        margin = (
+            f"fewer on {fewer} of {len(pairs)} cases; equal on {equal}, more on {len(not_fewer) - equal}"
+            + (f" (by up to {worst} calls)" if worst > 0 else "")
+        )
+    else:
+        margin = f"fewer on all {len(pairs)} cases with count ≥ 4"
+    return Verdict("fewer RunInstances than classic on every scenario with count ≥ 4", not not_fewer, f"{fewer}/{len(pairs)}", margin, misses)
+
+
+def near_oracle_calls(rows: list[Row]) -> Verdict:
+    mine = [r for r in rows if r.outcome.strategy == "gpufill" and r.calls_vs_oracle is not None]
+    value = median(r.calls_vs_oracle for r in mine)
+    over = value / CALLS_VS_ORACLE - 1
+    margin = f"{value:.2f}× against {CALLS_VS_ORACLE}×: " + (
+        f"over by {over:.0%}" if over > EPSILON else f"under by {-over:.0%}"
+    )
+    misses = [
+        f"{r.case.name}: {r.outcome.run_instances} vs oracle {r.oracle.run_instances} ({r.calls_vs_oracle:.2f}×)"
+        for r in sorted(mine, key=lambda r: -r.calls_vs_oracle)
+        if r.calls_vs_oracle > CALLS_VS_ORACLE
+    ]
+    return Verdict(f"RunInstances ≤ {CALLS_VS_ORACLE}× oracle at the median", value <= CALLS_VS_ORACLE + EPSILON, f"{value:.2f}×", margin, misses)
+
+
+def near_cheapest_fleet(rows: list[Row]) -> Verdict:
+    mine = [r for r in rows if r.outcome.strategy == "gpufill" and r.cost_vs_cheapest is not None]
+    value = median(r.cost_vs_cheapest for r in mine)
+    limit = COST_VS_CHEAPEST - 1
+    margin = f"+{value - 1:.1%} against +{limit:.0%}: " + (
+        f"over by {value - COST_VS_CHEAPEST:.1%} points" if value > COST_VS_CHEAPEST + EPSILON else f"within, {COST_VS_CHEAPEST - value:.1%} points to spare"
+    )
+    misses = [
+        f"{r.case.name}: ${r.outcome.hourly_cost:.4f}/h vs cheapest ${r.cheapest:.4f}/h (+{r.cost_vs_cheapest - 1:.1%})"
+        for r in sorted(mine, key=lambda r: -r.cost_vs_cheapest)
+        if r.cost_vs_cheapest > COST_VS_CHEAPEST + EPSILON
+    ]
+    return Verdict(
+        f"fleet $/h within {limit:.0%} of the cheapest feasible fleet at the median",
+        value <= COST_VS_CHEAPEST + EPSILON,
+        f"+{value - 1:.1%}",
+        margin,
+        misses,
+    )
+
+
+def judge(rows: list[Row]) -> list[Verdict]:
+    return [f(rows) for f in (fill_not_below_classic, fewer_calls_than_classic, near_oracle_calls, near_cheapest_fleet)]
