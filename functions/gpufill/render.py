@@ -204,7 +204,10 @@ def render_teardown(result: dict, notifications: list[dict]) -> list[str]:
     approval = result.get("approval")
     if approval:
         why = f" ({approval['reason']})" if approval.get("reason") else ""
-        lines += ["", f"Decision: {approval['decision']} by {approval['approver']} at {approval['decided_at']}{why}"]
+        if approval["decision"] == "expired":
+            lines += ["", f"Decision: expired at {approval['decided_at']}: no answer came before the deadline"]
+        else:
+            lines += ["", f"Decision: {approval['decision']} by {approval['approver']} at {approval['decided_at']}{why}"]
     for region in result.get("terminated", []):
         ended = ", ".join(t["instance_id"] for t in region.get("terminated", [])) or "none"
         lines.append(f"  terminated in {region['region']}: {ended}")
@@ -226,13 +229,13 @@ def render_status(result: dict) -> list[str]:
     lines = [
         f"Managed instances ({'request ' + result['filter']['request_id'] if (result.get('filter') or {}).get('request_id') else 'every request'}; "
         f"regions {', '.join(result.get('regions', []))})",
-        f"  {'instance':<19}  {'request':<20} {'zone':<16} {'type':<13} {'market':<9} {'state':<13} {'$/h':>8} {'hours':>6}  finding",
+        f"  {'instance':<19}  {'request':<24} {'zone':<16} {'type':<13} {'market':<9} {'state':<13} {'$/h':>8} {'hours':>6}  finding",
     ]
     for i in result.get("instances", []):
         price = f"{i['hourly_price']:.4f}" if isinstance(i.get("hourly_price"), (int, float)) else "?"
         hours = f"{i['hours_running']:.2f}" if isinstance(i.get("hours_running"), (int, float)) else "-"
         lines.append(
-            f"  {i['instance_id']:<19}  {(i.get('request_id') or '-')[:20]:<20} {i.get('availability_zone') or i['region']:<16} "
+            f"  {i['instance_id']:<19}  {(i.get('request_id') or '-')[:24]:<24} {i.get('availability_zone') or i['region']:<16} "
             f"{i.get('instance_type') or '-':<13} {i.get('market') or '-':<9} {i['state']:<13} {price:>8} {hours:>6}  {i['finding']}"
         )
     counts = ", ".join(f"{n} {state}" for state, n in (result.get("counts") or {}).items()) or "none"
