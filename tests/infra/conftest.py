@@ -36,8 +36,7 @@ def _silence_node_end_of_life_banner() -> None:
 
 _silence_node_end_of_life_banner()  # before aws_cdk is imported: that starts the jsii runtime
 
-ACCOUNT = "123456789012"
-REGION = "us-east-1"
+from infra_helpers import ACCOUNT, REGION  # noqa: E402
 
 
 @dataclass(frozen=True)

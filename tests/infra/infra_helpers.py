@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# The synth-only environment the tests pin (no credentials are read).
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+
 
 def as_list(value: Any) -> list:
     return value if isinstance(value, list) else [value]

@@ -7,7 +7,7 @@ import json
 from cfnlint.api import ManualArgs, lint_file
 from gpufill_stack.paths import STATEMACHINE_DIR
 
-from conftest import REGION
+from infra_helpers import REGION
 
 ACK_KEY = "aws:cdk:acknowledged-rules"
 

@@ -12,7 +12,7 @@ from gpufill import constants
 from gpufill_stack.functions import ASSET_EXCLUDE, MissingTaskPermissions, _check_table
 from gpufill_stack.task_permissions import TASKS
 
-from conftest import REGION
+from infra_helpers import REGION
 
 
 def test_one_function_per_task_with_its_handler(task_functions):

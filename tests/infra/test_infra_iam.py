@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpufill import constants
 
-from aws_calls import reachable
+from infra_aws_calls import reachable
 from infra_helpers import (
     actions,
     all_actions,
@@ -136,7 +136,7 @@ def test_each_role_holds_exactly_the_calls_its_handler_makes(synthesized, task_f
     for placeholder, handler in constants.LAMBDA_TASKS.items():
         reach = reachable(handler)
         if reach.unknown:
-            problems.append(f"{placeholder}: teach tests/infra/aws_calls.py ACTIONS these calls: {sorted(reach.unknown)}")
+            problems.append(f"{placeholder}: teach tests/infra/infra_aws_calls.py ACTIONS these calls: {sorted(reach.unknown)}")
         granted = all_actions(_statements(synthesized, task_functions, placeholder)) - PLATFORM_ACTIONS
         if reach.actions - granted:
             problems.append(f"{placeholder} calls but may not: {sorted(reach.actions - granted)}")
