@@ -69,7 +69,10 @@ class Progress:
             )
         elif name in ("RecordApprovalDecision", "RecordApprovalExpiry"):
             a = state.get("approval") or {}
-            self._line(f"  > {name}  {a.get('decision')} by {a.get('approver')}")
+            if a.get("decision") == "expired":
+                self._line(f"  > {name}  expired: no answer came before the deadline")
+            else:
+                self._line(f"  > {name}  {a.get('decision')} by {a.get('approver')}")
         elif name == "TerminateRegionInstances":
             self._line(
                 f"  > TerminateRegionInstances  {state.get('region')}: terminated {len(state.get('terminated', []))}, "
