@@ -58,6 +58,7 @@ class Functions(Construct):
         env: str,
         resources: TaskResources,
         environment: Mapping[str, str],
+        powertools_layer_version: int = constants.POWERTOOLS_LAYER_VERSION,
         tasks: Mapping[str, str] = constants.LAMBDA_TASKS,
         specs: Mapping[str, TaskSpec] = TASKS,
     ) -> None:
@@ -65,7 +66,7 @@ class Functions(Construct):
         _check_table(tasks, specs)
         code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=ASSET_EXCLUDE)
         self.powertools_layer = lambda_.LayerVersion.from_layer_version_arn(
-            self, "PowertoolsLayer", constants.powertools_layer_arn(Stack.of(self).region)
+            self, "PowertoolsLayer", constants.powertools_layer_arn(Stack.of(self).region, powertools_layer_version)
         )
         self.functions: dict[str, lambda_.Function] = {
             placeholder: self._function(env, placeholder, handler, specs[placeholder], code, resources, environment)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from constructs import Node
-from gpufill import catalog
+from gpufill import catalog, constants
 from gpufill.adapters.regions_config import RegionsConfig
 from pydantic import ValidationError
 
@@ -38,6 +38,7 @@ class DeploySettings:
     env: str
     regions_config: RegionsConfig
     approval_email: str | None = None
+    powertools_layer_version: int = constants.POWERTOOLS_LAYER_VERSION
 
     @classmethod
     def from_context(cls, node: Node) -> DeploySettings:
@@ -59,7 +60,11 @@ class DeploySettings:
         email = _text(context("approval_email")) or None
         if email is not None and not _EMAIL.fullmatch(email):
             raise SettingsError(f"context 'approval_email' is {email!r}, which is not an email address")
-        settings = cls(env=env, regions_config=config, approval_email=email)
+        layer = context("powertools_layer_version")
+        layer = constants.POWERTOOLS_LAYER_VERSION if layer in (None, "") else layer
+        if isinstance(layer, bool) or not str(layer).strip().isdigit() or int(layer) < 1:
+            raise SettingsError(f"context 'powertools_layer_version' is {layer!r}: give the layer's version number")
+        settings = cls(env=env, regions_config=config, approval_email=email, powertools_layer_version=int(layer))
         size = len(settings.regions_config_json().encode())
         if size > MAX_REGIONS_CONFIG_BYTES:
             raise SettingsError(f"the regions config is {size} bytes; an SSM parameter holds {MAX_REGIONS_CONFIG_BYTES}")

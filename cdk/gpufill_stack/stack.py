@@ -35,6 +35,7 @@ class GpufillStack(Stack):
             self,
             "Functions",
             env=settings.env,
+            powertools_layer_version=settings.powertools_layer_version,
             resources=TaskResources(
                 scope=self,
                 table=storage.table,

@@ -111,6 +111,10 @@ def run_tagged_instances(r: TaskResources) -> Grant:
         r.ec2_arn("spot-instances-request/*"),
     ]
     tagged = [instances, r.ec2_arn("volume/*")]
+    stack = Stack.of(r.scope)
+    spot_role = (
+        f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot"
+    )
     why = (
         "Instance and resource ids do not exist before RunInstances and launches go to any "
         "region; the launch must carry the gpufill:managed=true tag, and tags are only "
@@ -129,6 +133,13 @@ def run_tagged_instances(r: TaskResources) -> Grant:
                 actions=["ec2:CreateTags"],
                 resources=tagged,
                 conditions={"StringEquals": {"ec2:CreateAction": "RunInstances"}},
+            ),
+            # The first spot request of an account makes EC2 create its Spot service-linked
+            # role, on the caller's permission; only that one role, only for that service.
+            iam.PolicyStatement(
+                actions=["iam:CreateServiceLinkedRole"],
+                resources=[spot_role],
+                conditions={"StringEquals": {"iam:AWSServiceName": "spot.amazonaws.com"}},
             ),
         ],
         {nag.wildcard_resource(r.scope, arn): why for arn in {instances, *touched, *tagged}},

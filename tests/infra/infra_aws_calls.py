@@ -25,8 +25,9 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "describe_subnets": ("ec2:DescribeSubnets",),
     "describe_security_groups": ("ec2:DescribeSecurityGroups",),
     "create_security_group": ("ec2:CreateSecurityGroup", "ec2:CreateTags"),
-    # Tags at launch, and the instance profile passes its role.
-    "run_instances": ("ec2:RunInstances", "ec2:CreateTags", "iam:PassRole"),
+    # Tags at launch, the instance profile passes its role, and an account's first spot
+    # request has EC2 create its Spot service-linked role.
+    "run_instances": ("ec2:RunInstances", "ec2:CreateTags", "iam:PassRole", "iam:CreateServiceLinkedRole"),
     "terminate_instances": ("ec2:TerminateInstances",),
     "get_spot_placement_scores": ("ec2:GetSpotPlacementScores",),
     "get_parameter": ("ssm:GetParameter",),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from gpufill import constants
 from gpufill_stack.deployment import cdk_json_context
 from gpufill_stack.settings import DeploySettings, SettingsError
 
@@ -26,6 +27,7 @@ def test_cdk_json_defaults():
     assert s.env == "dev"
     assert s.regions_config.regions == ["ap-northeast-1", "us-west-2", "us-east-1", "us-east-2", "eu-central-1"]
     assert s.approval_email is None
+    assert s.powertools_layer_version == constants.POWERTOOLS_LAYER_VERSION
     assert json.loads(s.regions_config_json()) == {"regions": s.regions_config.regions}
 
 
@@ -35,8 +37,10 @@ def test_command_line_strings():
         regions="us-west-2, us-east-1",
         region_overrides='{"us-west-2": {"subnets": {"us-west-2a": "subnet-1"}, "security_group": "sg-1", "ami": "ami-1"}}',
         approval_email="ops@example.com",
+        powertools_layer_version="41",
     )
     assert s.env == "prod" and s.approval_email == "ops@example.com"
+    assert s.powertools_layer_version == 41
     assert json.loads(s.regions_config_json()) == {
         "regions": ["us-west-2", "us-east-1"],
         "overrides": {"us-west-2": {"subnets": {"us-west-2a": "subnet-1"}, "security_group": "sg-1", "ami": "ami-1"}},
@@ -54,6 +58,7 @@ def test_command_line_strings():
         ({"region_overrides": {"us-west-2": {"amis": "ami-1"}}}, "amis"),
         ({"region_overrides": "{not json"}, "not valid JSON"),
         ({"approval_email": "ops"}, "approval_email"),
+        ({"powertools_layer_version": "latest"}, "powertools_layer_version"),
     ],
 )
 def test_bad_context_fails_with_the_key_named(overrides, message):
