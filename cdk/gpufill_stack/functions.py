@@ -26,6 +26,7 @@ ASSET_EXCLUDE = [
     "gpufill/local",
     "gpufill/cli.py",
     "gpufill/render.py",
+    "gpufill/approve.py",  # gpufill approve/reject: run by people, never by a Lambda
     "*.egg-info",
     "**/__pycache__",
     "**/*.pyc",
