@@ -13,7 +13,7 @@ from tests.conftest import EXAMPLES
 from tests.workflow.planting import MARKET, WEST, in_background, launch, states
 
 PROVISION = str(EXAMPLES / "requests/provision-spot.json")
-TEARDOWN = str(EXAMPLES / "requests/teardown.json")
+TEARDOWN = str(EXAMPLES / "teardown.json")
 MARKET_FILE = str(EXAMPLES / "markets/first-az-sold-out.json")
 
 
