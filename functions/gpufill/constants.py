@@ -8,6 +8,9 @@ TAG_REQUEST_ID = "gpufill:request-id"
 TAG_MANAGED = "gpufill:managed"
 TAG_POOL = "gpufill:pool"
 
+# The zero-ingress security group gpufill creates per region when the config names none.
+INSTANCE_SECURITY_GROUP_NAME = "gpufill-instances"
+
 # Environment variables the Lambdas read (set by the CDK stack, or by the local engine).
 ENV_INSTANCES_TABLE = "INSTANCES_TABLE"
 ENV_REGIONS_PARAMETER = "REGIONS_PARAMETER"
@@ -36,6 +39,18 @@ INSTANCES_TABLE_KEY = "instance_id"
 INSTANCES_BY_REQUEST_INDEX = "by-request"
 INSTANCES_TTL_ATTRIBUTE = "expires_at"
 
+# The capacity-signal table: pools that answered "no capacity" lately, shared by every run.
+# Items expire through the TTL attribute; readers also ignore items past their expiry.
+CAPACITY_TABLE_KEY = "pool"
+ENV_CAPACITY_TABLE = "CAPACITY_TABLE"
+ENV_CAPACITY_CACHE_SECONDS = "CAPACITY_CACHE_SECONDS"
+DEFAULT_CAPACITY_CACHE_SECONDS = 180
+
+
+def capacity_table_name(env: str) -> str:
+    return f"GpuCapacitySignals-{env}"
+
+
 # Names derived from the deployment's environment name (cdk context `env`).
 def instances_table_name(env: str) -> str:
     return f"GpuProvisioningInstances-{env}"
@@ -58,6 +73,7 @@ LAMBDA_TASKS = {
     "LaunchBatchFunctionArn": "gpufill.handlers.launch_batch.handler",
     "HalveBatchFunctionArn": "gpufill.handlers.halve_batch.handler",
     "AdvanceCursorFunctionArn": "gpufill.handlers.advance_cursor.handler",
+    "WaitUntilRunningFunctionArn": "gpufill.handlers.wait_until_running.handler",
     # Teardown (behind a human approval) and the status view.
     "FindTeardownInstancesFunctionArn": "gpufill.handlers.find_teardown_instances.handler",
     "RequestTeardownApprovalFunctionArn": "gpufill.handlers.request_teardown_approval.handler",
@@ -85,3 +101,52 @@ TERMINATED_RECORD_RETENTION_SECONDS = 90 * 24 * 3600
 
 def approval_key(execution_name: str) -> str:
     return f"{APPROVAL_KEY_PREFIX}{execution_name}"
+
+
+# --- Deployment (the CDK app under cdk/) ----------------------------------------------
+# The value of TAG_MANAGED on every instance gpufill launches; IAM conditions match it.
+TAG_MANAGED_VALUE = "true"
+
+# Bucket prefixes: startup/ is uploaded under scripts/; models are synced from models/MODEL_ID/.
+STARTUP_SCRIPTS_PREFIX = "scripts/"
+MODELS_PREFIX = "models/"
+
+# Everything under this public SSM path may be read (the DLAMI ids in every region).
+DLAMI_PARAMETER_NAMESPACE = "/aws/service/deeplearning/"
+
+# Lambda runtime and the Powertools public layer (v3) that carries Powertools and pydantic.
+# Bump the version with the aws-lambda-powertools pin; the latest is in the public SSM
+# parameter /aws/service/powertools/python/arm64/python3.13/latest.
+LAMBDA_PYTHON_VERSION = "3.13"
+LAMBDA_ARCHITECTURE = "arm64"
+POWERTOOLS_LAYER_ACCOUNT = "017000801446"
+POWERTOOLS_LAYER_VERSION = 38
+
+
+def powertools_layer_arn(region: str, version: int = POWERTOOLS_LAYER_VERSION) -> str:
+    python = "python" + LAMBDA_PYTHON_VERSION.replace(".", "")
+    return (
+        f"arn:aws:lambda:{region}:{POWERTOOLS_LAYER_ACCOUNT}:layer:"
+        f"AWSLambdaPowertoolsPythonV3-{python}-{LAMBDA_ARCHITECTURE}:{version}"
+    )
+
+
+def stack_name(env: str) -> str:
+    return f"gpufill-{env}"
+
+
+def function_name(env: str, placeholder: str) -> str:
+    """`LaunchBatchFunctionArn` -> `gpufill-dev-LaunchBatch`: the name users see in the console."""
+    return f"gpufill-{env}-{placeholder.removesuffix('FunctionArn')}"
+
+
+def approval_topic_name(env: str) -> str:
+    return f"gpufill-approvals-{env}"
+
+
+# Stack outputs (the CLI's real-AWS verbs can find the deployment by these keys).
+OUTPUT_STATE_MACHINE_ARN = "StateMachineArn"
+OUTPUT_INSTANCES_TABLE = "InstancesTableName"
+OUTPUT_STARTUP_BUCKET = "StartupBucketName"
+OUTPUT_APPROVAL_TOPIC_ARN = "ApprovalTopicArn"
+OUTPUT_START_EXECUTION_COMMAND = "StartExecutionCommand"

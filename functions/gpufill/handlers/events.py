@@ -24,6 +24,7 @@ class ScoreRegionEvent(_Event):
     request_id: str
     region: str
     instance_types: list[str]
+    scoring: str = "blended"
 
 
 class RankEvent(_Event):

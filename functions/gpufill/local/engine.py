@@ -43,6 +43,8 @@ DUMMY_ENV = {
     "POWERTOOLS_DEV": "false",
     constants.ENV_INSTANCES_TABLE: constants.instances_table_name(ENV_NAME),
     constants.ENV_REGIONS_PARAMETER: constants.regions_parameter_name(ENV_NAME),
+    constants.ENV_STARTUP_BUCKET: "gpufill-startup-local",
+    constants.ENV_CAPACITY_TABLE: constants.capacity_table_name(ENV_NAME),
 }
 # Variables that could point a stray client at a real account or endpoint.
 SCRUBBED_ENV = ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
@@ -136,6 +138,7 @@ class LocalEngine:
         self._stack.enter_context(self.market.patches())
         self._stack.enter_context(self._in_process_lambdas())
         self._stack.enter_context(self._no_sleeping_retries())
+        self._stack.enter_context(self._no_sleeping_waits())
         self._stack.enter_context(self.calls.patches())
         from gpufill.adapters import spot_advisor
 
@@ -147,9 +150,11 @@ class LocalEngine:
         self._stack.close()
 
     def _forget_caches(self) -> None:
-        from gpufill.adapters import ami, aws, regions_config, spot_advisor
+        from gpufill.adapters import ami, aws, network, placement, regions_config, spot_advisor
 
         aws.forget_clients()
+        placement.reset()
+        network.forget()
         regions_config.load.cache_clear()
         ami.image_for.cache_clear()
         spot_advisor.reset()
@@ -188,6 +193,7 @@ class LocalEngine:
             )["FunctionArn"]
             for placeholder, handler in constants.LAMBDA_TASKS.items()
         }
+        self.client("s3").create_bucket(Bucket=os.environ[constants.ENV_STARTUP_BUCKET])
         ddb = self.client("dynamodb")
         ddb.create_table(
             TableName=os.environ[constants.ENV_INSTANCES_TABLE],
@@ -362,7 +368,6 @@ class LocalEngine:
             self.answer_approval(name, decision, approver=_local_user(), reason=f"answered by gpufill simulate --decision {decision}")
         return True
 
-
     # --- patches -----------------------------------------------------------------------
 
     def _in_process_lambdas(self):
@@ -394,6 +399,18 @@ class LocalEngine:
                 return getattr(time, name)
 
         return mock.patch.object(retrier_decl, "time", _Clock())
+
+
+    def _no_sleeping_waits(self):
+        """Wait states return at once; the seconds they would have waited count in the modelled time."""
+        from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
+
+        calls = self.calls
+
+        def wait_interval(function, env, wait_seconds):
+            calls.waited(wait_seconds)
+
+        return mock.patch.object(WaitFunction, "_wait_interval", wait_interval)
 
 
 def _local_user() -> str:

@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from gpufill import catalog
+from gpufill.launch.user_data import DEFAULT_IMAGE, DEFAULT_MODEL_ID, SAFE_VALUES
 from gpufill.constants import (
     DEFAULT_APPROVAL_TIMEOUT_SECONDS,
     DEFAULT_BATCH_MAX,
@@ -33,12 +34,12 @@ REQUEST_ID_PATTERN = re.compile(r"^[^\s<>{}\[\]?*\"#%\\^|~`$&,;:/]{1,80}$")
 INSTANCE_ID_PATTERN = re.compile(r"^i-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
 MAX_TEARDOWN_IDS = 1000
 RESERVED_TAG_PREFIXES = ("gpufill:", "aws:")
-RESERVED_TAG_PREFIXES = ("gpufill:", "aws:")
 
 Action = Literal["provision", "plan", "teardown", "status"]
 Market = Literal["spot", "on-demand", "spot-then-on-demand"]
 LaunchMode = Literal["partial", "exact"]
 OnDemandStrategy = Literal["cost", "latency"]
+Scoring = Literal["blended", "classic"]
 
 
 class Request(BaseModel):
@@ -57,6 +58,12 @@ class Request(BaseModel):
     origin_region: StrictStr | None = None
     regions: list[StrictStr] | None = Field(default=None, min_length=1, max_length=40)
     tags: dict[StrictStr, StrictStr] = Field(default_factory=dict, max_length=40)
+    # What each instance serves (startup/startup.sh): the model synced from the bucket and the vLLM image.
+    model_id: StrictStr = Field(default=DEFAULT_MODEL_ID, pattern=rf"^(?:{SAFE_VALUES['model_id'].pattern})$", max_length=200)
+    image: StrictStr = Field(default=DEFAULT_IMAGE, pattern=rf"^(?:{SAFE_VALUES['image'].pattern})$", max_length=300)
+    root_volume_gib: StrictInt = Field(default=40, ge=20, le=16384)
+    # blended: spot placement scores are the capacity signal; classic: the AZ-count formula alone.
+    scoring: Scoring = "blended"
     # teardown / status only: which instances to act on, and how long a teardown waits for a person.
     request_id: StrictStr | None = None
     instance_ids: list[StrictStr] | None = Field(default=None, min_length=1, max_length=MAX_TEARDOWN_IDS)
@@ -195,6 +202,10 @@ class ProvisionRequest(BaseModel):
     origin_region: str
     regions: list[str]
     tags: dict[str, str]
+    model_id: str = DEFAULT_MODEL_ID
+    image: str = DEFAULT_IMAGE
+    root_volume_gib: int = 40
+    scoring: Scoring = "blended"
     # teardown / status: the provisioning run or the instances to act on (request_id above is this run's own id).
     target_request_id: str | None = None
     instance_ids: list[str] | None = None
@@ -215,6 +226,10 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
         origin_region=request.origin_region or home_region,
         regions=list(request.regions or default_regions),
         tags=dict(request.tags),
+        model_id=request.model_id,
+        image=request.image,
+        root_volume_gib=request.root_volume_gib,
+        scoring=request.scoring,
         target_request_id=request.request_id,
         instance_ids=list(request.instance_ids) if request.instance_ids is not None else None,
         approval_timeout_seconds=request.approval_timeout_seconds or DEFAULT_APPROVAL_TIMEOUT_SECONDS,
