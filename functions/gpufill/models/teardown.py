@@ -42,8 +42,8 @@ class TeardownTarget(_Model):
     instance_ids: list[str] | None = None
 
 
-class TeardownInstance(_Model):
-    """An instance this teardown may terminate once a person approves."""
+class _InstanceFacts(_Model):
+    """A managed instance as its record and EC2 describe it together."""
 
     instance_id: str
     request_id: str | None = None
@@ -54,6 +54,11 @@ class TeardownInstance(_Model):
     hourly_price: float | None = None
     state: str
     launched_at: str | None = None
+
+
+class TeardownInstance(_InstanceFacts):
+    """An instance this teardown may terminate once a person approves."""
+
     recorded: bool = True
 
 
@@ -110,16 +115,7 @@ class RegionTermination(_Model):
     skipped: list[Refusal] = Field(default_factory=list)
 
 
-class StatusEntry(_Model):
-    instance_id: str
-    request_id: str | None = None
-    region: str
-    availability_zone: str | None = None
-    instance_type: str | None = None
-    market: str | None = None
-    hourly_price: float | None = None
-    state: str
-    launched_at: str | None = None
+class StatusEntry(_InstanceFacts):
     hours_running: float | None = None
     finding: Finding
 
