@@ -44,13 +44,21 @@ def batch_bound(rows: list[Row]) -> str:
             bounded.append(r.outcome.run_instances / calls)
     big = [r for r in mine if r.case.count > DEFAULT_BATCH_MAX]
     floor = [oracle.batched_calls(r.case, DEFAULT_BATCH_MAX) / r.oracle.run_instances for r in big]
-    return (
+    text = (
         f"The oracle asks each pool once for all it gives; gpufill asks for at most batch_max "
-        f"(default {DEFAULT_BATCH_MAX}) per call, so on the {len(big)} cases with count > {DEFAULT_BATCH_MAX} "
-        f"even a perfect pool order needs {median(floor):.2f}× the oracle's calls at the median. "
-        f"Against an oracle held to the same batch cap, gpufill's median is {median(bounded):.2f}×; "
-        f"the rest is calls on pools that turned out empty (the ranking knows prices and zone counts, not capacity)."
+        f"(default {DEFAULT_BATCH_MAX}) per call"
     )
+    if floor:
+        text += (
+            f", so on the {len(big)} cases with count > {DEFAULT_BATCH_MAX} even a perfect pool order "
+            f"needs {median(floor):.2f}× the oracle's calls at the median"
+        )
+    if bounded:
+        text += (
+            f". Against an oracle held to the same batch cap, gpufill's median is {median(bounded):.2f}×; "
+            f"the rest is calls on pools that turned out empty (the ranking knows prices and zone counts, not capacity)"
+        )
+    return text + "."
 
 
 def equal_calls(verdict: Verdict, rows: list[Row]) -> list[str]:

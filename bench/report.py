@@ -94,14 +94,14 @@ def render(rows: list[Row], *, seed: int, generated_names: set[str], sources: di
         "",
         as_markdown(*case_table(rows)),
         "",
-        "Hand-written cases: " + "; ".join(f"`{name}` = {src}" for name, src in sources.items()) + ".",
+        ("Hand-written cases: " + "; ".join(f"`{name}` = {src}" for name, src in sources.items()) + ".") if sources else "",
         "",
         "## Closing note",
         "",
     ]
     for v in verdicts:
         parts.append(f"- **{v.word}** — {v.target}: {v.margin}.")
-        if not v.met and v.misses:
+        if v.judged and not v.met and v.misses:
             shown = v.misses[:8]
             more = len(v.misses) - len(shown)
             parts.append("  Cases: " + "; ".join(shown) + (f"; and {more} more" if more > 0 else "") + ".")

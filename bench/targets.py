@@ -19,10 +19,17 @@ class Verdict:
     measured: str
     margin: str
     misses: list[str] = field(default_factory=list)  # the cases that miss it, with their figures
+    judged: bool = True  # False when no case in the set can judge this target
 
     @property
     def word(self) -> str:
+        if not self.judged:
+            return "N/A"
         return "MET" if self.met else "MISSED"
+
+
+def _unjudged(target: str) -> Verdict:
+    return Verdict(target, True, "—", "no case in this set can judge it", judged=False)
 
 
 def _pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
@@ -51,6 +58,8 @@ def fill_not_below_classic(rows: list[Row]) -> Verdict:
 
 def fewer_calls_than_classic(rows: list[Row]) -> Verdict:
     pairs = [(g, c) for g, c in _pairs(rows) if g.case.count >= 4]
+    if not pairs:
+        return _unjudged("fewer RunInstances than classic on every scenario with count ≥ 4")
     not_fewer = [(g, c) for g, c in pairs if g.outcome.run_instances >= c.outcome.run_instances]
     equal = sum(1 for g, c in not_fewer if g.outcome.run_instances == c.outcome.run_instances)
     misses = [
@@ -71,6 +80,8 @@ def fewer_calls_than_classic(rows: list[Row]) -> Verdict:
 
 def near_oracle_calls(rows: list[Row]) -> Verdict:
     mine = [r for r in rows if r.outcome.strategy == "gpufill" and r.calls_vs_oracle is not None]
+    if not mine:
+        return _unjudged(f"RunInstances ≤ {CALLS_VS_ORACLE}× oracle at the median")
     value = median(r.calls_vs_oracle for r in mine)
     over = value / CALLS_VS_ORACLE - 1
     margin = f"{value:.2f}× against {CALLS_VS_ORACLE}×: " + (
@@ -86,6 +97,8 @@ def near_oracle_calls(rows: list[Row]) -> Verdict:
 
 def near_cheapest_fleet(rows: list[Row]) -> Verdict:
     mine = [r for r in rows if r.outcome.strategy == "gpufill" and r.cost_vs_cheapest is not None]
+    if not mine:
+        return _unjudged(f"fleet $/h within {COST_VS_CHEAPEST - 1:.0%} of the cheapest feasible fleet at the median")
     value = median(r.cost_vs_cheapest for r in mine)
     limit = COST_VS_CHEAPEST - 1
     margin = f"+{value - 1:.1%} against +{limit:.0%}: " + (
