@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
-from functools import cache
 
+from aws_lambda_powertools.utilities import parameters
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpufill.adapters.aws import client
 from gpufill.constants import ENV_REGIONS_PARAMETER
+
+# A changed parameter reaches running Lambda containers within this many seconds.
+MAX_AGE_SECONDS = 60
 
 
 class RegionOverride(BaseModel):
@@ -30,8 +31,10 @@ class RegionsConfig(BaseModel):
         return self.overrides.get(region, RegionOverride())
 
 
-@cache
 def load() -> RegionsConfig:
-    name = os.environ[ENV_REGIONS_PARAMETER]
-    value = client("ssm").get_parameter(Name=name)["Parameter"]["Value"]
-    return RegionsConfig.model_validate(json.loads(value))
+    value = parameters.get_parameter(os.environ[ENV_REGIONS_PARAMETER], max_age=MAX_AGE_SECONDS, transform="json")
+    return RegionsConfig.model_validate(value)
+
+
+def forget() -> None:
+    parameters.clear_caches()

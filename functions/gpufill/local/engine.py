@@ -155,7 +155,7 @@ class LocalEngine:
         aws.forget_clients()
         placement.reset()
         network.forget()
-        regions_config.load.cache_clear()
+        regions_config.forget()
         ami.image_for.cache_clear()
         spot_advisor.reset()
 
