@@ -11,11 +11,23 @@ from pathlib import Path
 
 from bench import analysis, plot, report
 from bench.generate import DEFAULT_SCENARIOS, DEFAULT_SEED, all_cases
+from bench.outcome import Outcome
 from bench.runner import run_all
 from bench.tables import as_text, calls_table, summary_table
 from bench.targets import judge
 
 RESULTS = Path(__file__).parent / "results"
+
+
+def _saved_outcomes(path: Path, seed: int, cases) -> dict:
+    saved = json.loads(path.read_text())
+    if saved["seed"] != seed:
+        raise SystemExit(f"{path} holds seed {saved['seed']}, not {seed}")
+    outcomes = {(o["case"], o["strategy"]): Outcome(**o) for o in saved["outcomes"]}
+    missing = [c.name for c in cases if (c.name, "gpufill") not in outcomes]
+    if missing:
+        raise SystemExit(f"{path} has no outcomes for {', '.join(missing)}")
+    return outcomes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-examples", action="store_true", help="leave out the markets in examples/")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), help="engine processes (default %(default)s)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where report.md, scarcity.png and outcomes.json go")
+    parser.add_argument(
+        "--render-only", action="store_true", help="rewrite the report and plot from OUT/outcomes.json, running nothing"
+    )
     args = parser.parse_args(argv)
 
     started = time.monotonic()
@@ -38,8 +53,11 @@ def main(argv: list[str] | None = None) -> int:
         done += 1
         print(f"  [{done}/{engine_runs}] {outcome.strategy:8} {outcome.case:26} {seconds:5.1f} s wall", file=sys.stderr, flush=True)
 
-    print(f"gpufill bench: seed {args.seed}, {len(cases)} markets, {args.workers} worker(s)", file=sys.stderr)
-    outcomes = run_all(cases, workers=args.workers, on_done=progress)
+    if args.render_only:
+        outcomes = _saved_outcomes(args.out / "outcomes.json", args.seed, cases)
+    else:
+        print(f"gpufill bench: seed {args.seed}, {len(cases)} markets, {args.workers} worker(s)", file=sys.stderr)
+        outcomes = run_all(cases, workers=args.workers, on_done=progress)
     rows = analysis.rows(cases, outcomes)
     gen_rows = [r for r in rows if r.case.name in generated]
 
@@ -47,9 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     sources = {c.name: c.source for c in cases if c.source != "generated"}
     (args.out / "report.md").write_text(report.render(rows, seed=args.seed, generated_names=generated, sources=sources))
     plot.draw(gen_rows, args.out / "scarcity.png", args.seed)
-    (args.out / "outcomes.json").write_text(
-        json.dumps({"seed": args.seed, "outcomes": [o.to_json() for o in outcomes.values()]}, indent=1) + "\n"
-    )
+    if not args.render_only:
+        (args.out / "outcomes.json").write_text(
+            json.dumps({"seed": args.seed, "outcomes": [o.to_json() for o in outcomes.values()]}, indent=1) + "\n"
+        )
 
     print("\nRunInstances calls per case (fill in brackets when short)\n")
     print(as_text(*calls_table(rows)))

@@ -50,6 +50,11 @@ def run(case: Case) -> Outcome:
         status=_status(launched, case.count),
         answers=dict(answers),
         full_batches=answers["launched"],
+        ec2_by_api={
+            "DescribeInstanceTypeOfferings": len(case.regions()),
+            "DescribeSpotPriceHistory": len(case.regions()),
+            "RunInstances": calls,
+        },
     )
 
 

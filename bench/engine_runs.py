@@ -74,5 +74,7 @@ def run(case: Case, strategy: str) -> Outcome:
         lambda_invocations=metrics["lambda_invocations"],
         orchestration_usd=orchestration_usd(metrics["state_transitions"], invocations),
         answers=dict(Counter(a["outcome"] for a in attempts)),
+        ec2_by_api=dict(metrics["ec2_calls"]),
+        regions_used=list(dict.fromkeys(i["region"] for i in result.get("instances") or [])),
         full_batches=sum(1 for a in attempts if a["launched"] and a["launched"] == a["batch"] == batch_max),
     )

@@ -4,7 +4,8 @@ A generated market has 5-8 real regions with the AZ letters EC2 (and moto) knows
 3-6 AZs each where the region has that many, and capacity spread unevenly: some
 regions dry, some AZs deep, others empty. Scarcity runs from plenty to nearly sold
 out, requests ask for 1, 4, 16 or 64 instances, and some regions carry a spot vCPU
-quota. The same seed always gives the same cases.
+quota. Spot placement scores, per region and per AZ, follow capacity with noise, as
+EC2's own estimates do. The same seed always gives the same cases.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ SCARCITY = {
 }
 DEPTH_FLOOR = 8
 QUOTA_CHANCE = 0.3
+SCORE_MISLEADS = 0.15
 QUOTA_VCPUS = (8, 16, 32, 64, 128)
 
 
@@ -77,7 +79,7 @@ def _case(rng: random.Random, index: int, tier: str, count: int) -> Case:
     _spread(rng, pools, total=max(1, round(max(count, DEPTH_FLOOR) * depth * rng.uniform(0.7, 1.3))))
     scenario = {"description": f"{tier}: {count} x {'/'.join(types)} over {len(regions)} regions", "regions": {}}
     for region in regions:
-        market = _region(rng, region, types, pools)
+        market = _region(rng, region, types, pools, count)
         scenario["regions"][region] = market
     request = {
         "action": "provision",
@@ -121,22 +123,38 @@ def _spread(rng: random.Random, pools: dict, total: int) -> None:
         pools[key]["spot"] = max(1, round(weight * scale))
 
 
-def _region(rng: random.Random, region: str, types: list[str], pools: dict) -> dict:
+def _region(rng: random.Random, region: str, types: list[str], pools: dict, count: int) -> dict:
     mine = {key: pool for key, pool in pools.items() if key[0] == region}
     market: dict = {
         "advisor_tier": {t: rng.randint(0, 4) for t in types},
-        # Placement scores follow capacity, as EC2's do, with noise: a hint, not the truth.
         "placement_score": {
-            t: max(1, min(10, round(1 + sum(p["spot"] > 0 for k, p in mine.items() if k[2] == t) * 2.5 + rng.uniform(-2, 2))))
-            for t in types
+            t: placement_score(rng, sum(p["spot"] for k, p in mine.items() if k[2] == t), count) for t in types
         },
         "zones": {},
     }
     if rng.random() < QUOTA_CHANCE:
         market["quota"] = {"spot_vcpus": rng.choice(QUOTA_VCPUS)}
     for (_, zone, itype), pool in sorted(mine.items()):
-        market["zones"].setdefault(zone, {})[itype] = {"spot_price": pool["price"], "spot": pool["spot"]}
+        market["zones"].setdefault(zone, {})[itype] = {
+            "spot_price": pool["price"],
+            "spot": pool["spot"],
+            "placement_score": placement_score(rng, pool["spot"], count),
+        }
     return market
+
+
+def placement_score(rng: random.Random, capacity: int, count: int) -> int:
+    """A spot placement score (1-10) for a request of `count` where `capacity` is left.
+
+    EC2's scores estimate how likely a request of that size succeeds, so they follow
+    capacity relative to the request; they are estimates, not counts, so each is off
+    by up to 2, and now and then (SCORE_MISLEADS) it is any value at all.
+    """
+    if rng.random() < SCORE_MISLEADS:
+        return rng.randint(1, 10)
+    share = capacity / count
+    base = 1 if capacity == 0 else 4 if share < 0.25 else 6 if share < 1 else 9
+    return max(1, min(10, base + rng.randint(-2, 2)))
 
 
 def examples() -> list[Case]:

@@ -43,6 +43,22 @@ def batched_calls(case: Case, batch_max: int) -> int:
     return sum(-(-n // batch_max) for n in cheapest_fill(case).values())
 
 
+def fewest_calls(case: Case) -> int:
+    """The fewest calls that could launch the oracle's fill at any price: the deepest pools first.
+
+    Quotas are left out, which can only lower the count, so this is a strict lower bound on
+    the calls of any strategy that fills as much as the oracle.
+    """
+    wanted = sum(cheapest_fill(case).values())
+    calls = 0
+    for pool in sorted(SpotMarket(case).pools, key=lambda p: -p.capacity):
+        if wanted <= 0:
+            break
+        wanted -= pool.capacity
+        calls += 1
+    return calls
+
+
 def run(case: Case) -> Outcome:
     plan = cheapest_fill(case)
     launched, calls = sum(plan.values()), len(plan)
@@ -58,4 +74,5 @@ def run(case: Case) -> Outcome:
         status="FULFILLED" if launched == case.count else ("PARTIAL" if launched else "ALL_SPOT_EXHAUSTED"),
         answers={"launched": calls} if calls else {},
         full_batches=calls,
+        ec2_by_api={"RunInstances": calls} if calls else {},
     )

@@ -26,6 +26,8 @@ class Outcome:
     # RunInstances answers by outcome ("launched", "capacity", "quota", ...), and how many launched a full batch.
     answers: dict[str, int] = field(default_factory=dict)
     full_batches: int = 0
+    ec2_by_api: dict[str, int] = field(default_factory=dict)
+    regions_used: list[str] = field(default_factory=list)  # where the fleet landed, in launch order
 
     @property
     def simulated(self) -> bool:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from bench import diagnosis
+from gpufill.constants import DEFAULT_BATCH_MAX
+from gpufill.models.request import Request
+
 from bench.analysis import Row, aggregate
 from bench.engine_runs import EXPECTED_ENDS
 from bench.outcome import STRATEGIES
@@ -15,12 +18,13 @@ HOW = """\
 | strategy | runs on | what it does |
 | --- | --- | --- |
 | `broker` | simulator | the single-instance spot broker: regions by the classic score, one RunInstances for one instance with no AZ named (it succeeds when any AZ of the region has capacity; the simulation places it in the cheapest such AZ), repeated per instance with no memory between instances, no batching; stops when an instance fails everywhere |
-| `classic` | state machine | probe-and-fill as first described: `launch_mode: exact`, batch 4 halving on capacity, AZ rotation, region fallback, classic scoring |
-| `gpufill` | state machine | the project's defaults (`launch_mode: partial`, `batch_max` 4) |
+| `classic` | state machine | probe-and-fill as first described: `launch_mode: exact`, batch 4 halving on capacity, AZ rotation, region fallback, classic scoring{classic_scoring} |
+| `gpufill` | state machine | the project's defaults ({defaults}) |
 | `oracle` | simulator | knows every capacity: the cheapest feasible fill, each pool asked once for exactly what it gives — the fewest calls that reach that fill, a lower bound |
 
 `classic` and `gpufill` run `statemachine/provisioner.asl.json` on the local engine (moto), a fresh
-simulated account per run, so state transitions, Lambda invocations and EC2 calls are real counts.
+simulated account per run, so state transitions, Lambda invocations and EC2 calls are real counts
+(and every run starts with nothing remembered from another run).
 `broker` and `oracle` are policy-level simulators over the same market model (`bench/market.py`);
 they have no state machine, so their transitions, invocations and orchestration cost are `—`.
 
@@ -35,9 +39,25 @@ How each figure is made:
   give (`bench/oracle.py`), so a strategy that launches fewer instances is not rewarded for it.
 - **time s**: modelled time to fill, from the latency model in `functions/gpufill/local/latency_model.json`
   (per-API latency, per-transition and per-invocation overhead, a Map costs its slowest branch).
-  The simulators pay the same per-call latencies, one call after another.
+  The simulators pay the same per-call latencies, one call after another. Wait states (instances
+  booting) are left out: they are not time spent finding capacity, and the simulators have none.
+- The oracle bounds the calls that reach the *cheapest* fill; a strategy that settles for a pricier
+  fleet can make fewer calls than it (a ratio below 1).
+- Spot placement scores in the generated markets follow each AZ's and region's capacity relative
+  to the request, off by up to 2 and now and then any value (`bench/generate.py`): a hint, as EC2's are.
 - Ratios are per case, then the median; a ratio against 0 (the oracle on a sold-out market) is `—`.
 """
+
+
+def _how() -> str:
+    fields = Request.model_fields
+    defaults = [f"`launch_mode: {fields['launch_mode'].default}`", f"`batch_max` {DEFAULT_BATCH_MAX}"]
+    if "scoring" in fields:
+        defaults.append(f"`scoring: {fields['scoring'].default}`")
+    return HOW.format(
+        defaults=", ".join(defaults),
+        classic_scoring=' (`"scoring": "classic"`)' if "scoring" in fields else "",
+    )
 
 
 def _verdict_table(verdicts: list[Verdict], with_examples: list[Verdict]) -> str:
@@ -89,7 +109,7 @@ def render(rows: list[Row], *, seed: int, generated_names: set[str], sources: di
         "",
         as_markdown(*calls_table(rows)),
         "",
-        HOW,
+        _how(),
         "## Every case, every figure",
         "",
         as_markdown(*case_table(rows)),
@@ -111,8 +131,17 @@ def render(rows: list[Row], *, seed: int, generated_names: set[str], sources: di
         parts.append("Runs that ended in a way no market explains (their figures above are not results):")
         parts.append("")
         parts.extend(f"- {r.outcome.strategy} on {r.case.name}: {r.outcome.status}" for r in broken)
+    with_examples = [v for v in judge(rows) if v.judged and not v.met]
+    if with_examples and len(generated) < len(rows):
+        parts.append("")
+        parts.append("With the hand-written examples counted too:")
+        parts.append("")
+        for v in with_examples:
+            parts.append(f"- **MISSED** — {v.target}: {v.margin}.")
+        examples = [r for r in rows if r.case.name not in generated_names]
+        parts.extend(f"- {note}" for note in diagnosis.not_fewer_calls(examples))
     parts.append("")
-    parts.append("Where the calls go:")
+    parts.append("Where the calls go (generated set):")
     parts.append("")
     parts.extend(f"- {note}" for note in diagnosis.notes(verdicts, generated))
     parts.append("")
