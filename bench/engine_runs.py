@@ -10,6 +10,7 @@ import contextlib
 import io
 import json
 import sys
+import time
 import warnings
 from collections import Counter
 
@@ -41,12 +42,25 @@ def request_for(case: Case, strategy: str) -> dict:
     return request
 
 
+def _settled_output(engine: LocalEngine, arn: str, tries: int = 100) -> dict | None:
+    """moto marks an execution SUCCEEDED a moment before it stores the output; read it once it is there."""
+    sfn = engine.client("stepfunctions")
+    for _ in range(tries):
+        output = sfn.describe_execution(executionArn=arn).get("output")
+        if output:
+            return json.loads(output)
+        time.sleep(0.01)
+    return None
+
+
 def run(case: Case, strategy: str) -> Outcome:
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     request = request_for(case, strategy)
     # The handlers' metrics and logs go to stdout, which belongs to the bench's table.
     with contextlib.redirect_stdout(io.StringIO()), LocalEngine(case.market()) as engine:
         execution = engine.run(request, name=f"bench-{strategy}-{case.name}"[:80])
+        if execution.status == "SUCCEEDED" and not isinstance(execution.output, dict):
+            execution.output = _settled_output(engine, execution.arn)
         invocations = list(engine.calls.invocations)
         # Wait states (waiting for instances to boot) are not time spent finding capacity, and
         # the simulators have none: time to fill leaves them out.
