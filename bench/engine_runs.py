@@ -10,13 +10,11 @@ import contextlib
 import io
 import json
 import sys
-import time
 import warnings
 from collections import Counter
 
 from gpufill.constants import DEFAULT_BATCH_MAX
 from gpufill.local.engine import LocalEngine
-from gpufill.models.request import Request
 
 from bench.cases import Case
 from bench.costs import orchestration_usd
@@ -35,22 +33,10 @@ def request_for(case: Case, strategy: str) -> dict:
     if strategy == "classic":
         # Probe-and-fill as first described: ask for the whole batch, halve on capacity.
         request.update(launch_mode="exact", batch_max=min(CLASSIC_BATCH, case.count))
-        if "scoring" in Request.model_fields:  # once blended scoring exists, classic keeps the classic formula
-            request["scoring"] = "classic"
+        request["scoring"] = "classic"
     elif strategy != "gpufill":
         raise ValueError(f"{strategy!r} does not run on the engine")
     return request
-
-
-def _settled_output(engine: LocalEngine, arn: str, tries: int = 100) -> dict | None:
-    """moto marks an execution SUCCEEDED a moment before it stores the output; read it once it is there."""
-    sfn = engine.client("stepfunctions")
-    for _ in range(tries):
-        output = sfn.describe_execution(executionArn=arn).get("output")
-        if output:
-            return json.loads(output)
-        time.sleep(0.01)
-    return None
 
 
 def run(case: Case, strategy: str) -> Outcome:
@@ -59,12 +45,10 @@ def run(case: Case, strategy: str) -> Outcome:
     # The handlers' metrics and logs go to stdout, which belongs to the bench's table.
     with contextlib.redirect_stdout(io.StringIO()), LocalEngine(case.market()) as engine:
         execution = engine.run(request, name=f"bench-{strategy}-{case.name}"[:80])
-        if execution.status == "SUCCEEDED" and not isinstance(execution.output, dict):
-            execution.output = _settled_output(engine, execution.arn)
         invocations = list(engine.calls.invocations)
         # Wait states (waiting for instances to boot) are not time spent finding capacity, and
         # the simulators have none: time to fill leaves them out.
-        waited = sum(getattr(engine.calls, "wait_seconds", []))
+        waited = sum(engine.calls.wait_seconds)
     result = execution.output if isinstance(execution.output, dict) else {}
     cause = execution.cause if isinstance(execution.cause, dict) else {}
     attempts = result.get("attempts") or (cause.get("attempts") if isinstance(cause.get("attempts"), list) else [])

@@ -6,12 +6,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from startup_sandbox import REPO, Sandbox, make_sandbox  # noqa: E402
-
-try:  # the package may not be installed into the venv yet
-    import gpufill  # noqa: F401
-except ImportError:
-    sys.path.insert(0, str(REPO / "functions"))
+from startup_sandbox import Sandbox, make_sandbox  # noqa: E402
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from gpufill.approve import AlreadyDecided, ApprovalExpired, NoPendingApproval
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
 from tests.workflow.planting import (
-    EAST, MARKET, PRICE, WEST, ZONE, in_background, launch, put_record, record, states, terminated_ids,
+    EAST, MARKET, PRICE, WEST, in_background, launch, put_record, record, states, terminated_ids,
 )
 
 

@@ -271,7 +271,12 @@ class LocalEngine:
             if time.monotonic() > deadline:
                 sfn.stop_execution(executionArn=arn, error="LocalTimeout", cause=f"still running after {timeout}s")
                 continue
-            time.sleep(0.005)
+            time.sleep(0.02)
+        # The interpreter flips the status a moment before it stores the output: wait for it.
+        settle_until = time.monotonic() + 5
+        while described["status"] == "SUCCEEDED" and "output" not in described and time.monotonic() < settle_until:
+            time.sleep(0.01)
+            described = sfn.describe_execution(executionArn=arn)
         history = _history(sfn, arn)
         for event in history[seen:]:
             if on_event:
