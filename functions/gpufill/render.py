@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
-QUIET_STATES = {"IsRequestValid", "RouteByAction", "IsPlanOnly", "HasPools", "NextMove", "PoolsLeft", "ScoreRegion"}
+QUIET_STATES = {
+    "IsRequestValid", "RouteByAction", "IsPlanOnly", "HasPools", "NextMove", "PoolsLeft", "ScoreRegion",
+    "InstancesRunning", "IsFulfilled",
+}
 # Teardown and status: choices stay quiet, and these report on exit, with what they found.
 QUIET_STATES |= {"AnythingToTerminate", "IsTeardownApproved"}
 REPORTED_ON_EXIT = {"FindTeardownInstances", "RecordApprovalDecision", "RecordApprovalExpiry", "TerminateRegionInstances"}
@@ -159,6 +162,12 @@ def render_summary(execution: Any) -> str:
         for i in result.get("instances", []):
             price = f"${i['hourly_price']:.4f}/h" if i.get("hourly_price") is not None else "price unknown"
             lines.append(f"  {i['instance_id']}  {i['availability_zone']:<16} {i['instance_type']:<13} {i['market']:<9} {price}")
+        for i in result.get("lost", []):
+            lines.append(f"  {i['instance_id']}  {i['availability_zone']:<16} lost before it ran ({i.get('state')})")
+        reachable = [i for i in result.get("instances", []) if i.get("connect")]
+        if reachable:
+            lines.append(f"Reach the model server (port 8000) through SSM, e.g. {reachable[0]['instance_id']}:")
+            lines.append(f"  {reachable[0]['connect']}")
         lines.append("")
         lines.append(
             f"{result['status']}: {result['launched']} of {result['requested']} launched, "
