@@ -1,0 +1,94 @@
+"""Adapter behaviour that needs no AWS: fallbacks, retries once, chunking. AWS itself is faked in-process."""
+
+from botocore.exceptions import ClientError
+
+from gpufill.adapters import ec2, placement, spot_advisor
+from gpufill.models.run import Pool
+
+POOL = Pool(region="us-west-2", availability_zone="us-west-2a", instance_type="g6.xlarge", market="spot", price=0.4)
+SPEC = ec2.LaunchSpec(image_id="ami-stale", request_id="r1")
+
+
+def client_error(code: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": code}}, "RunInstances")
+
+
+def test_spot_advisor_failure_means_unknown_tiers_and_is_fetched_once(monkeypatch):
+    calls = []
+
+    def unreachable():
+        calls.append(1)
+        raise TimeoutError("timed out after 3 s")
+
+    monkeypatch.setattr(spot_advisor, "fetch_document", unreachable)
+    spot_advisor.reset()
+    assert spot_advisor.tier("us-west-2", "g6.xlarge") is None
+    assert spot_advisor.tier("us-east-1", "g5.xlarge") is None
+    assert calls == [1]
+    spot_advisor.reset({"spot_advisor": {"us-west-2": {"Linux": {"g6.xlarge": {"s": 70, "r": 1}}}}})
+    assert spot_advisor.tier("us-west-2", "g6.xlarge") == 1
+    spot_advisor.reset()
+
+
+def test_stale_ami_is_resolved_again_once(monkeypatch):
+    sent = []
+
+    def run_instances(pool, *, min_count, max_count, client_token, spec):
+        sent.append((spec.image_id, client_token))
+        if spec.image_id == "ami-stale":
+            raise client_error("InvalidAMIID.NotFound")
+        return {"Instances": [{"InstanceId": "i-1", "Placement": {"AvailabilityZone": "us-west-2a"}}]}
+
+    monkeypatch.setattr(ec2, "run_instances", run_instances)
+    result = ec2.launch(POOL, min_count=1, max_count=1, client_token="t", spec=SPEC, resolve_ami=lambda region: "ami-fresh")
+    assert result.outcome == "launched" and [i.instance_id for i in result.instances] == ["i-1"]
+    assert sent == [("ami-stale", "t"), ("ami-fresh", "t-r")]
+    assert "ami-fresh" in result.note
+
+
+def test_a_second_stale_ami_is_an_error_not_a_loop(monkeypatch):
+    monkeypatch.setattr(ec2, "run_instances", lambda *a, **k: (_ for _ in ()).throw(client_error("InvalidAMIID.Malformed")))
+    result = ec2.launch(POOL, min_count=1, max_count=1, client_token="t", spec=SPEC, resolve_ami=lambda region: "ami-x")
+    assert (result.outcome, result.reason) == ("error", "InvalidAMIID.Malformed")
+
+
+def test_ec2_error_codes_classify_as_documented(monkeypatch):
+    for code, outcome in [("InsufficientInstanceCapacity", "capacity"), ("Unsupported", "capacity"),
+                          ("VcpuLimitExceeded", "quota"), ("MaxSpotInstanceCountExceeded", "quota"),
+                          ("RequestLimitExceeded", "throttled"), ("InvalidParameterValue", "error")]:
+        monkeypatch.setattr(ec2, "run_instances", lambda *a, _c=code, **k: (_ for _ in ()).throw(client_error(_c)))
+        result = ec2.launch(POOL, min_count=1, max_count=4, client_token="t", spec=SPEC, resolve_ami=lambda r: "ami")
+        assert (result.outcome, result.reason, result.instances) == (outcome, code, [])
+
+
+def test_placement_scores_ask_ten_regions_a_call_and_are_kept(monkeypatch):
+    asked = []
+
+    class Paginator:
+        def paginate(self, **params):
+            asked.append(params["RegionNames"])
+            return [{"SpotPlacementScores": [
+                {"Region": r, "AvailabilityZoneId": f"{r}-az1", "Score": 7} for r in params["RegionNames"]]}]
+
+    class Client:
+        def get_paginator(self, name):
+            assert name == "get_spot_placement_scores"
+            return Paginator()
+
+    monkeypatch.setattr(placement, "client", lambda service, region: Client())
+    placement.reset()
+    regions = [f"r-{n}" for n in range(23)]
+    found = placement.scores("g6.xlarge", 16, regions)
+    again = placement.scores("g6.xlarge", 16, regions)
+    assert [len(chunk) for chunk in asked] == [10, 10, 3]
+    assert found == again and len(found) == 23 and found[("r-0", "r-0-az1")] == 7
+
+
+def test_placement_scores_denied_means_none(monkeypatch):
+    class Denied:
+        def get_paginator(self, name):
+            raise ClientError({"Error": {"Code": "UnauthorizedOperation", "Message": "no"}}, "GetSpotPlacementScores")
+
+    monkeypatch.setattr(placement, "client", lambda service, region: Denied())
+    placement.reset()
+    assert placement.scores("g6.xlarge", 4, ["us-west-2"]) is None
