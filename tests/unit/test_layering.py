@@ -1,0 +1,32 @@
+"""The tree keeps its promises: policy is pure, and nothing Lambda loads imports the local engine or the CLI."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "functions" / "gpufill"
+LAMBDA_SIDE = ["policy", "models", "handlers", "adapters", "launch", "catalog"]
+
+
+def imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "policy").glob("*.py")), ids=lambda p: p.name)
+def test_policy_imports_no_aws_sdk(path):
+    assert not {m for m in imports(path) if m.split(".")[0] in ("boto3", "botocore", "moto")}
+
+
+@pytest.mark.parametrize(
+    "path", sorted(p for folder in LAMBDA_SIDE for p in (PACKAGE / folder).glob("*.py")), ids=lambda p: p.name
+)
+def test_lambda_code_never_imports_the_local_engine_or_cli(path):
+    banned = {m for m in imports(path) if m.startswith(("gpufill.local", "gpufill.cli", "gpufill.render", "moto"))}
+    assert not banned
