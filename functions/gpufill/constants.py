@@ -31,7 +31,12 @@ DLAMI_PARAMETER = (
 # Request defaults (DESIGN.md, "Request").
 DEFAULT_INSTANCE_TYPE = "g6.xlarge"
 DEFAULT_BATCH_MAX = 4
-MAX_COUNT = 1000
+# A run's state and result list every instance and attempt, and Step Functions caps a state's
+# data at 256 KB: 250 instances with their attempts fit with room to spare. Larger fleets are
+# several runs.
+MAX_COUNT = 250
+# Above this many instances the result gives one connect_template instead of a command per instance.
+MAX_LISTED_CONNECT_COMMANDS = 100
 LOCAL_HOME_REGION = "us-east-1"
 
 # The instances table: partition key instance_id; a GSI finds a request's instances.

@@ -25,3 +25,29 @@ def test_client_token_is_deterministic_short_and_distinct_per_step():
     assert client_token(long_id, 3) != client_token(long_id, 4)
     assert client_token("a", 1) != client_token("b", 1)
     assert len(client_token(long_id, 9999)) <= 64 and client_token(long_id, 1).isascii()
+
+
+def test_a_fleet_larger_than_one_run_can_hold_is_refused_with_the_reason():
+    with pytest.raises(ValidationError) as caught:
+        Request(count=251)
+    [problem] = describe_problems(caught.value)
+    assert problem["field"] == "count" and "256 KB" in problem["problem"] and "several runs" in problem["problem"]
+
+
+def test_the_largest_run_fits_the_step_functions_payload_limit():
+    """250 instances, one attempt each plus 100 failed attempts, every instance with its command."""
+    from gpufill.models.run import Attempt, Instance, Run
+    from gpufill.policy import boot
+
+    instances = [Instance(instance_id=f"i-{n:017x}", region="ap-northeast-1", availability_zone="ap-northeast-1a",
+                          instance_type="g6e.12xlarge", market="on-demand", hourly_price=10.4926) for n in range(250)]
+    attempts = [Attempt(region="ap-northeast-1", availability_zone="ap-northeast-1a", instance_type="g6e.12xlarge",
+                        market="on-demand", batch=4, launched=1, outcome="launched") for _ in range(250)]
+    attempts += [Attempt(region="ap-northeast-1", availability_zone="ap-northeast-1c", instance_type="g6e.12xlarge",
+                         market="spot", batch=1, launched=0, outcome="capacity",
+                         reason="InsufficientInstanceCapacity") for _ in range(100)]
+    run = Run(batch=4, remaining=0, launched=250, attempts=attempts, instances=instances)
+    settled = boot.settle(run, {i.instance_id: {"state": "running", "private_ip": "172.31.100.200"} for i in instances})
+    assert all(i.connect is None for i in settled.instances)  # over 100: one template instead
+    assert "INSTANCE_ID" in settled.connect_template
+    assert len(settled.model_dump_json(exclude_none=True)) < 160_000  # leaves ~96 KB for request, plan and facts

@@ -9,7 +9,7 @@ GOOD = {"instance_types": ["g6.xlarge"], "count": 2, "regions": ["us-west-2"]}
 
 BAD_REQUESTS = [
     ({**GOOD, "count": 0}, ["count"]),
-    ({**GOOD, "count": 1001}, ["count"]),
+    ({**GOOD, "count": 251}, ["count"]),
     ({**GOOD, "count": "6"}, ["count"]),
     ({**GOOD, "colour": "red"}, ["colour"]),
     ({**GOOD, "market": "reserved"}, ["market"]),

@@ -50,7 +50,7 @@ class Request(BaseModel):
     action: Action = "provision"
     instance_types: list[StrictStr] | None = Field(default=None, min_length=1, max_length=10)
     instance_type: StrictStr | None = None
-    count: StrictInt = Field(default=1, ge=1, le=MAX_COUNT)
+    count: StrictInt = Field(default=1, ge=1)
     batch_max: StrictInt | None = Field(default=None, ge=1, le=MAX_COUNT)
     launch_mode: LaunchMode = "partial"
     market: Market = "spot"
@@ -90,6 +90,16 @@ class Request(BaseModel):
             raise ValueError(f"not EC2 instance ids (i-0123456789abcdef0): {', '.join(map(repr, bad))}")
         if value and len(set(value)) != len(value):
             raise ValueError("lists an instance more than once")
+        return value
+
+    @field_validator("count")
+    @classmethod
+    def _fits_one_run(cls, value: int) -> int:
+        if value > MAX_COUNT:
+            raise ValueError(
+                f"at most {MAX_COUNT} instances per run (a run's state must fit Step Functions' 256 KB); "
+                "start several runs for a larger fleet"
+            )
         return value
 
     @field_validator("instance_types")

@@ -120,6 +120,8 @@ class Run(_Model):
     cause: str | None = None
     lost: list[Instance] = Field(default_factory=list)
     boot_rounds: int = 0
+    # For fleets too large to list a command per instance: the command with REGION and INSTANCE_ID to fill in.
+    connect_template: str | None = None
 
 
 class LaunchResult(_Model):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from gpufill.constants import MAX_LISTED_CONNECT_COMMANDS
 from gpufill.models.run import Instance, Run
 
 MODEL_SERVER_PORT = 8000
@@ -11,10 +12,10 @@ LOST_STATES = frozenset({"terminated", "shutting-down"})
 MAX_BOOT_ROUNDS = 20  # with the 15 s pause between rounds: about five minutes
 
 
-def port_forward_command(instance: Instance, port: int = MODEL_SERVER_PORT) -> str:
+def port_forward_command(region: str, instance_id: str, port: int = MODEL_SERVER_PORT) -> str:
     parameters = json.dumps({"portNumber": [str(port)], "localPortNumber": [str(port)]}, separators=(",", ":"))
     return (
-        f"aws ssm start-session --region {instance.region} --target {instance.instance_id} "
+        f"aws ssm start-session --region {region} --target {instance_id} "
         f"--document-name AWS-StartPortForwardingSession --parameters '{parameters}'"
     )
 
@@ -36,7 +37,9 @@ def settle(run: Run, seen: dict[str, dict]) -> Run:
         if updated.state in LOST_STATES:
             lost.append(updated.model_copy(update={"connect": None}))
         else:
-            kept.append(updated.model_copy(update={"connect": port_forward_command(updated)}))
+            kept.append(updated)
+    if len(kept) <= MAX_LISTED_CONNECT_COMMANDS:
+        kept = [i.model_copy(update={"connect": port_forward_command(i.region, i.instance_id)}) for i in kept]
     rounds = run.boot_rounds + 1
     pending = any(i.state != "running" for i in kept)
     return run.model_copy(
@@ -47,6 +50,7 @@ def settle(run: Run, seen: dict[str, dict]) -> Run:
             "remaining": run.remaining + (len(run.instances) - len(kept)),
             "hourly_cost": round(sum(i.hourly_price or 0.0 for i in kept), 4),
             "boot_rounds": rounds,
+            "connect_template": port_forward_command("REGION", "INSTANCE_ID"),
             "next": "wait" if pending and rounds < MAX_BOOT_ROUNDS else "ready",
         }
     )
