@@ -51,6 +51,7 @@ class GpufillStack(Stack):
                 constants.ENV_INSTANCE_PROFILE_ARN: instance_access.instance_profile.attr_arn,
                 constants.ENV_STARTUP_BUCKET: storage.startup_bucket.bucket_name,
                 constants.ENV_APPROVAL_TOPIC_ARN: notifications.approval_topic.topic_arn,
+                constants.ENV_DEPLOYMENT: settings.env,
                 "POWERTOOLS_SERVICE_NAME": constants.SERVICE_NAME,
                 "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
             },

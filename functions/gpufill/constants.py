@@ -7,6 +7,9 @@ METRICS_NAMESPACE = "gpufill"
 TAG_REQUEST_ID = "gpufill:request-id"
 TAG_MANAGED = "gpufill:managed"
 TAG_POOL = "gpufill:pool"
+# The deployment (cdk context `env`) that launched an instance. Teardown, status and the
+# TerminateInstances IAM condition require it: one deployment never sees or ends another's.
+TAG_DEPLOYMENT = "gpufill:deployment"
 
 # The zero-ingress security group gpufill creates per region when the config names none.
 INSTANCE_SECURITY_GROUP_NAME = "gpufill-instances"
@@ -18,6 +21,8 @@ ENV_DEFAULT_REGION = "AWS_REGION"
 ENV_INSTANCE_PROFILE_ARN = "INSTANCE_PROFILE_ARN"
 ENV_STARTUP_BUCKET = "STARTUP_BUCKET"
 ENV_SPOT_ADVISOR_URL = "SPOT_ADVISOR_URL"
+# The deployment's environment name (cdk context `env`; `local` on the local engine).
+ENV_DEPLOYMENT = "GPUFILL_DEPLOYMENT"
 
 SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
 SPOT_ADVISOR_TIMEOUT_SECONDS = 3.0
@@ -43,6 +48,20 @@ LOCAL_HOME_REGION = "us-east-1"
 INSTANCES_TABLE_KEY = "instance_id"
 INSTANCES_BY_REQUEST_INDEX = "by-request"
 INSTANCES_TTL_ATTRIBUTE = "expires_at"
+# Items of the instances table that are not instances carry a `kind`. An instance record has none.
+# - KIND_INTENT, key "intent#<client token>", with request_id, region, client_token, deployment,
+#   created_at and a TTL: written before every launch call, so a crash between the call and the
+#   instance record still names the region to reconcile. It shares the by-request index with the
+#   instance records: readers that want instances skip items with a kind.
+# - LAUNCH_REGIONS_KEY: one item per deployment whose string set `regions` holds every region a
+#   launch was ever attempted in (teardown `all` and the unfiltered status search them).
+# - KIND_PLAN, key "plan#<request id>#<market>": a run's ranked pools, kept out of the state.
+KIND_INTENT = "intent"
+KIND_PLAN = "plan"
+INTENT_KEY_PREFIX = "intent#"
+PLAN_KEY_PREFIX = "plan#"
+LAUNCH_REGIONS_KEY = "meta#launch-regions"
+INTENT_RETENTION_SECONDS = 30 * 24 * 3600
 
 # The capacity-signal table: pools that answered "no capacity" lately, shared by every run.
 # Items expire through the TTL attribute; readers also ignore items past their expiry.

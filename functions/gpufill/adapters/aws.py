@@ -1,4 +1,4 @@
-"""boto3 clients, one per service and region for the life of the container."""
+"""boto3 clients, one per service and region for the life of the container, and which failures are transient."""
 
 from __future__ import annotations
 
@@ -6,6 +6,13 @@ from functools import cache
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
 
 # "standard" retries throttling codes such as RequestLimitExceeded with jittered backoff.
 RETRIES = Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=20)
@@ -25,3 +32,44 @@ def forget_clients() -> None:
     """Drop cached clients (the local engine does this when its simulated account starts and ends)."""
     client.cache_clear()
     resource.cache_clear()
+
+
+# Codes AWS answers when it is busy or briefly broken: worth the same call again later.
+TRANSIENT_CODES = frozenset(
+    {
+        "RequestLimitExceeded",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "RequestThrottled",
+        "SlowDown",
+        "InternalError",
+        "InternalFailure",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "Unavailable",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
+TRANSPORT_ERRORS = (ReadTimeoutError, ConnectTimeoutError, EndpointConnectionError, ConnectionClosedError)
+
+
+class TransientAwsError(Exception):
+    """An AWS call failed in a way a later try may not (throttling, 5xx, a timeout or a lost connection).
+
+    Handlers raise it after botocore's own retries ran out; every state-machine task retries
+    it with backoff and jitter. Its name is part of the state machine's contract.
+    """
+
+
+def is_transient(error: BaseException) -> bool:
+    if isinstance(error, TRANSPORT_ERRORS):
+        return True
+    if isinstance(error, ClientError):
+        code = error.response.get("Error", {}).get("Code", "")
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return code in TRANSIENT_CODES or status >= 500
+    return False

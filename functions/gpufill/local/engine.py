@@ -45,6 +45,7 @@ DUMMY_ENV = {
     constants.ENV_REGIONS_PARAMETER: constants.regions_parameter_name(ENV_NAME),
     constants.ENV_STARTUP_BUCKET: "gpufill-startup-local",
     constants.ENV_CAPACITY_TABLE: constants.capacity_table_name(ENV_NAME),
+    constants.ENV_DEPLOYMENT: ENV_NAME,
 }
 # Variables that could point a stray client at a real account or endpoint.
 SCRUBBED_ENV = ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
