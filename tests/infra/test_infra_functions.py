@@ -126,8 +126,8 @@ def test_a_task_without_a_permission_row_fails_synth_loudly():
 
 
 def test_a_row_without_a_task_fails_synth_loudly():
-    tasks = {k: v for k, v in constants.LAMBDA_TASKS.items() if k != "HalveBatchFunctionArn"}
-    with pytest.raises(MissingTaskPermissions, match="Remove .*: HalveBatchFunctionArn"):
+    tasks = {k: v for k, v in constants.LAMBDA_TASKS.items() if k != "ReportResultFunctionArn"}
+    with pytest.raises(MissingTaskPermissions, match="Remove .*: ReportResultFunctionArn"):
         _check_table(tasks, TASKS)
 
 
