@@ -34,6 +34,7 @@ from gpufill.constants import (
 from gpufill.models.run import Attempt, Plan, RegionFacts
 
 BATCH_GET_LIMIT = 100  # DynamoDB BatchGetItem keys per call
+BATCH_WRITE_LIMIT = 25  # and BatchWriteItem items
 
 
 def _table():
@@ -109,16 +110,26 @@ def attempt_key(request_id: str, number: int) -> str:
 
 def save_attempts(request_id: str, attempts: list[Attempt]) -> None:
     """One item per attempt, keyed by its number: a retried step overwrites its own items."""
-    with _table().batch_writer(overwrite_by_pkeys=[INSTANCES_TABLE_KEY]) as batch:
-        for attempt in attempts:
-            batch.put_item(
-                Item={
+    name = os.environ[ENV_INSTANCES_TABLE]
+    expires = _expires()
+    requests = [
+        {
+            "PutRequest": {
+                "Item": {
                     INSTANCES_TABLE_KEY: attempt_key(request_id, attempt.number),
                     "kind": "attempt",
                     "body": json.dumps(attempt.model_dump(mode="json", exclude_none=True)),
-                    INSTANCES_TTL_ATTRIBUTE: _expires(),
+                    INSTANCES_TTL_ATTRIBUTE: expires,
                 }
-            )
+            }
+        }
+        for attempt in attempts
+    ]
+    dynamodb = resource("dynamodb")
+    for start in range(0, len(requests), BATCH_WRITE_LIMIT):
+        pending = {name: requests[start : start + BATCH_WRITE_LIMIT]}
+        while pending:
+            pending = dynamodb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
 
 
 def load_attempts(request_id: str, total: int) -> list[Attempt]:
