@@ -175,9 +175,12 @@ def read_full_pools(r: TaskResources) -> Grant:
 
 
 def read_placement_scores(r: TaskResources) -> Grant:
-    """Spot placement scores for the candidate regions (adapters.placement)."""
+    """Spot placement scores for the candidate regions, shared by every run through the capacity table (adapters.placement)."""
     return Grant(
-        [iam.PolicyStatement(actions=["ec2:GetSpotPlacementScores"], resources=["*"])],
+        [
+            iam.PolicyStatement(actions=["ec2:GetSpotPlacementScores"], resources=["*"]),
+            iam.PolicyStatement(actions=["dynamodb:GetItem", "dynamodb:PutItem"], resources=[r.capacity_table.table_arn]),
+        ],
         {
             "Resource::*": (
                 "ec2:GetSpotPlacementScores takes no resource-level permissions (IAM accepts only "

@@ -86,14 +86,14 @@ def test_a_region_whose_endpoint_cannot_be_reached_launched_nothing(monkeypatch)
     assert (result.outcome, result.reason, result.instances) == ("error", "EndpointConnectionError", [])
 
 
-def test_placement_scores_ask_ten_regions_a_call_and_are_kept(monkeypatch):
+def test_placement_scores_are_asked_once_for_every_type_and_region_and_kept(monkeypatch):
     asked = []
 
     class Paginator:
         def paginate(self, **params):
-            asked.append(params["RegionNames"])
+            asked.append((params["InstanceTypes"], params["RegionNames"], params["TargetCapacity"]))
             return [{"SpotPlacementScores": [
-                {"Region": r, "AvailabilityZoneId": f"{r}-az1", "Score": 7} for r in params["RegionNames"]]}]
+                {"Region": r, "AvailabilityZoneId": f"{r}-az1", "Score": 7} for r in params["RegionNames"][:10]]}]
 
     class Client:
         def get_paginator(self, name):
@@ -101,12 +101,14 @@ def test_placement_scores_ask_ten_regions_a_call_and_are_kept(monkeypatch):
             return Paginator()
 
     monkeypatch.setattr(placement, "client", lambda service, region: Client())
+    monkeypatch.delenv("CAPACITY_TABLE", raising=False)
     placement.reset()
-    regions = [f"r-{n}" for n in range(23)]
-    found = placement.scores("g6.xlarge", 16, regions)
-    again = placement.scores("g6.xlarge", 16, regions)
-    assert [len(chunk) for chunk in asked] == [10, 10, 3]
-    assert found == again and len(found) == 23 and found[("r-0", "r-0-az1")] == 7
+    regions = [f"r-{n:02d}" for n in range(15)]
+    found = placement.scores(["g6.xlarge", "g5.xlarge", "g6e.xlarge"], 16, regions)
+    again = placement.scores(["g6e.xlarge", "g5.xlarge", "g6.xlarge"], 16, list(reversed(regions)))
+    # One call scores the whole set of types over every region; the same configuration is not asked twice.
+    assert asked == [(["g5.xlarge", "g6.xlarge", "g6e.xlarge"], regions, 16)]
+    assert found == again and len(found) == 10 and found[("r-00", "r-00-az1")] == 7
 
 
 def test_placement_scores_denied_means_none(monkeypatch):
@@ -116,4 +118,4 @@ def test_placement_scores_denied_means_none(monkeypatch):
 
     monkeypatch.setattr(placement, "client", lambda service, region: Denied())
     placement.reset()
-    assert placement.scores("g6.xlarge", 4, ["us-west-2"]) is None
+    assert placement.scores(["g6.xlarge"], 4, ["us-west-2"]) is None

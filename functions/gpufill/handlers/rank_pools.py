@@ -73,9 +73,9 @@ def _best_per_region(scores: list[RegionScore]) -> list[RegionScore]:
 def _with_placement_scores(facts: list[RegionFacts], request: ProvisionRequest) -> tuple[list[RegionFacts], str]:
     home = os.environ.get("AWS_REGION", LOCAL_HOME_REGION)
     regions = [r.region for r in facts if r.error is None]
-    for instance_type in request.instance_types:
-        found = placement.scores(instance_type, request.count, regions, home_region=home)
-        if found is None:
-            return facts, "classic (spot placement scores unavailable)"
-        facts = ranking.with_placement_scores(facts, instance_type, found)
-    return facts, "blended"
+    found = placement.scores(request.instance_types, request.count, regions, home_region=home)
+    if found is None:
+        return facts, "classic (spot placement scores unavailable)"
+    if not found:
+        return facts, "classic (no candidate AZ in AWS's placement-score answer)"
+    return ranking.with_placement_scores(facts, found), "blended"
