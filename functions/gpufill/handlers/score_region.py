@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, EndpointConnectionError
 
 from gpufill import catalog
 from gpufill.adapters import ec2, run_store, spot_advisor
@@ -36,8 +36,8 @@ def region_facts(region: str, instance_types: list[str], *, want_zone_ids: bool)
         prices = ec2.spot_prices(region, instance_types) if any(zones.values()) else {}
         ids = ec2.zone_ids(region) if want_zone_ids and any(zones.values()) else {}
     except (ClientError, BotoCoreError) as error:
-        if is_transient(error):
-            raise
+        if is_transient(error) and not isinstance(error, (EndpointConnectionError, ConnectTimeoutError)):
+            raise  # throttled or briefly broken: the state retries; an unreachable region is dropped below
         # An opted-out region or a denied call drops the region, with the reason kept for the ranking.
         logger.warning("region dropped", extra={"region": region, "error": str(error)})
         return RegionFacts(region=region, error=f"{type(error).__name__}: {error}")
