@@ -23,6 +23,8 @@ ENV_STARTUP_BUCKET = "STARTUP_BUCKET"
 ENV_SPOT_ADVISOR_URL = "SPOT_ADVISOR_URL"
 # The deployment's environment name (cdk context `env`; `local` on the local engine).
 ENV_DEPLOYMENT = "GPUFILL_DEPLOYMENT"
+# A customer-managed KMS key for the instances' EBS volumes (cdk context `ebs_kms_key_arn`); unset = AWS-managed.
+ENV_EBS_KMS_KEY_ARN = "EBS_KMS_KEY_ARN"
 
 SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
 SPOT_ADVISOR_TIMEOUT_SECONDS = 3.0
@@ -94,10 +96,11 @@ LAMBDA_TASKS = {
     "ValidateRequestFunctionArn": "gpufill.handlers.validate_request.handler",
     "ScoreRegionFunctionArn": "gpufill.handlers.score_region.handler",
     "RankPoolsFunctionArn": "gpufill.handlers.rank_pools.handler",
+    "PrepareRegionFunctionArn": "gpufill.handlers.prepare_region.handler",
     "LaunchBatchFunctionArn": "gpufill.handlers.launch_batch.handler",
-    "HalveBatchFunctionArn": "gpufill.handlers.halve_batch.handler",
-    "AdvanceCursorFunctionArn": "gpufill.handlers.advance_cursor.handler",
     "WaitUntilRunningFunctionArn": "gpufill.handlers.wait_until_running.handler",
+    "ReportResultFunctionArn": "gpufill.handlers.report_result.handler",
+    "ReportFailureFunctionArn": "gpufill.handlers.report_failure.handler",
     # Teardown (behind a human approval) and the status view.
     "FindTeardownInstancesFunctionArn": "gpufill.handlers.find_teardown_instances.handler",
     "RequestTeardownApprovalFunctionArn": "gpufill.handlers.request_teardown_approval.handler",

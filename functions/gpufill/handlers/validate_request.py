@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from gpufill.adapters import regions_config
 from gpufill.constants import LOCAL_HOME_REGION
 from gpufill.handlers.events import ValidateEvent
-from gpufill.handlers.observability import logger, metrics, tracer
+from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.request import Request, describe_problems, normalise
 from gpufill.policy import fill
 
@@ -19,6 +19,7 @@ from gpufill.policy import fill
 @logger.inject_lambda_context(correlation_id_path="request_id")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=ValidateEvent)
     if not isinstance(step.input, dict):
