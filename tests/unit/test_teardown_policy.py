@@ -104,6 +104,35 @@ def test_the_answer_approver_and_reason_are_kept_short_and_never_missing():
     assert len(reason) == approval.MAX_TEXT
 
 
+@pytest.mark.parametrize(
+    "answer, raw",
+    [
+        ({"decision": "approved "}, "approved "),
+        ({"decision": " approved"}, " approved"),
+        ({"decision": True}, '{"decision": true}'),
+        ({"approved": True}, '{"approved": true}'),
+        ("approved", '"approved"'),
+    ],
+)
+def test_the_raw_answer_is_kept_exactly_as_sent_next_to_the_rejection(answer, raw):
+    decision, sent, _, _ = approval.decide(answer)
+    assert (decision, sent) == ("rejected", raw)
+
+
+@pytest.mark.parametrize("name_length", [1, 40, 80])
+def test_the_approval_subject_is_under_100_characters_for_any_execution_name(name_length):
+    name = "t" * name_length
+    found = Teardown(request_id=name, status="AWAITING_APPROVAL", target=TeardownTarget(request_id="run-a"),
+                     instances=[TeardownInstance(instance_id="i-1", region="us-west-2", state="running")])
+    subject, _ = approval.message(found, execution_arn="arn:aws:states:us-east-1:1:execution:m:" + name,
+                                  task_token="tok", expires=NOW)
+    assert len(subject) < 100
+    if name_length == 80:
+        assert subject.endswith("...)") and name[:40] in subject
+    else:
+        assert subject.endswith(f"({name})")
+
+
 def test_the_approval_message_carries_the_exact_commands():
     token = "AQB8AAAAKgAAAAMAAAAAAAAAAf+token/with'quote"
     arn = "arn:aws:states:eu-central-1:123456789012:execution:gpufill-provisioner-prod:tear-1"

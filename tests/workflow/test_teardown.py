@@ -110,6 +110,28 @@ def test_any_answer_other_than_exactly_approved_is_a_rejection(engine, answer):
     engine.client("ec2", WEST).terminate_instances(InstanceIds=mine)
 
 
+def test_the_record_keeps_the_raw_answer_that_was_rejected(engine):
+    mine = launch(engine, WEST, request_id="run-space")
+    with in_background(engine, {"action": "teardown", "request_id": "run-space"}, "teardown-space") as finished:
+        token = engine.wait_for_approval("teardown-space")["task_token"]
+        engine.client("stepfunctions").send_task_success(taskToken=token, output=json.dumps({"decision": "approved "}))
+        execution = finished()
+    assert execution.output["status"] == "REJECTED"
+    item = engine.approval("teardown-space")
+    assert (item["decision"], item["answer_raw"]) == ("rejected", "approved ")
+    assert execution.output["approval"]["answer_raw"] == "approved "
+    assert states(engine, WEST, mine) == {mine[0]: "running"}
+
+
+def test_an_80_character_execution_name_still_publishes_its_approval(engine):
+    launch(engine, EAST, request_id="run-long-name")
+    name = "teardown-" + "x" * 71
+    execution = engine.run({"action": "teardown", "request_id": "run-long-name"}, name=name, decision="rejected")
+    assert execution.status == "SUCCEEDED", execution.cause
+    [note] = execution.notifications
+    assert len(note["subject"]) < 100 and note["subject"].endswith("...)")
+
+
 def test_raw_send_task_success_approves_and_records_the_approver(engine):
     mine = launch(engine, EAST, request_id="run-cli-raw")
     with in_background(engine, {"action": "teardown", "request_id": "run-cli-raw"}, "teardown-cli-raw") as finished:

@@ -7,7 +7,8 @@ to look up who decided what.
 
 Two writers, each with its own attributes:
 - the state machine: token, execution, instances, deadline (RequestTeardownApproval), then
-  decision, approver, reason, decided_at (RecordApprovalDecision) whatever route the answer took;
+  decision, answer_raw (the decision exactly as sent), approver, reason, decided_at
+  (RecordApprovalDecision) whatever route the answer took;
 - `gpufill approve|reject`: answered_by, answered_at, answer, answer_reason, a claim written
   with a condition before SendTaskSuccess, so a second answer is refused before it is sent.
 """
@@ -69,21 +70,21 @@ def record_pending(
 
 
 def record_decision(
-    execution_name: str, *, decision: str, answer: str | None, approver: str, reason: str | None, decided_at: datetime
+    execution_name: str, *, decision: str, answer_raw: str | None, approver: str, reason: str | None, decided_at: datetime
 ) -> None:
     values = {
         ":decision": decision,
         ":status": decision.upper(),
         ":approver": approver,
         ":at": decided_at.isoformat(timespec="seconds"),
-        ":answer": answer,
+        ":answer": answer_raw,
         ":reason": reason,
     }
     _table().update_item(
         Key={"instance_id": approval_key(execution_name)},
         UpdateExpression=(
             "SET decision = :decision, #status = :status, approver = :approver, decided_at = :at, "
-            "decided_answer = :answer, decided_reason = :reason"
+            "answer_raw = :answer, decided_reason = :reason"
         ),
         ExpressionAttributeNames={"#status": "status"},
         ExpressionAttributeValues=values,

@@ -95,7 +95,8 @@ class ApprovalDecision(_Model):
     """What the approval step came back with, as RecordApprovalDecision recorded it."""
 
     decision: Decision
-    answer: str | None = None
+    # The decision exactly as it was sent (" approved" stays " approved"): the evidence for `decision`.
+    answer_raw: str | None = None
     approver: str
     reason: str | None = None
     decided_at: str
