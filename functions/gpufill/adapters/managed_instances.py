@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
-from gpufill.adapters.aws import client
+from gpufill.adapters.aws import TransientAwsError, client, is_transient
 from gpufill.constants import TAG_MANAGED, TAG_REQUEST_ID
 from gpufill.models.teardown import LiveInstance
 
@@ -32,23 +34,39 @@ def by_ids(region: str, instance_ids: list[str]) -> dict[str, LiveInstance]:
 
 def terminate(region: str, instance_ids: list[str]) -> dict[str, str]:
     """instance id -> the state it was in. The Lambda's role may only terminate instances
-    tagged gpufill:managed=true, so even a wrong id here cannot end someone else's instance."""
+    tagged gpufill:managed=true, so even a wrong id here cannot end someone else's instance.
+
+    Terminating is idempotent (an instance already shutting down answers with its state), so
+    a throttled or failed call is raised as TransientAwsError and the whole step is retried."""
     previous: dict[str, str] = {}
     ec2 = client("ec2", region)
-    for start in range(0, len(instance_ids), TERMINATE_BATCH):
-        reply = ec2.terminate_instances(InstanceIds=instance_ids[start : start + TERMINATE_BATCH])
-        for change in reply["TerminatingInstances"]:
-            previous[change["InstanceId"]] = change["PreviousState"]["Name"]
+    with retryable(f"TerminateInstances in {region}"):
+        for start in range(0, len(instance_ids), TERMINATE_BATCH):
+            reply = ec2.terminate_instances(InstanceIds=instance_ids[start : start + TERMINATE_BATCH])
+            for change in reply["TerminatingInstances"]:
+                previous[change["InstanceId"]] = change["PreviousState"]["Name"]
     return previous
 
 
+@contextmanager
+def retryable(what: str) -> Iterator[None]:
+    """Throttling, 5xx and lost connections (after botocore's own retries) become TransientAwsError,
+    which every task of the state machine retries; anything else is a real failure and stays one."""
+    try:
+        yield
+    except Exception as error:
+        if is_transient(error):
+            raise TransientAwsError(f"{what}: {error}") from error
+        raise
+
+
 def _describe(region: str, filters: list[dict]) -> dict[str, LiveInstance]:
-    pages = client("ec2", region).get_paginator("describe_instances").paginate(Filters=filters)
     found: dict[str, LiveInstance] = {}
-    for page in pages:
-        for reservation in page["Reservations"]:
-            for i in reservation["Instances"]:
-                found[i["InstanceId"]] = _live(region, i)
+    with retryable(f"DescribeInstances in {region}"):
+        for page in client("ec2", region).get_paginator("describe_instances").paginate(Filters=filters):
+            for reservation in page["Reservations"]:
+                for i in reservation["Instances"]:
+                    found[i["InstanceId"]] = _live(region, i)
     return found
 
 
