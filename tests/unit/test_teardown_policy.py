@@ -6,18 +6,21 @@ import pytest
 from pydantic import ValidationError
 
 from gpufill.approve import AlreadyDecided, ApprovalError, ApprovalExpired, parse_execution, refuse_if_settled
-from gpufill.constants import TAG_MANAGED, TAG_REQUEST_ID
+from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_REQUEST_ID
 from gpufill.models.request import Request, describe_problems, normalise
 from gpufill.models.teardown import LiveInstance, Teardown, TeardownInstance, TeardownTarget
 from gpufill.policy import approval, status, teardown
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+ENV = "prod"
 
 
-def live(instance_id, *, request="run-a", managed=True, state="running", region="us-west-2"):
+def live(instance_id, *, request="run-a", managed=True, state="running", region="us-west-2", deployment=ENV):
     tags = {TAG_REQUEST_ID: request} if request else {}
     if managed:
         tags[TAG_MANAGED] = "true"
+    if deployment:
+        tags[TAG_DEPLOYMENT] = deployment
     return LiveInstance(instance_id=instance_id, region=region, availability_zone=f"{region}a",
                         instance_type="g6.xlarge", state=state, tags=tags, launch_time="2026-03-01T10:00:00+00:00")
 
@@ -40,12 +43,16 @@ def test_by_request_keeps_only_managed_live_instances_tagged_with_that_request()
         # i-5: recorded, but EC2 no longer has it
         "i-6": live("i-6", request=None),
         "i-7": live("i-7", region="us-east-1"),  # tagged for run-a, never recorded
+        "i-8": live("i-8", deployment="dev"),  # the same request name in another deployment of the account
+        "i-9": live("i-9", deployment=None),  # launched without the deployment tag
     }
-    allowed, refused = teardown.select(TeardownTarget(request_id="run-a"), records, seen)
+    allowed, refused = teardown.select(TeardownTarget(request_id="run-a"), records, seen, ENV)
     assert [(i.instance_id, i.recorded) for i in allowed] == [("i-1", True), ("i-7", False)]
     assert {r.instance_id: r.reason for r in refused} == {
         "i-2": "not-managed", "i-3": "other-request", "i-4": "already-terminated", "i-5": "gone", "i-6": "other-request",
+        "i-8": "other-deployment", "i-9": "other-deployment",
     }
+    assert "'dev', not 'prod'" in next(r.detail for r in refused if r.instance_id == "i-8")
     assert "run-b" in next(r.detail for r in refused if r.instance_id == "i-3")
 
 
@@ -54,7 +61,7 @@ def test_by_ids_refuses_ids_without_a_record_and_records_that_disagree_with_the_
     seen = {"i-1": live("i-1"), "i-2": live("i-2", request="run-z"), "i-3": live("i-3", request="run-b"),
             "i-9": live("i-9")}
     target = TeardownTarget(instance_ids=["i-9", "i-1", "i-2", "i-3"])
-    allowed, refused = teardown.select(target, records, seen)
+    allowed, refused = teardown.select(target, records, seen, ENV)
     assert [i.instance_id for i in allowed] == ["i-1", "i-3"]  # each matches the request it was recorded under
     assert {r.instance_id: r.reason for r in refused} == {"i-9": "unknown", "i-2": "other-request"}
 
@@ -72,9 +79,11 @@ def test_by_region_groups_sorted_with_the_request_each_must_still_carry():
 
 
 def test_a_retagged_instance_is_refused_at_termination_time():
-    assert teardown.refusal("i-1", {"region": "us-west-2"}, live("i-1"), "run-a") is None
-    assert teardown.refusal("i-1", {"region": "us-west-2"}, live("i-1", managed=False), "run-a").reason == "not-managed"
-    assert teardown.refusal("i-1", {"region": "us-west-2"}, None, "run-a").reason == "gone"
+    where = {"region": "us-west-2"}
+    assert teardown.refusal("i-1", where, live("i-1"), "run-a", ENV) is None
+    assert teardown.refusal("i-1", where, live("i-1", managed=False), "run-a", ENV).reason == "not-managed"
+    assert teardown.refusal("i-1", where, live("i-1", deployment="dev"), "run-a", ENV).reason == "other-deployment"
+    assert teardown.refusal("i-1", where, None, "run-a", ENV).reason == "gone"
 
 
 # --- the approval ------------------------------------------------------------------------------
@@ -183,18 +192,37 @@ def test_status_reports_unrecorded_gone_and_the_running_total():
         "i-5": rec("i-5"),
     }
     seen = {"i-1": live("i-1"), "i-2": live("i-2", state="stopped"), "i-5": live("i-5", managed=False),
-            "i-9": live("i-9", request="run-b")}
+            "i-9": live("i-9", request="run-b"), "i-8": live("i-8", request=None),
+            "i-7": live("i-7", deployment="dev")}  # another deployment's: not in this view at all
     report = status.report(request_id="status-1", target_request_id=None, regions=["us-west-2"],
-                           records=records, live=seen, now=NOW)
+                           records=records, live=seen, now=NOW, deployment=ENV, reconciled=["i-9"])
     found = {e.instance_id: (e.state, e.finding) for e in report.instances}
     assert found == {"i-1": ("running", "recorded"), "i-2": ("stopped", "recorded"), "i-3": ("gone", "gone"),
-                     "i-5": ("running", "not-managed"), "i-9": ("running", "unrecorded")}
-    assert (report.unrecorded, report.gone) == (["i-9"], ["i-3"])
-    assert report.running == 3 and report.hourly_cost == 1.0  # i-1 and i-5 at 0.5; i-9's price is unknown
-    assert report.counts == {"gone": 1, "running": 3, "stopped": 1}
+                     "i-5": ("running", "not-managed"), "i-9": ("running", "reconciled"),
+                     "i-8": ("running", "unrecorded")}
+    assert (report.reconciled, report.unrecorded, report.gone) == (["i-9"], ["i-8"], ["i-3"])
+    assert report.running == 4 and report.hourly_cost == 1.0  # i-1 and i-5 at 0.5; i-8's and i-9's prices unknown
+    assert report.counts == {"gone": 1, "running": 4, "stopped": 1}
     entry = next(e for e in report.instances if e.instance_id == "i-1")
     assert entry.hours_running == 2.0 and entry.market == "spot" and entry.hourly_price == 0.5
     assert next(e for e in report.instances if e.instance_id == "i-2").hours_running is None
+
+
+def test_status_and_teardown_search_every_region_the_deployment_could_have_launched_in():
+    regions = status.search_regions(request_regions=["us-east-1"], deployed_regions=["us-west-2"],
+                                    intent_regions={"ap-south-1"}, record_regions=["eu-west-1"])
+    assert regions == ["ap-south-1", "eu-west-1", "us-east-1", "us-west-2"]
+    everything = status.search_regions(request_regions=[], deployed_regions=["us-west-2"], intent_regions=(),
+                                       record_regions=(), launch_regions={"sa-east-1"})
+    assert everything == ["sa-east-1", "us-west-2"]
+
+
+def test_only_this_deployments_live_tagged_instances_are_recorded_when_found_unrecorded():
+    assert status.owner(live("i-1"), ENV) == "run-a"
+    assert status.owner(live("i-1", deployment="dev"), ENV) is None
+    assert status.owner(live("i-1", managed=False), ENV) is None
+    assert status.owner(live("i-1", request=None), ENV) is None
+    assert status.owner(live("i-1", state="terminated"), ENV) is None
 
 
 # --- the request fields ------------------------------------------------------------------------

@@ -7,16 +7,33 @@ from contextlib import contextmanager
 from datetime import datetime
 
 from gpufill.adapters.aws import TransientAwsError, client, is_transient
-from gpufill.constants import TAG_MANAGED, TAG_REQUEST_ID
+import os
+
+from gpufill.constants import ENV_DEPLOYMENT, TAG_DEPLOYMENT, TAG_MANAGED, TAG_MANAGED_VALUE, TAG_REQUEST_ID
 from gpufill.models.teardown import LiveInstance
 
 FILTER_VALUES_MAX = 200  # DescribeInstances takes at most 200 values per filter
 TERMINATE_BATCH = 1000  # TerminateInstances takes up to 1000 ids a call
 
 
+# Every state but terminated: what a status run or a teardown can still find billing or ending.
+LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
+
+
+def deployment() -> str:
+    """This deployment's name (cdk context `env`), the value of the gpufill:deployment tag it launches with."""
+    return os.environ[ENV_DEPLOYMENT]
+
+
 def tagged(region: str, request_id: str | None = None) -> dict[str, LiveInstance]:
-    """Every instance in `region` tagged gpufill:managed=true (and with the request id, when given)."""
-    filters = [{"Name": f"tag:{TAG_MANAGED}", "Values": ["true"]}]
+    """Every instance in `region` not yet terminated and tagged gpufill:managed=true and
+    gpufill:deployment=<this deployment> (and with the request id, when given). Another
+    deployment's instances in the same account are never returned."""
+    filters = [
+        {"Name": f"tag:{TAG_MANAGED}", "Values": [TAG_MANAGED_VALUE]},
+        {"Name": f"tag:{TAG_DEPLOYMENT}", "Values": [deployment()]},
+        {"Name": "instance-state-name", "Values": LIVE_STATES},
+    ]
     if request_id is not None:
         filters.append({"Name": f"tag:{TAG_REQUEST_ID}", "Values": [request_id]})
     return _describe(region, filters)
@@ -81,4 +98,5 @@ def _live(region: str, i: dict) -> LiveInstance:
         tags={t["Key"]: t["Value"] for t in i.get("Tags") or []},
         launch_time=launched.isoformat(timespec="seconds") if isinstance(launched, datetime) else launched,
         spot=i.get("InstanceLifecycle") == "spot",
+        client_token=i.get("ClientToken") or None,
     )

@@ -1,7 +1,8 @@
 """TerminateRegionInstances: one branch of the TerminateInstances Map, after the approval.
 
-Every instance is looked at once more first: only those still tagged gpufill:managed=true
-and still tagged with their request are terminated (tags can change while a person decides).
+Every instance is looked at once more first: only those still tagged gpufill:managed=true,
+gpufill:deployment=<this deployment> and with their request are terminated (tags can change
+while a person decides). Only the ids of the approved batch are ever sent to TerminateInstances.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=TerminateRegionEvent)
     batch = step.batch
     live = managed_instances.by_ids(batch.region, batch.instance_ids)
+    deployment = managed_instances.deployment()
     to_end, skipped, ended_before = [], [], []
     for instance_id in batch.instance_ids:
         why = teardown.refusal(
-            instance_id, {"region": batch.region}, live.get(instance_id), batch.request_ids.get(instance_id) or None
+            instance_id, {"region": batch.region}, live.get(instance_id), batch.request_ids.get(instance_id) or None,
+            deployment,
         )
         if why is None:
             to_end.append(instance_id)

@@ -6,16 +6,19 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# Why an instance named by a teardown is left alone. "unknown", "not-managed" and
-# "other-request" are refusals: gpufill did not launch it for this request, so it never
-# terminates it. "gone" and "already-terminated" only say there is nothing left to end.
-RefusalReason = Literal["unknown", "not-managed", "other-request", "gone", "already-terminated"]
+# Why an instance named by a teardown is left alone. "unknown", "not-managed",
+# "other-deployment" and "other-request" are refusals: gpufill did not launch it for this
+# request in this deployment, so it never terminates it. "gone" and "already-terminated"
+# only say there is nothing left to end.
+RefusalReason = Literal["unknown", "not-managed", "other-deployment", "other-request", "gone", "already-terminated"]
 TeardownStatus = Literal["NOTHING_TO_TERMINATE", "AWAITING_APPROVAL", "TERMINATED", "REJECTED", "EXPIRED"]
 Decision = Literal["approved", "rejected", "expired"]
-# How the status view found an instance: in the table and in EC2 ("recorded"), tagged in
-# EC2 but missing from the table ("unrecorded"), in the table but no longer in EC2 ("gone"),
-# or in the table while its instance lost the gpufill:managed tag ("not-managed").
-Finding = Literal["recorded", "unrecorded", "gone", "not-managed"]
+# How the status view found an instance: in the table and in EC2 ("recorded"); tagged for this
+# deployment in EC2 but missing from the table, and recorded by this status run ("reconciled");
+# tagged but impossible to record, having no request-id tag ("unrecorded"); in the table but no
+# longer in EC2 ("gone"); or in the table while its instance lost the gpufill:managed or the
+# deployment tag ("not-managed").
+Finding = Literal["recorded", "reconciled", "unrecorded", "gone", "not-managed"]
 
 
 class _Model(BaseModel):
@@ -33,6 +36,7 @@ class LiveInstance(_Model):
     tags: dict[str, str] = Field(default_factory=dict)
     launch_time: str | None = None
     spot: bool = False
+    client_token: str | None = None
 
 
 class TeardownTarget(_Model):
@@ -131,6 +135,7 @@ class StatusReport(_Model):
     counts: dict[str, int] = Field(default_factory=dict)
     running: int = 0
     hourly_cost: float = 0.0
+    reconciled: list[str] = Field(default_factory=list)
     unrecorded: list[str] = Field(default_factory=list)
     gone: list[str] = Field(default_factory=list)
     generated_at: str

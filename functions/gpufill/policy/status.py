@@ -6,12 +6,43 @@ No AWS calls here: the handler passes in the table's records and what DescribeIn
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from gpufill.constants import TAG_MANAGED, TAG_REQUEST_ID
+from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_REQUEST_ID
 from gpufill.models.teardown import LiveInstance, StatusEntry, StatusReport, TeardownTarget
-from gpufill.policy.teardown import MANAGED_VALUE
+from gpufill.policy.teardown import ENDED_STATES, MANAGED_VALUE
+
+
+def search_regions(
+    *,
+    request_regions: Iterable[str],
+    deployed_regions: Iterable[str],
+    intent_regions: Iterable[str],
+    record_regions: Iterable[str],
+    launch_regions: Iterable[str] = (),
+) -> list[str]:
+    """Every region this deployment could have launched in for what is asked: the request's
+    regions, the deployed regions config, every region a launch intent or a record names, and
+    (for a view of everything) every region a launch was ever attempted in. A run that chose
+    its own regions and lost its records still wrote an intent naming the region first."""
+    regions = set(request_regions) | set(deployed_regions) | set(intent_regions) | set(record_regions)
+    return sorted(regions | set(launch_regions))
+
+
+def owner(instance: LiveInstance, deployment: str) -> str | None:
+    """The request an unrecorded instance belongs to, when it is this deployment's live instance
+    and says which request launched it; None when it must not be recorded as ours."""
+    tags = instance.tags
+    if instance.state in ENDED_STATES:
+        return None
+    if tags.get(TAG_MANAGED) != MANAGED_VALUE or tags.get(TAG_DEPLOYMENT) != deployment:
+        return None
+    return tags.get(TAG_REQUEST_ID) or None
+
+
+def is_ours(instance: LiveInstance, deployment: str) -> bool:
+    return instance.tags.get(TAG_MANAGED) == MANAGED_VALUE and instance.tags.get(TAG_DEPLOYMENT) == deployment
 
 BILLED_STATES = frozenset({"running"})
 # States whose time since launch is time being paid for.
@@ -26,13 +57,19 @@ def report(
     records: Mapping[str, dict],
     live: Mapping[str, LiveInstance],
     now: datetime,
+    deployment: str,
+    reconciled: Iterable[str] = (),
 ) -> StatusReport:
+    """`records` as the table held them before this run; `reconciled`: the unrecorded instances this run recorded."""
+    reconciled = set(reconciled)
     entries: list[StatusEntry] = []
     for instance_id, instance in live.items():
         record = records.get(instance_id)
+        if record is None and not is_ours(instance, deployment):
+            continue  # never this deployment's: not part of its view
         if record is None:
-            finding = "unrecorded"
-        elif instance.tags.get(TAG_MANAGED) != MANAGED_VALUE:
+            finding = "reconciled" if instance_id in reconciled else "unrecorded"
+        elif not is_ours(instance, deployment):
             finding = "not-managed"
         else:
             finding = "recorded"
@@ -64,6 +101,7 @@ def report(
         counts=dict(sorted(Counter(e.state for e in entries).items())),
         running=len(running),
         hourly_cost=round(sum(e.hourly_price or 0.0 for e in running), 4),
+        reconciled=[e.instance_id for e in entries if e.finding == "reconciled"],
         unrecorded=[e.instance_id for e in entries if e.finding == "unrecorded"],
         gone=[e.instance_id for e in entries if e.finding == "gone"],
         generated_at=now.isoformat(timespec="seconds"),

@@ -1,7 +1,8 @@
 """Which instances a teardown may terminate, which it refuses, and why. No AWS calls here.
 
-The rule: gpufill terminates an instance only when it is live, carries the tag
-gpufill:managed=true, and is tagged with the request it is being torn down for. For a
+The rule: gpufill terminates an instance only when it is live, carries the tags
+gpufill:managed=true and gpufill:deployment=<this deployment>, and is tagged with the request
+it is being torn down for. For a
 teardown by request that is the request named; for a teardown by instance ids it is the
 request gpufill recorded the instance under, so a record and a tag that disagree are refused.
 An id gpufill holds no record of is refused: it would not know the region, and it did not
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from gpufill.constants import TAG_MANAGED, TAG_REQUEST_ID
+from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_REQUEST_ID
 from gpufill.models.teardown import LiveInstance, RegionBatch, Refusal, TeardownInstance, TeardownTarget
 
 MANAGED_VALUE = "true"
@@ -28,7 +29,9 @@ def candidates(target: TeardownTarget, records: Mapping[str, dict], live: Mappin
     return recorded + unrecorded
 
 
-def refusal(instance_id: str, record: dict | None, live: LiveInstance | None, expected_request: str | None) -> Refusal | None:
+def refusal(
+    instance_id: str, record: dict | None, live: LiveInstance | None, expected_request: str | None, deployment: str
+) -> Refusal | None:
     """Why this instance must not be terminated, or None when it may be."""
     if record is None and live is None:
         return Refusal(
@@ -47,6 +50,13 @@ def refusal(instance_id: str, record: dict | None, live: LiveInstance | None, ex
             reason="not-managed",
             detail=f"not tagged {TAG_MANAGED}={MANAGED_VALUE}: gpufill only terminates instances it launched",
         )
+    if live.tags.get(TAG_DEPLOYMENT) != deployment:
+        return Refusal(
+            instance_id=instance_id,
+            reason="other-deployment",
+            detail=f"tagged {TAG_DEPLOYMENT}={live.tags.get(TAG_DEPLOYMENT)!r}, not {deployment!r}: "
+            "one deployment never ends another's instances",
+        )
     tagged = live.tags.get(TAG_REQUEST_ID)
     if expected_request is None or tagged != expected_request:
         return Refusal(
@@ -58,7 +68,7 @@ def refusal(instance_id: str, record: dict | None, live: LiveInstance | None, ex
 
 
 def select(
-    target: TeardownTarget, records: Mapping[str, dict], live: Mapping[str, LiveInstance]
+    target: TeardownTarget, records: Mapping[str, dict], live: Mapping[str, LiveInstance], deployment: str
 ) -> tuple[list[TeardownInstance], list[Refusal]]:
     """Split the teardown's candidates into the instances to ask approval for and the refused ones."""
     allowed: list[TeardownInstance] = []
@@ -69,7 +79,7 @@ def select(
         expected = target.request_id if target.request_id is not None else (record or {}).get("request_id")
         if target.instance_ids is not None and record is None:
             instance = None  # an id without a record is unknown, whatever EC2 says
-        why = refusal(instance_id, record, instance, expected)
+        why = refusal(instance_id, record, instance, expected, deployment)
         if why is not None:
             refused.append(why)
             continue
