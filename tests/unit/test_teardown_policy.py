@@ -243,6 +243,12 @@ def test_only_this_deployments_live_tagged_instances_are_recorded_when_found_unr
         ({"action": "teardown", "instance_ids": ["i-123"]}, "instance_ids"),
         ({"action": "teardown", "instance_ids": []}, "instance_ids"),
         ({"action": "teardown", "instance_ids": ["i-0123456789abcdef0", "i-0123456789abcdef0"]}, "instance_ids"),
+        ({"action": "teardown", "request_id": "a", "all": True}, "all"),
+        ({"action": "teardown", "instance_ids": ["i-0123456789abcdef0"], "all": True}, "all"),
+        ({"action": "teardown", "all": "yes"}, "all"),
+        ({"action": "teardown", "all": False}, "request_id"),
+        ({"action": "status", "all": True}, "all"),
+        ({"all": True}, "all"),
     ],
 )
 def test_teardown_and_status_fields_are_checked_and_named(request_json, field):
@@ -259,5 +265,7 @@ def test_teardown_and_status_requests_normalise():
     assert (teardown_request.instance_ids, teardown_request.target_request_id) == (["i-0123456789abcdef0"], None)
     assert teardown_request.approval_timeout_seconds == 86400 and teardown_request.requested_by == "ana"
     assert norm({"action": "teardown", "request_id": "run-a", "approval_timeout_seconds": 60}).approval_timeout_seconds == 60
+    everything = norm({"action": "teardown", "all": True})
+    assert (everything.all, everything.target_request_id, everything.instance_ids) == (True, None, None)
     status_request = norm({"action": "status", "request_id": "run-a"})
     assert (status_request.target_request_id, status_request.regions) == ("run-a", ["us-west-2"])
