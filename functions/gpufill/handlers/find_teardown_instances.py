@@ -19,8 +19,12 @@ from gpufill.policy import teardown
 @metrics.log_metrics
 def handler(event: dict, context: LambdaContext) -> dict:
     request = parse(event=event, model=RequestEvent).request
-    target = TeardownTarget(request_id=request.target_request_id, instance_ids=request.instance_ids)
-    if target.request_id is not None:
+    target = TeardownTarget(request_id=request.target_request_id, instance_ids=request.instance_ids, all=request.all)
+    if target.all:
+        # Every region this deployment ever launched in, every record, every tagged instance.
+        found = inventory.gather(request_id=None, request_regions=request.regions, everything=True, now=datetime.now(UTC))
+        records, live, deployment = found.records, found.live, found.deployment
+    elif target.request_id is not None:
         # Every region the request could have launched in: an instance tagged for it whose record
         # was never written is still its own (and is recorded now).
         found = inventory.gather(

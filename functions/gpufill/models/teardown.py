@@ -40,10 +40,12 @@ class LiveInstance(_Model):
 
 
 class TeardownTarget(_Model):
-    """Exactly one of the two is set (the request model checks it)."""
+    """Exactly one of the three is set (the request model checks it); `all`: every live
+    instance of this deployment."""
 
     request_id: str | None = None
     instance_ids: list[str] | None = None
+    all: bool = False
 
 
 class _InstanceFacts(_Model):

@@ -82,11 +82,12 @@ def message(
     """(subject, body) of the approval request published to the approval topic."""
     count = len(teardown.instances)
     subject = subject_line(count, teardown.request_id)
-    what = (
-        f"every instance of request {teardown.target.request_id}"
-        if teardown.target.request_id
-        else f"{len(teardown.target.instance_ids or [])} instance id(s) given by hand"
-    )
+    if teardown.target.all:
+        what = "EVERY live instance of this deployment, of every request"
+    elif teardown.target.request_id:
+        what = f"every instance of request {teardown.target.request_id}"
+    else:
+        what = f"{len(teardown.target.instance_ids or [])} instance id(s) given by hand"
     lines = [
         f"gpufill teardown {teardown.request_id} asks to terminate {count} instance(s): {what}.",
         f"Asked by: {teardown.requested_by or 'not given (requested_by was not set)'}",

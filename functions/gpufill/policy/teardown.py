@@ -24,7 +24,11 @@ def candidates(target: TeardownTarget, records: Mapping[str, dict], live: Mappin
     """The ids to judge, in a stable order: the ids as given, or the request's records then its unrecorded instances."""
     if target.instance_ids is not None:
         return list(target.instance_ids)
-    recorded = sorted(records, key=lambda i: (records[i].get("region", ""), i))
+    # Everything: a record gpufill itself marked terminated is history, not a candidate.
+    recorded = sorted(
+        (i for i in records if not (target.all and records[i].get("state") == "terminated")),
+        key=lambda i: (records[i].get("region", ""), i),
+    )
     unrecorded = sorted((i for i in live if i not in records), key=lambda i: (live[i].region, i))
     return recorded + unrecorded
 
@@ -75,8 +79,14 @@ def select(
     refused: list[Refusal] = []
     for instance_id in candidates(target, records, live):
         record, instance = records.get(instance_id), live.get(instance_id)
-        # By request, the request named is the one to match; by ids, the request it was recorded under.
-        expected = target.request_id if target.request_id is not None else (record or {}).get("request_id")
+        # By request, the request named is the one to match; by ids, the request it was recorded
+        # under; for everything, the request it was recorded under or (unrecorded) tagged with.
+        if target.request_id is not None:
+            expected = target.request_id
+        elif target.all and record is None and instance is not None:
+            expected = instance.tags.get(TAG_REQUEST_ID)
+        else:
+            expected = (record or {}).get("request_id")
         if target.instance_ids is not None and record is None:
             instance = None  # an id without a record is unknown, whatever EC2 says
         why = refusal(instance_id, record, instance, expected, deployment)
