@@ -72,10 +72,11 @@ def test_by_region_groups_sorted_with_the_request_each_must_still_carry():
         for i, r, g in [("i-2", "a", "us-west-2"), ("i-1", "a", "us-west-2"), ("i-3", "b", "eu-central-1")]
     ]
     batches = teardown.by_region(instances)
-    assert [(b.region, b.instance_ids, b.request_ids) for b in batches] == [
-        ("eu-central-1", ["i-3"], {"i-3": "b"}),
-        ("us-west-2", ["i-1", "i-2"], {"i-1": "a", "i-2": "a"}),
+    assert [(b.region, b.instance_ids, b.requests) for b in batches] == [
+        ("eu-central-1", ["i-3"], {"b": ["i-3"]}),
+        ("us-west-2", ["i-1", "i-2"], {"a": ["i-1", "i-2"]}),
     ]
+    assert batches[1].request_of("i-2") == "a" and batches[1].request_of("i-3") is None
 
 
 def test_a_retagged_instance_is_refused_at_termination_time():
@@ -131,7 +132,7 @@ def test_the_raw_answer_is_kept_exactly_as_sent_next_to_the_rejection(answer, ra
 @pytest.mark.parametrize("name_length", [1, 40, 80])
 def test_the_approval_subject_is_under_100_characters_for_any_execution_name(name_length):
     name = "t" * name_length
-    found = Teardown(request_id=name, status="AWAITING_APPROVAL", target=TeardownTarget(request_id="run-a"),
+    found = Teardown(request_id=name, status="AWAITING_APPROVAL", target=TeardownTarget(request_id="run-a"), instance_count=1,
                      instances=[TeardownInstance(instance_id="i-1", region="us-west-2", state="running")])
     subject, _ = approval.message(found, execution_arn="arn:aws:states:us-east-1:1:execution:m:" + name,
                                   task_token="tok", expires=NOW)
@@ -147,7 +148,7 @@ def test_the_approval_message_carries_the_exact_commands():
     arn = "arn:aws:states:eu-central-1:123456789012:execution:gpufill-provisioner-prod:tear-1"
     found = Teardown(
         request_id="tear-1", status="AWAITING_APPROVAL", target=TeardownTarget(request_id="run-a"),
-        requested_by="ana@example.com",
+        requested_by="ana@example.com", instance_count=1,
         instances=[TeardownInstance(instance_id="i-1", region="us-west-2", state="running", hourly_price=0.5)],
         hourly_cost=0.5,
     )
@@ -199,13 +200,42 @@ def test_status_reports_unrecorded_gone_and_the_running_total():
     found = {e.instance_id: (e.state, e.finding) for e in report.instances}
     assert found == {"i-1": ("running", "recorded"), "i-2": ("stopped", "recorded"), "i-3": ("gone", "gone"),
                      "i-5": ("running", "not-managed"), "i-9": ("running", "reconciled"),
-                     "i-8": ("running", "unrecorded")}
+                     "i-8": ("running", "unrecorded"), "i-4": ("terminated", "recorded")}
     assert (report.reconciled, report.unrecorded, report.gone) == (["i-9"], ["i-8"], ["i-3"])
     assert report.running == 4 and report.hourly_cost == 1.0  # i-1 and i-5 at 0.5; i-8's and i-9's prices unknown
-    assert report.counts == {"gone": 1, "running": 4, "stopped": 1}
+    assert report.counts == {"gone": 1, "running": 4, "stopped": 1, "terminated": 1}
+    assert report.by_region == {"us-west-2": {"gone": 1, "running": 4, "stopped": 1, "terminated": 1}}
+    assert report.by_request["run-a"] == {"gone": 1, "running": 2, "stopped": 1, "terminated": 1}
+    assert (report.total, report.listed, report.note) == (7, 7, None)
     entry = next(e for e in report.instances if e.instance_id == "i-1")
     assert entry.hours_running == 2.0 and entry.market == "spot" and entry.hourly_price == 0.5
     assert next(e for e in report.instances if e.instance_id == "i-2").hours_running is None
+
+
+def test_a_status_over_thousands_lists_what_needs_attention_first_and_counts_everything():
+    records = {f"i-{n:05d}": rec(f"i-{n:05d}", request=f"run-{n % 300}", state="terminated") for n in range(5000)}
+    seen = {f"i-{n:05d}": live(f"i-{n:05d}", request=f"run-{n % 300}") for n in range(4000, 5000)}
+    seen["i-99999"] = live("i-99999", request="run-x")  # unrecorded
+    report = status.report(request_id="s", target_request_id=None, regions=["us-west-2"], records=records,
+                           live=seen, now=NOW, deployment=ENV)
+    assert (report.total, report.listed) == (5001, status.STATUS_LISTED_INSTANCES)
+    assert report.counts == {"running": 1001, "terminated": 4000}
+    assert "i-99999" in {e.instance_id for e in report.instances}  # attention first
+    assert {e.state for e in report.instances} == {"running"}  # then billed; history last
+    assert len(report.by_request) == status.STATUS_LISTED_REQUESTS and report.other_requests == 301 - status.STATUS_LISTED_REQUESTS
+    assert '"request_id"' in report.note and "100 of 5001" in report.note
+
+
+def test_records_of_ended_instances_are_marked_for_expiry_and_new_invisible_ones_are_not():
+    records = {
+        "i-1": rec("i-1"),  # EC2 says terminated
+        "i-2": rec("i-2", launched_at="2026-03-01T11:59:50+00:00"),  # 10 s old, not visible yet
+        "i-3": rec("i-3"),  # launched 2 h ago, EC2 forgot it
+        "i-4": rec("i-4", state="terminated", expires_at=123),  # already expiring
+        "i-5": rec("i-5"),  # running
+    }
+    seen = {"i-1": live("i-1", state="terminated"), "i-5": live("i-5")}
+    assert status.ended(records, seen, NOW) == {"i-1": "terminated", "i-3": "gone"}
 
 
 def test_status_and_teardown_search_every_region_the_deployment_could_have_launched_in():

@@ -109,7 +109,7 @@ def record(engine, instance_id) -> dict:
 
 
 def terminated_ids(execution) -> list[str]:
-    return sorted(t["instance_id"] for region in execution.output["terminated"] for t in region["terminated"])
+    return sorted(i for region in execution.output["terminated"] for i in region["terminated"])
 
 
 def tags(engine, region, instance_id) -> dict[str, str]:

@@ -27,7 +27,7 @@ def test_provision_then_teardown_in_one_simulate(capsys):
         pytest.xfail("launches do not carry the gpufill:deployment tag yet, and teardown requires it")
     assert teardown["status"] == "TERMINATED"
     assert teardown["target"]["request_id"] == "simulate-provision-spot"  # "$previous" filled in
-    assert sorted(t["instance_id"] for r in teardown["terminated"] for t in r["terminated"]) == launched
+    assert sorted(i for r in teardown["terminated"] for i in r["terminated"]) == launched
     assert runs[1]["approval"]["decision"] == "approved" and runs[1]["approval"]["requested_by"] == "ana@example.com"
     assert runs[1]["metrics"]["ec2_calls"]["TerminateInstances"] == 1
 

@@ -58,7 +58,9 @@ def record_pending(
         "task_token": task_token,
         "target": json.dumps(teardown["target"]),
         "requested_by": teardown.get("requested_by") or "not given",
-        "instance_ids": [i["instance_id"] for i in teardown["instances"]],
+        # Every id asked for (from the region batches); the details of the listed ones only, so the
+        # item stays far below DynamoDB's 400 KB at the maximum number of ids.
+        "instance_ids": sorted(i for batch in teardown["regions"] for ids in batch["requests"].values() for i in ids),
         "instances": json.dumps(teardown["instances"]),
         "requested_at": requested_at.isoformat(timespec="seconds"),
         "deadline": deadline.isoformat(timespec="seconds"),

@@ -197,6 +197,26 @@ def mark_terminated(
     )
 
 
+def mark_ended(instance_id: str, *, state: str, seen_at: datetime) -> None:
+    """A status run saw this record's instance ended (terminated, or long gone from EC2): say so,
+    and give the record its TTL so the table does not grow forever."""
+    try:
+        _table().update_item(
+            Key={"instance_id": instance_id},
+            UpdateExpression="SET #state = :state, ended_seen_at = :at, #ttl = :ttl",
+            ConditionExpression="attribute_exists(instance_id)",
+            ExpressionAttributeNames={"#state": "state", "#ttl": INSTANCES_TTL_ATTRIBUTE},
+            ExpressionAttributeValues={
+                ":state": state,
+                ":at": seen_at.isoformat(timespec="seconds"),
+                ":ttl": int(seen_at.timestamp()) + TERMINATED_RECORD_RETENTION_SECONDS,
+            },
+        )
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            raise
+
+
 def record_boot_state(instance: Instance, *, lost: bool) -> None:
     """State and private IP after the launch settled; a lost instance is marked so nobody pays attention to it."""
     names = {"#state": "state"}

@@ -4,7 +4,8 @@ teardown both start here, so both see every instance gpufill launched, whatever 
 Regions searched: the request's, the deployed regions config, every region a launch intent
 or a record names, and for a view of everything the deployment's launch-regions set. In each,
 DescribeInstances finds the instances tagged for this deployment (and request); an instance
-found that way without a record is recorded on the spot, marked `reconciled`.
+found that way without a record is recorded on the spot, marked `reconciled`. A record whose
+instance has ended gets its TTL (expires_at), so the table does not grow forever.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pydantic import BaseModel, Field
 from gpufill.adapters import instances_table, managed_instances, regions_config
 from gpufill.models.teardown import LiveInstance
 from gpufill.policy import status
+
+ENDED_RECORD_STATES = ("terminated", "gone")
 
 
 class Inventory(BaseModel):
@@ -49,7 +52,12 @@ def _gather(*, request_id: str | None, request_regions: list[str], everything: b
     for region in regions:
         found = managed_instances.tagged(region, request_id)
         # Records whose instance the tag search did not return: terminated, retagged, or gone.
-        missing = sorted(i for i, r in holdings.records.items() if r.get("region") == region and i not in found)
+        # Records already known to have ended are history: not looked up again.
+        missing = sorted(
+            i
+            for i, r in holdings.records.items()
+            if r.get("region") == region and i not in found and r.get("state") not in ENDED_RECORD_STATES
+        )
         if missing:
             found.update(managed_instances.by_ids(region, missing))
         live.update(found)
@@ -58,6 +66,8 @@ def _gather(*, request_id: str | None, request_regions: list[str], everything: b
         owner = status.owner(instance, deployment) if instance_id not in holdings.records else None
         if owner is not None and instances_table.record_reconciled(instance, request_id=owner, seen_at=now):
             reconciled.append(instance_id)
+    for instance_id, state in status.ended(holdings.records, live, now).items():
+        instances_table.mark_ended(instance_id, state=state, seen_at=now)
     return Inventory(
         records=holdings.records, live=live, regions=regions, reconciled=reconciled, deployment=deployment
     )

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from gpufill.adapters import instances_table, inventory, managed_instances
 from gpufill.handlers.events import RequestEvent
 from gpufill.handlers.observability import logger, metrics, tracer
-from gpufill.models.teardown import LiveInstance, Teardown, TeardownTarget
+from gpufill.models.teardown import LiveInstance, TeardownTarget
 from gpufill.policy import teardown
 
 
@@ -37,15 +37,8 @@ def handler(event: dict, context: LambdaContext) -> dict:
             live = _live(records)
         deployment = managed_instances.deployment()
     allowed, refused = teardown.select(target, records, live, deployment)
-    result = Teardown(
-        request_id=request.request_id,
-        status="AWAITING_APPROVAL" if allowed else "NOTHING_TO_TERMINATE",
-        target=target,
-        requested_by=request.requested_by,
-        instances=allowed,
-        refused=refused,
-        regions=teardown.by_region(allowed),
-        hourly_cost=teardown.hourly_cost(allowed),
+    result = teardown.found(
+        request_id=request.request_id, target=target, requested_by=request.requested_by, allowed=allowed, refused=refused
     )
     logger.info(
         "teardown candidates",

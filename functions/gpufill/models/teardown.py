@@ -75,26 +75,40 @@ class Refusal(_Model):
 
 
 class RegionBatch(_Model):
-    """One branch of the TerminateInstances Map: a region, its instances, and for each the
-    request it must still be tagged with when the approval comes back."""
+    """One branch of the TerminateInstances Map: a region and its approved instances, grouped by
+    the request each must still be tagged with when the approval comes back (request id -> ids;
+    grouped, so a teardown of the maximum number of ids stays small)."""
 
     region: str
-    instance_ids: list[str]
-    request_ids: dict[str, str] = Field(default_factory=dict)
+    requests: dict[str, list[str]] = Field(default_factory=dict)
+
+    @property
+    def instance_ids(self) -> list[str]:
+        return sorted(i for ids in self.requests.values() for i in ids)
+
+    def request_of(self, instance_id: str) -> str | None:
+        return next((r for r, ids in self.requests.items() if instance_id in ids), None)
 
 
 class Teardown(_Model):
-    """FindTeardownInstances' answer; with nothing to terminate it is also the execution's result."""
+    """FindTeardownInstances' answer; with nothing to terminate it is also the execution's result.
+
+    `regions` holds every instance to terminate; `instances` and `refused` list the details of at
+    most constants.TEARDOWN_LISTED_INSTANCES each (the counts say how many there are in all)."""
 
     request_id: str
     action: Literal["teardown"] = "teardown"
     status: TeardownStatus
     target: TeardownTarget
     requested_by: str | None = None
+    instance_count: int = 0
     instances: list[TeardownInstance] = Field(default_factory=list)
+    refused_count: int = 0
+    refused_reasons: dict[str, int] = Field(default_factory=dict)
     refused: list[Refusal] = Field(default_factory=list)
     regions: list[RegionBatch] = Field(default_factory=list)
     hourly_cost: float = 0.0
+    note: str | None = None
 
 
 class ApprovalDecision(_Model):
@@ -108,17 +122,19 @@ class ApprovalDecision(_Model):
     decided_at: str
 
 
-class TerminatedInstance(_Model):
-    instance_id: str
-    previous_state: str
-    terminated_at: str
-
-
 class RegionTermination(_Model):
-    """TerminateRegionInstances' answer for one region."""
+    """TerminateRegionInstances' answer for one region, compact so a Map over the maximum number
+    of ids stays small: the ids it terminated, their states before, and what it left alone."""
 
     region: str
-    terminated: list[TerminatedInstance] = Field(default_factory=list)
+    terminated_at: str
+    terminated_count: int = 0
+    terminated: list[str] = Field(default_factory=list)
+    previous_states: dict[str, int] = Field(default_factory=dict)
+    # Approved, but already shutting down or terminated when the step ran (a spot interruption,
+    # an idle shutdown, or this step's own earlier try whose answer was lost).
+    already_ended: list[str] = Field(default_factory=list)
+    skipped_count: int = 0
     skipped: list[Refusal] = Field(default_factory=list)
 
 
@@ -128,13 +144,23 @@ class StatusEntry(_InstanceFacts):
 
 
 class StatusReport(_Model):
+    """The status view. `instances` lists at most constants.STATUS_LISTED_INSTANCES entries, the
+    ones that need attention and the billed ones first; the counts always cover every instance."""
+
     request_id: str
     action: Literal["status"] = "status"
     status: Literal["REPORTED"] = "REPORTED"
     filter: TeardownTarget = Field(default_factory=TeardownTarget)
     regions: list[str]
+    total: int = 0
+    listed: int = 0
+    note: str | None = None
     instances: list[StatusEntry] = Field(default_factory=list)
     counts: dict[str, int] = Field(default_factory=dict)
+    by_region: dict[str, dict[str, int]] = Field(default_factory=dict)
+    # request id -> state -> count, for the requests with the most instances; `other_requests` counts the rest.
+    by_request: dict[str, dict[str, int]] = Field(default_factory=dict)
+    other_requests: int = 0
     running: int = 0
     hourly_cost: float = 0.0
     reconciled: list[str] = Field(default_factory=list)

@@ -80,7 +80,7 @@ def message(
     teardown: Teardown, *, execution_arn: str, task_token: str, expires: datetime
 ) -> tuple[str, str]:
     """(subject, body) of the approval request published to the approval topic."""
-    count = len(teardown.instances)
+    count = teardown.instance_count
     subject = subject_line(count, teardown.request_id)
     if teardown.target.all:
         what = "EVERY live instance of this deployment, of every request"
@@ -102,8 +102,8 @@ def message(
             f"  {i.instance_id}  {i.region:<15} {i.availability_zone or '-':<16} {i.instance_type or '-':<13} "
             f"{i.market or '-':<9} {i.state:<8} {price}  launched {i.launched_at or '?'}"
         )
-    if count > LISTED_INSTANCES:
-        lines.append(f"  ... and {count - LISTED_INSTANCES} more (see the execution input and the instances table)")
+    if count > min(LISTED_INSTANCES, len(teardown.instances)):
+        lines.append(f"  ... and {count - min(LISTED_INSTANCES, len(teardown.instances))} more (see the execution input and the instances table)")
     if teardown.refused:
         lines += ["", "Left alone (gpufill will not terminate these):"]
         lines += [f"  {r.instance_id}  {r.reason}: {r.detail}" for r in teardown.refused[:LISTED_INSTANCES]]
