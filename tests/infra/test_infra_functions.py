@@ -51,6 +51,7 @@ def test_environment_names_the_deployment(synthesized, task_functions):
         constants.ENV_INSTANCE_PROFILE_ARN,
         constants.ENV_STARTUP_BUCKET,
         constants.ENV_APPROVAL_TOPIC_ARN,
+        constants.ENV_DEPLOYMENT,
         "POWERTOOLS_SERVICE_NAME",
         "POWERTOOLS_METRICS_NAMESPACE",
     }
@@ -62,6 +63,7 @@ def test_environment_names_the_deployment(synthesized, task_functions):
         assert names[variables[constants.ENV_INSTANCES_TABLE]["Ref"]] == constants.instances_table_name(env)
         assert names[variables[constants.ENV_CAPACITY_TABLE]["Ref"]] == constants.capacity_table_name(env)
         assert variables["POWERTOOLS_SERVICE_NAME"] == constants.SERVICE_NAME
+        assert variables[constants.ENV_DEPLOYMENT] == env  # the gpufill:deployment tag teardown and status require
         assert variables["POWERTOOLS_METRICS_NAMESPACE"] == constants.METRICS_NAMESPACE
 
 
