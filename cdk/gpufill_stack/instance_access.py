@@ -2,18 +2,45 @@
 
 An instance needs Session Manager (the only way in: its security group has no inbound
 rule), read access to the startup scripts and the models in the startup bucket, and
-ECR pull for the serving image. Nothing else: it cannot write to the bucket, and it
-cannot see or touch other instances.
+ECR pull for the serving image. Nothing else: it cannot write to the bucket, read SSM
+parameters, list repositories, or see or touch other instances.
+
+Neither AWS managed policy is used: AmazonSSMManagedInstanceCore also lets an instance read
+every SSM parameter of the account (ssm:GetParameter* on *) and run State Manager
+associations, and AmazonEC2ContainerRegistryReadOnly lists and describes every repository.
+The statements below are the SSM agent's own channel (Session Manager, and Run Command
+through ec2messages) and image pull from this account's repositories.
 """
 
 from __future__ import annotations
 
+from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 from gpufill import constants
 
 from gpufill_stack import nag
+
+
+# What the SSM agent calls to register the instance and carry Session Manager (ssmmessages) and
+# Run Command (ec2messages) traffic: AWS's documented minimum for Session Manager plus the
+# message channel, without AmazonSSMManagedInstanceCore's parameter, document and association reads.
+SSM_AGENT_ACTIONS = [
+    "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+    "ec2messages:AcknowledgeMessage",
+    "ec2messages:DeleteMessage",
+    "ec2messages:FailMessage",
+    "ec2messages:GetEndpoint",
+    "ec2messages:GetMessages",
+    "ec2messages:SendReply",
+]
+# Pulling an image: the layers' availability, their download URLs, and the manifest.
+ECR_PULL_ACTIONS = ["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"]
 
 
 class InstanceAccess(Construct):
@@ -24,10 +51,35 @@ class InstanceAccess(Construct):
             "InstanceRole",
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description="gpufill GPU instances: Session Manager, startup bucket read, ECR pull",
-            managed_policies=[
-                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore"),
-                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonEC2ContainerRegistryReadOnly"),
+        )
+        stack = Stack.of(self)
+        repositories = f"arn:{stack.partition}:ecr:*:{stack.account}:repository/*"
+        agent_policy = iam.Policy(
+            self,
+            "SessionManagerAndImagePull",
+            roles=[self.role],
+            statements=[
+                iam.PolicyStatement(actions=SSM_AGENT_ACTIONS, resources=["*"]),
+                # `docker login` to ECR; the token is account-wide by design and grants nothing by itself.
+                iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+                iam.PolicyStatement(actions=ECR_PULL_ACTIONS, resources=[repositories]),
             ],
+        )
+        nag.acknowledge_wildcards(
+            agent_policy,
+            {
+                "Resource::*": (
+                    "The SSM agent's channel calls (ssm:UpdateInstanceInformation, ssmmessages:*, "
+                    "ec2messages:*) and ecr:GetAuthorizationToken take no resource-level "
+                    "permissions; IAM only accepts '*' for them. They are the minimum Session "
+                    "Manager and an image pull need (no parameter reads, no associations)."
+                ),
+                nag.wildcard_resource(self, repositories): (
+                    "The serving image may come from any repository of this account in any "
+                    "region a request launches in; pulls only, no other account's repositories."
+                ),
+                **{f"Action::{a}": "Fixed action list of the SSM agent channel." for a in SSM_AGENT_ACTIONS if "*" in a},
+            },
         )
         prefixes = [constants.STARTUP_SCRIPTS_PREFIX, constants.MODELS_PREFIX]
         object_arns = [startup_bucket.arn_for_objects(f"{prefix}*") for prefix in prefixes]
@@ -54,17 +106,5 @@ class InstanceAccess(Construct):
                 )
                 for arn in object_arns
             },
-        )
-        nag.acknowledge(
-            self.role,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
-            "Session Manager is the only way into a gpufill instance (no inbound rules); AWS "
-            "maintains this policy as the minimum the SSM agent needs, so we do not copy it.",
-        )
-        nag.acknowledge(
-            self.role,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly]",
-            "Instances pull the serving image from whichever ECR repository a request names; "
-            "this AWS policy is exactly ECR login and read-only pull.",
         )
         self.instance_profile = iam.CfnInstanceProfile(self, "InstanceProfile", roles=[self.role.role_name])

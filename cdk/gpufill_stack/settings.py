@@ -19,6 +19,8 @@ from pydantic import ValidationError
 # The names derived from `env` (bucket, function, table, topic names) allow these characters.
 _ENV_NAME = re.compile(r"[a-z][a-z0-9-]{0,19}")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+# A KMS key ARN (not an alias: IAM grants and EC2 need the key itself).
+_KMS_KEY_ARN = re.compile(r"arn:aws[a-z-]*:kms:([a-z]{2}(?:-[a-z]+)+-\d):(\d{12}):key/[A-Za-z0-9-]{1,128}")
 # A standard-tier SSM parameter holds at most 4 KB.
 MAX_REGIONS_CONFIG_BYTES = 4096
 
@@ -39,6 +41,14 @@ class DeploySettings:
     regions_config: RegionsConfig
     approval_email: str | None = None
     powertools_layer_version: int = constants.POWERTOOLS_LAYER_VERSION
+    # A customer-managed key that encrypts the instances' EBS volumes (the account's default EBS
+    # key, or one the launch names); None: the AWS-managed aws/ebs key, which needs no grant.
+    ebs_kms_key_arn: str | None = None
+
+    @property
+    def ebs_kms_key_region(self) -> str | None:
+        match = _KMS_KEY_ARN.fullmatch(self.ebs_kms_key_arn or "")
+        return match.group(1) if match else None
 
     @classmethod
     def from_context(cls, node: Node) -> DeploySettings:
@@ -64,7 +74,19 @@ class DeploySettings:
         layer = constants.POWERTOOLS_LAYER_VERSION if layer in (None, "") else layer
         if isinstance(layer, bool) or not str(layer).strip().isdigit() or int(layer) < 1:
             raise SettingsError(f"context 'powertools_layer_version' is {layer!r}: give the layer's version number")
-        settings = cls(env=env, regions_config=config, approval_email=email, powertools_layer_version=int(layer))
+        key = _text(context("ebs_kms_key_arn")) or None
+        if key is not None and not _KMS_KEY_ARN.fullmatch(key):
+            raise SettingsError(
+                f"context 'ebs_kms_key_arn' is {key!r}: give the key's ARN, "
+                "arn:aws:kms:REGION:ACCOUNT:key/KEY-ID (not an alias)"
+            )
+        settings = cls(
+            env=env,
+            regions_config=config,
+            approval_email=email,
+            powertools_layer_version=int(layer),
+            ebs_kms_key_arn=key,
+        )
         size = len(settings.regions_config_json().encode())
         if size > MAX_REGIONS_CONFIG_BYTES:
             raise SettingsError(f"the regions config is {size} bytes; an SSM parameter holds {MAX_REGIONS_CONFIG_BYTES}")

@@ -26,7 +26,7 @@ class GpufillStack(Stack):
             description=f"gpufill ({settings.env}): gets scarce GPU instances across AZs and regions",
             **kwargs,
         )
-        Tags.of(self).add("gpufill:deployment", settings.env)
+        Tags.of(self).add(constants.TAG_DEPLOYMENT, settings.env)
 
         storage = Storage(self, "Storage", settings=settings)
         instance_access = InstanceAccess(self, "InstanceAccess", startup_bucket=storage.startup_bucket)
@@ -43,6 +43,9 @@ class GpufillStack(Stack):
                 regions_parameter=storage.regions_parameter,
                 instance_role=instance_access.role,
                 approval_topic=notifications.approval_topic,
+                env=settings.env,
+                ebs_kms_key_arn=settings.ebs_kms_key_arn,
+                ebs_kms_key_region=settings.ebs_kms_key_region,
             ),
             environment={
                 constants.ENV_INSTANCES_TABLE: storage.table.table_name,
@@ -52,6 +55,7 @@ class GpufillStack(Stack):
                 constants.ENV_STARTUP_BUCKET: storage.startup_bucket.bucket_name,
                 constants.ENV_APPROVAL_TOPIC_ARN: notifications.approval_topic.topic_arn,
                 constants.ENV_DEPLOYMENT: settings.env,
+                **({constants.ENV_EBS_KMS_KEY_ARN: settings.ebs_kms_key_arn} if settings.ebs_kms_key_arn else {}),
                 "POWERTOOLS_SERVICE_NAME": constants.SERVICE_NAME,
                 "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
             },

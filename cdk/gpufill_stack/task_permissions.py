@@ -32,11 +32,16 @@ class TaskResources:
     """What the grants point at: the stack's resources, handed over by the stack."""
 
     scope: Construct
+    # The deployment's name: the gpufill:deployment tag its launches carry and teardown requires.
+    env: str
     table: dynamodb.ITable
     capacity_table: dynamodb.ITable
     regions_parameter: ssm.IStringParameter
     instance_role: iam.IRole
     approval_topic: sns.ITopic
+    # A customer-managed EBS key (cdk.json `ebs_kms_key_arn`), and the region it lives in.
+    ebs_kms_key_arn: str | None = None
+    ebs_kms_key_region: str | None = None
 
     def ec2_arn(self, resource: str, *, account: bool = True) -> str:
         """An EC2 ARN in any region: gpufill launches wherever capacity is."""
@@ -100,7 +105,8 @@ def describe_capacity(r: TaskResources) -> Grant:
 
 
 def run_tagged_instances(r: TaskResources) -> Grant:
-    """RunInstances, only for instances tagged gpufill:managed=true at launch, and tags only on create."""
+    """RunInstances, only for instances tagged gpufill:managed=true and gpufill:deployment=<env> at
+    launch (so no launch can skip the tags teardown and status find it by), and tags only on create."""
     instances = r.ec2_arn("instance/*")
     touched = [
         r.ec2_arn("image/*", account=False),  # public DLAMIs belong to no account of ours
@@ -117,16 +123,21 @@ def run_tagged_instances(r: TaskResources) -> Grant:
     )
     why = (
         "Instance and resource ids do not exist before RunInstances and launches go to any "
-        "region; the launch must carry the gpufill:managed=true tag, and tags are only "
-        "allowed as part of RunInstances."
+        "region; the launch must carry the gpufill:managed=true and gpufill:deployment tags, "
+        "and tags are only allowed as part of RunInstances."
     )
     return Grant(
         [
             iam.PolicyStatement(
                 actions=["ec2:RunInstances"],
                 resources=[instances],
-                # Every instance this role creates is one that teardown can find and end.
-                conditions={"StringEquals": {f"aws:RequestTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE}},
+                # Every instance this role creates is one that this deployment's teardown can find and end.
+                conditions={
+                    "StringEquals": {
+                        f"aws:RequestTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE,
+                        f"aws:RequestTag/{constants.TAG_DEPLOYMENT}": r.env,
+                    }
+                },
             ),
             iam.PolicyStatement(actions=["ec2:RunInstances"], resources=touched),
             iam.PolicyStatement(
@@ -202,17 +213,17 @@ def read_instance_records_by_id(r: TaskResources) -> Grant:
 
 
 def scan_instance_records(r: TaskResources) -> Grant:
-    """Read every record: the status view with no filter lists all of gpufill's instances."""
+    """Read every record: the status view with no filter, and a teardown of everything."""
     return Grant([iam.PolicyStatement(actions=["dynamodb:Scan"], resources=[r.table.table_arn])])
 
 
 def put_instance_records(r: TaskResources) -> Grant:
-    """Put single items (the pending approval, approvals.record_pending)."""
+    """Put single items: the pending approval, and an unrecorded instance found in EC2 (instances_table.record_reconciled)."""
     return Grant([iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[r.table.table_arn])])
 
 
 def update_instance_records(r: TaskResources) -> Grant:
-    """Update single items: boot state, terminated state, the approval decision."""
+    """Update single items: boot state, terminated or ended state (with the record's TTL), the approval decision."""
     return Grant([iam.PolicyStatement(actions=["dynamodb:UpdateItem"], resources=[r.table.table_arn])])
 
 
@@ -238,7 +249,8 @@ def describe_instances(r: TaskResources) -> Grant:
 
 
 def terminate_managed_instances(r: TaskResources) -> Grant:
-    """TerminateInstances, only on instances tagged gpufill:managed=true."""
+    """TerminateInstances, only on instances tagged gpufill:managed=true and gpufill:deployment=<env>:
+    even a wrong id cannot end another deployment's instance, or anything gpufill did not launch."""
     instances = r.ec2_arn("instance/*")
     return Grant(
         [
@@ -246,14 +258,51 @@ def terminate_managed_instances(r: TaskResources) -> Grant:
                 actions=["ec2:TerminateInstances"],
                 resources=[instances],
                 conditions={
-                    "StringEquals": {f"aws:ResourceTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE}
+                    "StringEquals": {
+                        f"aws:ResourceTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE,
+                        f"aws:ResourceTag/{constants.TAG_DEPLOYMENT}": r.env,
+                    }
                 },
             )
         ],
         {
             nag.wildcard_resource(r.scope, instances): (
-                "Teardown ends instances launched at run time in any region; the "
-                "aws:ResourceTag/gpufill:managed=true condition confines it to gpufill's own instances."
+                "Teardown ends instances launched at run time in any region; the aws:ResourceTag "
+                "conditions (gpufill:managed=true, gpufill:deployment=<env>) confine it to this "
+                "deployment's own instances."
+            )
+        },
+    )
+
+
+# What EC2 does with a customer-managed key when it creates and attaches an encrypted volume
+# on the caller's behalf (AWS: "Required KMS key policy for use with encrypted volumes").
+EBS_KMS_ACTIONS = [
+    "kms:CreateGrant",
+    "kms:Decrypt",
+    "kms:DescribeKey",
+    "kms:GenerateDataKeyWithoutPlaintext",
+    "kms:ReEncrypt*",
+]
+
+
+def use_ebs_kms_key(r: TaskResources) -> Grant:
+    """The customer-managed EBS key, only through EC2 in the key's region (kms:ViaService); none when no key is set."""
+    if not r.ebs_kms_key_arn:
+        return Grant([])
+    stack = Stack.of(r.scope)
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=EBS_KMS_ACTIONS,
+                resources=[r.ebs_kms_key_arn],
+                conditions={"StringEquals": {"kms:ViaService": f"ec2.{r.ebs_kms_key_region}.{stack.url_suffix}"}},
+            )
+        ],
+        {
+            "Action::kms:ReEncrypt*": (
+                "EC2 re-encrypts a volume's data key when it creates a volume from a snapshot; "
+                "ReEncrypt* is the pair ReEncryptFrom/ReEncryptTo, on this one key, through EC2 only."
             )
         },
     )
@@ -357,6 +406,7 @@ TASKS: dict[str, TaskSpec] = {
             record_instances,
             remember_full_pools,
             read_instance_records_by_id,
+            use_ebs_kms_key,
         ),
     ),
     "WaitUntilRunningFunctionArn": TaskSpec(
@@ -379,10 +429,18 @@ TASKS: dict[str, TaskSpec] = {
     ),
     # Teardown, behind a human approval, and the status view.
     "FindTeardownInstancesFunctionArn": TaskSpec(
-        summary="Finds the instances a teardown may end, from the records and EC2",
-        memory_mb=256,
-        timeout_seconds=60,
-        grants=(query_request_instances, read_instance_records_by_id, describe_instances),
+        summary="Finds the instances a teardown may end, from the records and EC2; records unrecorded ones",
+        memory_mb=512,
+        timeout_seconds=120,
+        grants=(
+            read_regions_config,
+            query_request_instances,
+            read_instance_records_by_id,
+            scan_instance_records,
+            describe_instances,
+            put_instance_records,
+            update_instance_records,
+        ),
     ),
     "RequestTeardownApprovalFunctionArn": TaskSpec(
         summary="Records the pending approval and asks for it on the approval topic",
@@ -397,15 +455,22 @@ TASKS: dict[str, TaskSpec] = {
         grants=(update_instance_records,),
     ),
     "TerminateRegionInstancesFunctionArn": TaskSpec(
-        summary="Terminates one region's approved instances, only those still tagged gpufill:managed=true",
+        summary="Terminates one region's approved instances, only those still tagged for this deployment and request",
         memory_mb=256,
         timeout_seconds=90,
         grants=(describe_instances, terminate_managed_instances, update_instance_records),
     ),
     "ReportInstanceStatusFunctionArn": TaskSpec(
-        summary="Lists gpufill's instances: the records next to what EC2 shows in each region",
+        summary="Lists this deployment's instances: records next to EC2 in each region; records unrecorded ones",
         memory_mb=512,
         timeout_seconds=120,
-        grants=(query_request_instances, scan_instance_records, describe_instances),
+        grants=(
+            read_regions_config,
+            query_request_instances,
+            scan_instance_records,
+            describe_instances,
+            put_instance_records,
+            update_instance_records,
+        ),
     ),
 }

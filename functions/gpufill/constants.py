@@ -126,6 +126,18 @@ APPROVAL_RETENTION_SECONDS = 30 * 24 * 3600
 TERMINATED_RECORD_RETENTION_SECONDS = 90 * 24 * 3600
 
 
+# Step Functions caps every state's input and output at 256 KB (262,144 bytes). A teardown of
+# MAX_TEARDOWN_IDS ids and a status over thousands of records stay far below it: they carry every
+# id once in compact form and counts, but list full details of at most these many instances.
+STATE_SIZE_LIMIT_BYTES = 262_144
+TEARDOWN_LISTED_INSTANCES = 50
+STATUS_LISTED_INSTANCES = 100
+STATUS_LISTED_REQUESTS = 100
+# A record whose instance EC2 has not shown for this long after its launch has ended (EC2 forgets
+# terminated instances after about an hour; a brand-new one can be invisible for a few seconds).
+GONE_AFTER_SECONDS = 3600
+
+
 def approval_key(execution_name: str) -> str:
     return f"{APPROVAL_KEY_PREFIX}{execution_name}"
 
@@ -148,6 +160,19 @@ LAMBDA_PYTHON_VERSION = "3.13"
 LAMBDA_ARCHITECTURE = "arm64"
 POWERTOOLS_LAYER_ACCOUNT = "017000801446"
 POWERTOOLS_LAYER_VERSION = 38
+# Which aws-lambda-powertools release each public layer version carries (the layer numbers one
+# per release, so a version bump without the layer bump ships another library than the tests
+# ran). tests/unit checks that POWERTOOLS_LAYER_VERSION carries the version pinned in
+# pyproject.toml. Source: the Powertools docs' "Lambda Layer" table of each release and the
+# layer's own Description (`aws lambda get-layer-version-by-arn --arn <layer arn>`), which
+# names the release; add the row when bumping either.
+POWERTOOLS_LAYER_LIBRARY_VERSIONS = {
+    38: "3.37.0",
+}
+
+# A customer-managed KMS key for EBS encryption (cdk.json context `ebs_kms_key_arn`, optional):
+# the LaunchBatch role may use it through EC2 only, and the Lambdas read its ARN from here.
+ENV_EBS_KMS_KEY_ARN = "EBS_KMS_KEY_ARN"
 
 
 def powertools_layer_arn(region: str, version: int = POWERTOOLS_LAYER_VERSION) -> str:

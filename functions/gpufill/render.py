@@ -67,8 +67,8 @@ class Progress:
         if name == "FindTeardownInstances":
             found = state.get("teardown") or {}
             self._line(
-                f"  > FindTeardownInstances  {len(found.get('instances', []))} to terminate, "
-                f"{len(found.get('refused', []))} left alone"
+                f"  > FindTeardownInstances  {found.get('instance_count', 0)} to terminate, "
+                f"{found.get('refused_count', 0)} left alone"
             )
         elif name in ("RecordApprovalDecision", "RecordApprovalExpiry"):
             a = state.get("approval") or {}
@@ -78,8 +78,8 @@ class Progress:
                 self._line(f"  > {name}  {a.get('decision')} by {a.get('approver')}")
         elif name == "TerminateRegionInstances":
             self._line(
-                f"  > TerminateRegionInstances  {state.get('region')}: terminated {len(state.get('terminated', []))}, "
-                f"skipped {len(state.get('skipped', []))}"
+                f"  > TerminateRegionInstances  {state.get('region')}: terminated {state.get('terminated_count', 0)}, "
+                f"skipped {state.get('skipped_count', 0)}"
             )
 
     def _exited(self, name: str | None, state: dict) -> None:
@@ -203,7 +203,12 @@ def _price(value: Any) -> str:
 
 def render_teardown(result: dict, notifications: list[dict]) -> list[str]:
     target = result.get("target") or {}
-    what = f"request {target['request_id']}" if target.get("request_id") else f"{len(target.get('instance_ids') or [])} instance id(s)"
+    if target.get("all"):
+        what = "every live instance of this deployment"
+    elif target.get("request_id"):
+        what = f"request {target['request_id']}"
+    else:
+        what = f"{len(target.get('instance_ids') or [])} instance id(s)"
     lines = [f"Teardown {result['request_id']} of {what}"]
     for i in result.get("instances", []):
         lines.append(
@@ -224,15 +229,15 @@ def render_teardown(result: dict, notifications: list[dict]) -> list[str]:
         else:
             lines += ["", f"Decision: {approval['decision']} by {approval['approver']} at {approval['decided_at']}{why}"]
     for region in result.get("terminated", []):
-        ended = ", ".join(t["instance_id"] for t in region.get("terminated", [])) or "none"
+        ended = ", ".join(region.get("terminated", [])) or "none"
         lines.append(f"  terminated in {region['region']}: {ended}")
         lines += [f"    skipped {r['instance_id']}: {r['reason']}: {r['detail']}" for r in region.get("skipped", [])]
-    count = sum(len(r.get("terminated", [])) for r in result.get("terminated", []))
+    count = sum(r.get("terminated_count", 0) for r in result.get("terminated", []))
     lines.append("")
     lines.append(
         {
             "TERMINATED": f"TERMINATED: {count} instance(s) terminated, ${result.get('hourly_cost', 0):.4f}/h no longer spent",
-            "REJECTED": f"REJECTED: nothing terminated; {len(result.get('instances', []))} instance(s) keep running",
+            "REJECTED": f"REJECTED: nothing terminated; {result.get('instance_count', 0)} instance(s) keep running",
             "EXPIRED": "EXPIRED: nobody answered before the approval timeout; nothing terminated",
             "NOTHING_TO_TERMINATE": "NOTHING_TO_TERMINATE: no instance matched; no approval was asked for",
         }.get(result["status"], result["status"])

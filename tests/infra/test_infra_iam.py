@@ -17,6 +17,7 @@ from infra_helpers import (
 )
 
 MANAGED = f"aws:ResourceTag/{constants.TAG_MANAGED}"
+DEPLOYMENT = f"aws:ResourceTag/{constants.TAG_DEPLOYMENT}"
 
 
 def _statements(synthesized, task_functions, placeholder):
@@ -28,23 +29,32 @@ def _all_function_statements(synthesized, task_functions):
     return {p: _statements(synthesized, task_functions, p) for p in task_functions}
 
 
-def test_terminate_only_instances_tagged_managed(synthesized, task_functions):
+def _env(synthesized):
+    return synthesized.stack.node.try_get_context("env")
+
+
+def test_terminate_only_this_deployments_managed_instances(synthesized, task_functions):
     by_task = _all_function_statements(synthesized, task_functions)
     holders = {p for p, statements in by_task.items() if statements_with(statements, "ec2:TerminateInstances")}
     assert holders == {"TerminateRegionInstancesFunctionArn"}
     for statement in statements_with(by_task["TerminateRegionInstancesFunctionArn"], "ec2:TerminateInstances"):
-        assert statement["Condition"] == {"StringEquals": {MANAGED: constants.TAG_MANAGED_VALUE}}
+        assert statement["Condition"] == {
+            "StringEquals": {MANAGED: constants.TAG_MANAGED_VALUE, DEPLOYMENT: _env(synthesized)}
+        }
         assert actions(statement) == ["ec2:TerminateInstances"]
 
 
-def test_run_instances_requires_the_managed_tag_and_tags_only_on_create(synthesized, task_functions):
+def test_run_instances_requires_the_managed_and_deployment_tags_and_tags_only_on_create(synthesized, task_functions):
     statements = _statements(synthesized, task_functions, "LaunchBatchFunctionArn")
     run = statements_with(statements, "ec2:RunInstances")
     on_instances = [s for s in run if any("instance/*" in str(r) for r in resources(s))]
     assert on_instances, "RunInstances must be granted on instances"
     for statement in on_instances:
         assert statement["Condition"] == {
-            "StringEquals": {f"aws:RequestTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE}
+            "StringEquals": {
+                f"aws:RequestTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE,
+                f"aws:RequestTag/{constants.TAG_DEPLOYMENT}": _env(synthesized),
+            }
         }
     for statement in statements_with(statements, "ec2:CreateTags"):
         assert statement["Condition"]["StringEquals"]["ec2:CreateAction"] in ("RunInstances", "CreateSecurityGroup")

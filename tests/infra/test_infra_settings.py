@@ -28,6 +28,7 @@ def test_cdk_json_defaults():
     assert s.regions_config.regions == ["ap-northeast-1", "us-west-2", "us-east-1", "us-east-2", "eu-central-1"]
     assert s.approval_email is None
     assert s.powertools_layer_version == constants.POWERTOOLS_LAYER_VERSION
+    assert s.ebs_kms_key_arn is None
     assert json.loads(s.regions_config_json()) == {"regions": s.regions_config.regions}
 
 
@@ -47,6 +48,11 @@ def test_command_line_strings():
     }
 
 
+def test_an_ebs_kms_key_names_its_region():
+    s = settings(ebs_kms_key_arn="arn:aws:kms:eu-central-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab")
+    assert s.ebs_kms_key_region == "eu-central-1"
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -59,6 +65,8 @@ def test_command_line_strings():
         ({"region_overrides": "{not json"}, "not valid JSON"),
         ({"approval_email": "ops"}, "approval_email"),
         ({"powertools_layer_version": "latest"}, "powertools_layer_version"),
+        ({"ebs_kms_key_arn": "alias/aws/ebs"}, "context 'ebs_kms_key_arn'.*not an alias"),
+        ({"ebs_kms_key_arn": "arn:aws:kms:us-east-1:123456789012:alias/ebs"}, "ebs_kms_key_arn"),
     ],
 )
 def test_bad_context_fails_with_the_key_named(overrides, message):

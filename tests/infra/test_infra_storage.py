@@ -86,20 +86,13 @@ def test_startup_bucket_logs_access_and_receives_startup_scripts(synthesized):
 
 
 def test_instance_profile_role(synthesized):
-    synthesized.template.has_resource_properties(
-        "AWS::IAM::Role",
-        {
-            "AssumeRolePolicyDocument": Match.object_like(
-                {"Statement": [Match.object_like({"Principal": {"Service": "ec2.amazonaws.com"}})]}
-            ),
-            "ManagedPolicyArns": [
-                {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonSSMManagedInstanceCore"]]},
-                {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonEC2ContainerRegistryReadOnly"]]},
-            ],
-        },
-    )
+    """Session Manager, the startup bucket's two prefixes, and image pull from this account: no
+    managed policy (AmazonSSMManagedInstanceCore would let an instance read every SSM parameter)."""
     (profile,) = synthesized.resources("AWS::IAM::InstanceProfile").values()
     (role_ref,) = profile["Properties"]["Roles"]
+    role = synthesized.json["Resources"][role_ref["Ref"]]
+    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
+    assert "ManagedPolicyArns" not in role["Properties"]
     statements = statements_of_role(synthesized.json, role_ref["Ref"])
     (startup_id,) = [k for k, b in synthesized.resources("AWS::S3::Bucket").items() if "LoggingConfiguration" in b["Properties"]]
     get_object = [s for s in statements if s["Action"] == "s3:GetObject"]
@@ -108,7 +101,19 @@ def test_instance_profile_role(synthesized):
         {"Fn::Join": ["", [get_att(startup_id), f"/{constants.STARTUP_SCRIPTS_PREFIX}*"]]},
         {"Fn::Join": ["", [get_att(startup_id), f"/{constants.MODELS_PREFIX}*"]]},
     ]
-    assert {a for s in statements for a in as_list(s["Action"])} == {"s3:GetObject", "s3:ListBucket"}
+    granted = {a for s in statements for a in as_list(s["Action"])}
+    assert granted == {
+        "s3:GetObject", "s3:ListBucket",
+        "ssm:UpdateInstanceInformation",
+        "ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel",
+        "ssmmessages:OpenControlChannel", "ssmmessages:OpenDataChannel",
+        "ec2messages:AcknowledgeMessage", "ec2messages:DeleteMessage", "ec2messages:FailMessage",
+        "ec2messages:GetEndpoint", "ec2messages:GetMessages", "ec2messages:SendReply",
+        "ecr:GetAuthorizationToken", "ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage",
+    }
+    assert not any(a.startswith("ssm:GetParameter") for a in granted)
+    (pull,) = [s for s in statements if "ecr:BatchGetImage" in as_list(s["Action"])]
+    assert ":ecr:*:123456789012:repository/*" in json.dumps(pull["Resource"])
 
 
 def test_approval_topic_is_encrypted_and_tls_only(synthesized):

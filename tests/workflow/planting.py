@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from decimal import Decimal
 
 from gpufill import constants
-from gpufill.local.engine import LOCAL_AMI
+from gpufill.local.engine import ENV_NAME, LOCAL_AMI
 
 WEST, EAST = "us-west-2", "us-east-1"
 ZONE = {WEST: "us-west-2a", EAST: "us-east-1b"}
@@ -20,14 +20,45 @@ MARKET = {
     },
 }
 PRICE = 0.43
+DEPLOYMENT = ENV_NAME  # the deployment the local engine plays
 
 
-def launch(engine, region, *, count=1, request_id=None, managed=True, record_as=None, record=True) -> list[str]:
-    """Launch `count` instances; tag them like gpufill does (or not); record them under
-    `record_as` (default: their own request id) unless record=False."""
+def put_intent(engine, request_id, region, token="tok-1"):
+    """The intent a launch writes before RunInstances (constants: KIND_INTENT)."""
+    engine_table(engine).put_item(
+        Item={
+            "instance_id": f"{constants.INTENT_KEY_PREFIX}{token}",
+            "kind": constants.KIND_INTENT,
+            "request_id": request_id,
+            "region": region,
+            "client_token": token,
+            "deployment": DEPLOYMENT,
+            "created_at": "2026-01-01T00:00:00+00:00",
+            "expires_at": 2_000_000_000,
+        }
+    )
+
+
+def add_launch_region(engine, region):
+    """What every launch adds to the deployment's launch-regions set."""
+    engine_table(engine).update_item(
+        Key={"instance_id": constants.LAUNCH_REGIONS_KEY},
+        UpdateExpression="ADD regions :r",
+        ExpressionAttributeValues={":r": {region}},
+    )
+
+
+def launch(
+    engine, region, *, count=1, request_id=None, managed=True, record_as=None, record=True, deployment=DEPLOYMENT
+) -> list[str]:
+    """Launch `count` instances; tag them like gpufill does (or not; `deployment=None` leaves the
+    deployment tag off, another name plays another deployment in the same account); record them
+    under `record_as` (default: their own request id) unless record=False."""
     tags = [{"Key": "team", "Value": "ml"}]
     if managed:
         tags.append({"Key": constants.TAG_MANAGED, "Value": "true"})
+    if deployment is not None:
+        tags.append({"Key": constants.TAG_DEPLOYMENT, "Value": deployment})
     if request_id is not None:
         tags.append({"Key": constants.TAG_REQUEST_ID, "Value": request_id})
     reply = engine.client("ec2", region).run_instances(
@@ -78,7 +109,12 @@ def record(engine, instance_id) -> dict:
 
 
 def terminated_ids(execution) -> list[str]:
-    return sorted(t["instance_id"] for region in execution.output["terminated"] for t in region["terminated"])
+    return sorted(i for region in execution.output["terminated"] for i in region["terminated"])
+
+
+def tags(engine, region, instance_id) -> dict[str, str]:
+    reply = engine.client("ec2", region).describe_instances(InstanceIds=[instance_id])
+    return {t["Key"]: t["Value"] for r in reply["Reservations"] for i in r["Instances"] for t in i.get("Tags", [])}
 
 
 @contextmanager

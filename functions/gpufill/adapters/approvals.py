@@ -7,7 +7,8 @@ to look up who decided what.
 
 Two writers, each with its own attributes:
 - the state machine: token, execution, instances, deadline (RequestTeardownApproval), then
-  decision, approver, reason, decided_at (RecordApprovalDecision) whatever route the answer took;
+  decision, answer_raw (the decision exactly as sent), approver, reason, decided_at
+  (RecordApprovalDecision) whatever route the answer took;
 - `gpufill approve|reject`: answered_by, answered_at, answer, answer_reason, a claim written
   with a condition before SendTaskSuccess, so a second answer is refused before it is sent.
 """
@@ -57,7 +58,9 @@ def record_pending(
         "task_token": task_token,
         "target": json.dumps(teardown["target"]),
         "requested_by": teardown.get("requested_by") or "not given",
-        "instance_ids": [i["instance_id"] for i in teardown["instances"]],
+        # Every id asked for (from the region batches); the details of the listed ones only, so the
+        # item stays far below DynamoDB's 400 KB at the maximum number of ids.
+        "instance_ids": sorted(i for batch in teardown["regions"] for ids in batch["requests"].values() for i in ids),
         "instances": json.dumps(teardown["instances"]),
         "requested_at": requested_at.isoformat(timespec="seconds"),
         "deadline": deadline.isoformat(timespec="seconds"),
@@ -69,21 +72,21 @@ def record_pending(
 
 
 def record_decision(
-    execution_name: str, *, decision: str, answer: str | None, approver: str, reason: str | None, decided_at: datetime
+    execution_name: str, *, decision: str, answer_raw: str | None, approver: str, reason: str | None, decided_at: datetime
 ) -> None:
     values = {
         ":decision": decision,
         ":status": decision.upper(),
         ":approver": approver,
         ":at": decided_at.isoformat(timespec="seconds"),
-        ":answer": answer,
+        ":answer": answer_raw,
         ":reason": reason,
     }
     _table().update_item(
         Key={"instance_id": approval_key(execution_name)},
         UpdateExpression=(
             "SET decision = :decision, #status = :status, approver = :approver, decided_at = :at, "
-            "decided_answer = :answer, decided_reason = :reason"
+            "answer_raw = :answer, decided_reason = :reason"
         ),
         ExpressionAttributeNames={"#status": "status"},
         ExpressionAttributeValues=values,

@@ -6,15 +6,22 @@ import os
 from datetime import UTC, datetime
 from decimal import Decimal
 
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, Field
+
 from gpufill.adapters.aws import resource
+
 from gpufill.constants import (
     APPROVAL_KEY_PREFIX,
     ENV_INSTANCES_TABLE,
+    KIND_INTENT,
+    LAUNCH_REGIONS_KEY,
     INSTANCES_BY_REQUEST_INDEX,
     INSTANCES_TTL_ATTRIBUTE,
     TERMINATED_RECORD_RETENTION_SECONDS,
 )
 from gpufill.models.run import Instance
+from gpufill.models.teardown import LiveInstance
 
 
 class InstanceRecordError(Exception):
@@ -93,19 +100,78 @@ def records_by_ids(instance_ids: list[str]) -> dict[str, dict]:
     return found
 
 
-def all_records() -> dict[str, dict]:
-    """Every instance record (the status view without a request id); approval items are skipped."""
+class Holdings(BaseModel):
+    """What the table says about where this deployment's instances can be: the instance records,
+    the regions launch intents name (a launch whose record was never written still wrote its
+    intent first), and the regions any launch was ever attempted in."""
+
+    records: dict[str, dict] = Field(default_factory=dict)
+    intent_regions: set[str] = Field(default_factory=set)
+    launch_regions: set[str] = Field(default_factory=set)
+
+    def add(self, item: dict) -> None:
+        key = item["instance_id"]
+        if key == LAUNCH_REGIONS_KEY:
+            self.launch_regions |= set(item.get("regions") or ())
+        elif item.get("kind") == KIND_INTENT:
+            if item.get("region"):
+                self.intent_regions.add(item["region"])
+        elif not item.get("kind") and not key.startswith(APPROVAL_KEY_PREFIX) and "#" not in key:
+            self.records[key] = plain(item)
+
+
+def request_holdings(request_id: str) -> Holdings:
+    """A request's instance records and the regions its intents name (the by-request index holds both)."""
+    found = Holdings()
+    for item in records_for_request(request_id):
+        found.add(item)
+    return found
+
+
+def all_holdings() -> Holdings:
+    """Every instance record, every intent's region and the launch-regions set (one scan)."""
     table = _table()
-    found: dict[str, dict] = {}
+    found = Holdings()
     kwargs: dict = {}
     while True:
         page = table.scan(**kwargs)
         for item in page["Items"]:
-            if not item["instance_id"].startswith(APPROVAL_KEY_PREFIX):
-                found[item["instance_id"]] = plain(item)
+            found.add(item)
         if "LastEvaluatedKey" not in page:
             return found
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def all_records() -> dict[str, dict]:
+    """Every instance record (the status view without a request id); other items are skipped."""
+    return all_holdings().records
+
+
+def record_reconciled(instance: LiveInstance, *, request_id: str, seen_at: datetime) -> dict | None:
+    """Record an instance of this deployment found in EC2 without a record (its launch lost the
+    write): the record says so (`reconciled`). Never overwrites a record written meanwhile.
+    Returns the record written, or None when one already existed."""
+    item = {
+        "instance_id": instance.instance_id,
+        "request_id": request_id,
+        "region": instance.region,
+        "availability_zone": instance.availability_zone,
+        "instance_type": instance.instance_type,
+        "market": "spot" if instance.spot else "on-demand",
+        "client_token": instance.client_token,
+        "state": instance.state,
+        "launched_at": instance.launch_time,
+        "reconciled": True,
+        "reconciled_at": seen_at.isoformat(timespec="seconds"),
+    }
+    item = {k: v for k, v in item.items() if v is not None}
+    try:
+        _table().put_item(Item=item, ConditionExpression="attribute_not_exists(instance_id)")
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            return None
+        raise
+    return item
 
 
 def mark_terminated(
@@ -129,6 +195,26 @@ def mark_terminated(
         ExpressionAttributeNames={"#state": "state", "#region": "region", "#ttl": INSTANCES_TTL_ATTRIBUTE},
         ExpressionAttributeValues=values,
     )
+
+
+def mark_ended(instance_id: str, *, state: str, seen_at: datetime) -> None:
+    """A status run saw this record's instance ended (terminated, or long gone from EC2): say so,
+    and give the record its TTL so the table does not grow forever."""
+    try:
+        _table().update_item(
+            Key={"instance_id": instance_id},
+            UpdateExpression="SET #state = :state, ended_seen_at = :at, #ttl = :ttl",
+            ConditionExpression="attribute_exists(instance_id)",
+            ExpressionAttributeNames={"#state": "state", "#ttl": INSTANCES_TTL_ATTRIBUTE},
+            ExpressionAttributeValues={
+                ":state": state,
+                ":at": seen_at.isoformat(timespec="seconds"),
+                ":ttl": int(seen_at.timestamp()) + TERMINATED_RECORD_RETENTION_SECONDS,
+            },
+        )
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            raise
 
 
 def record_boot_state(instance: Instance, *, lost: bool) -> None:

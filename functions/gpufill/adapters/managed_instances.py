@@ -2,19 +2,38 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
-from gpufill.adapters.aws import client
-from gpufill.constants import TAG_MANAGED, TAG_REQUEST_ID
+from gpufill.adapters.aws import TransientAwsError, client, is_transient
+import os
+
+from gpufill.constants import ENV_DEPLOYMENT, TAG_DEPLOYMENT, TAG_MANAGED, TAG_MANAGED_VALUE, TAG_REQUEST_ID
 from gpufill.models.teardown import LiveInstance
 
 FILTER_VALUES_MAX = 200  # DescribeInstances takes at most 200 values per filter
 TERMINATE_BATCH = 1000  # TerminateInstances takes up to 1000 ids a call
 
 
+# Every state but terminated: what a status run or a teardown can still find billing or ending.
+LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
+
+
+def deployment() -> str:
+    """This deployment's name (cdk context `env`), the value of the gpufill:deployment tag it launches with."""
+    return os.environ[ENV_DEPLOYMENT]
+
+
 def tagged(region: str, request_id: str | None = None) -> dict[str, LiveInstance]:
-    """Every instance in `region` tagged gpufill:managed=true (and with the request id, when given)."""
-    filters = [{"Name": f"tag:{TAG_MANAGED}", "Values": ["true"]}]
+    """Every instance in `region` not yet terminated and tagged gpufill:managed=true and
+    gpufill:deployment=<this deployment> (and with the request id, when given). Another
+    deployment's instances in the same account are never returned."""
+    filters = [
+        {"Name": f"tag:{TAG_MANAGED}", "Values": [TAG_MANAGED_VALUE]},
+        {"Name": f"tag:{TAG_DEPLOYMENT}", "Values": [deployment()]},
+        {"Name": "instance-state-name", "Values": LIVE_STATES},
+    ]
     if request_id is not None:
         filters.append({"Name": f"tag:{TAG_REQUEST_ID}", "Values": [request_id]})
     return _describe(region, filters)
@@ -32,23 +51,39 @@ def by_ids(region: str, instance_ids: list[str]) -> dict[str, LiveInstance]:
 
 def terminate(region: str, instance_ids: list[str]) -> dict[str, str]:
     """instance id -> the state it was in. The Lambda's role may only terminate instances
-    tagged gpufill:managed=true, so even a wrong id here cannot end someone else's instance."""
+    tagged gpufill:managed=true, so even a wrong id here cannot end someone else's instance.
+
+    Terminating is idempotent (an instance already shutting down answers with its state), so
+    a throttled or failed call is raised as TransientAwsError and the whole step is retried."""
     previous: dict[str, str] = {}
     ec2 = client("ec2", region)
-    for start in range(0, len(instance_ids), TERMINATE_BATCH):
-        reply = ec2.terminate_instances(InstanceIds=instance_ids[start : start + TERMINATE_BATCH])
-        for change in reply["TerminatingInstances"]:
-            previous[change["InstanceId"]] = change["PreviousState"]["Name"]
+    with retryable(f"TerminateInstances in {region}"):
+        for start in range(0, len(instance_ids), TERMINATE_BATCH):
+            reply = ec2.terminate_instances(InstanceIds=instance_ids[start : start + TERMINATE_BATCH])
+            for change in reply["TerminatingInstances"]:
+                previous[change["InstanceId"]] = change["PreviousState"]["Name"]
     return previous
 
 
+@contextmanager
+def retryable(what: str) -> Iterator[None]:
+    """Throttling, 5xx and lost connections (after botocore's own retries) become TransientAwsError,
+    which every task of the state machine retries; anything else is a real failure and stays one."""
+    try:
+        yield
+    except Exception as error:
+        if is_transient(error):
+            raise TransientAwsError(f"{what}: {error}") from error
+        raise
+
+
 def _describe(region: str, filters: list[dict]) -> dict[str, LiveInstance]:
-    pages = client("ec2", region).get_paginator("describe_instances").paginate(Filters=filters)
     found: dict[str, LiveInstance] = {}
-    for page in pages:
-        for reservation in page["Reservations"]:
-            for i in reservation["Instances"]:
-                found[i["InstanceId"]] = _live(region, i)
+    with retryable(f"DescribeInstances in {region}"):
+        for page in client("ec2", region).get_paginator("describe_instances").paginate(Filters=filters):
+            for reservation in page["Reservations"]:
+                for i in reservation["Instances"]:
+                    found[i["InstanceId"]] = _live(region, i)
     return found
 
 
@@ -63,4 +98,5 @@ def _live(region: str, i: dict) -> LiveInstance:
         tags={t["Key"]: t["Value"] for t in i.get("Tags") or []},
         launch_time=launched.isoformat(timespec="seconds") if isinstance(launched, datetime) else launched,
         spot=i.get("InstanceLifecycle") == "spot",
+        client_token=i.get("ClientToken") or None,
     )

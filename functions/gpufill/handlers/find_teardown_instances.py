@@ -5,10 +5,12 @@ from __future__ import annotations
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import instances_table, managed_instances
+from datetime import UTC, datetime
+
+from gpufill.adapters import instances_table, inventory, managed_instances
 from gpufill.handlers.events import RequestEvent
 from gpufill.handlers.observability import logger, metrics, tracer
-from gpufill.models.teardown import LiveInstance, Teardown, TeardownTarget
+from gpufill.models.teardown import LiveInstance, TeardownTarget
 from gpufill.policy import teardown
 
 
@@ -17,24 +19,26 @@ from gpufill.policy import teardown
 @metrics.log_metrics
 def handler(event: dict, context: LambdaContext) -> dict:
     request = parse(event=event, model=RequestEvent).request
-    target = TeardownTarget(request_id=request.target_request_id, instance_ids=request.instance_ids)
-    if target.request_id is not None:
-        records = {r["instance_id"]: instances_table.plain(r) for r in instances_table.records_for_request(target.request_id)}
-        # The request's regions too: an instance tagged for it whose record was never written is still its own.
-        live = _live(records, search_regions=request.regions, request_id=target.request_id)
+    target = TeardownTarget(request_id=request.target_request_id, instance_ids=request.instance_ids, all=request.all)
+    if target.all:
+        # Every region this deployment ever launched in, every record, every tagged instance.
+        found = inventory.gather(request_id=None, request_regions=request.regions, everything=True, now=datetime.now(UTC))
+        records, live, deployment = found.records, found.live, found.deployment
+    elif target.request_id is not None:
+        # Every region the request could have launched in: an instance tagged for it whose record
+        # was never written is still its own (and is recorded now).
+        found = inventory.gather(
+            request_id=target.request_id, request_regions=request.regions, everything=False, now=datetime.now(UTC)
+        )
+        records, live, deployment = found.records, found.live, found.deployment
     else:
-        records = instances_table.records_by_ids(target.instance_ids or [])
-        live = _live(records, search_regions=[], request_id=None)
-    allowed, refused = teardown.select(target, records, live)
-    result = Teardown(
-        request_id=request.request_id,
-        status="AWAITING_APPROVAL" if allowed else "NOTHING_TO_TERMINATE",
-        target=target,
-        requested_by=request.requested_by,
-        instances=allowed,
-        refused=refused,
-        regions=teardown.by_region(allowed),
-        hourly_cost=teardown.hourly_cost(allowed),
+        with managed_instances.retryable("looking up the instances named"):
+            records = instances_table.records_by_ids(target.instance_ids or [])
+            live = _live(records)
+        deployment = managed_instances.deployment()
+    allowed, refused = teardown.select(target, records, live, deployment)
+    result = teardown.found(
+        request_id=request.request_id, target=target, requested_by=request.requested_by, allowed=allowed, refused=refused
     )
     logger.info(
         "teardown candidates",
@@ -44,16 +48,12 @@ def handler(event: dict, context: LambdaContext) -> dict:
     return result.model_dump(mode="json")
 
 
-def _live(records: dict[str, dict], *, search_regions: list[str], request_id: str | None) -> dict[str, LiveInstance]:
-    """The records' instances as EC2 sees them, plus (by request) the request's tagged instances."""
-    by_region: dict[str, list[str]] = {region: [] for region in search_regions}
+def _live(records: dict[str, dict]) -> dict[str, LiveInstance]:
+    """The recorded instances among the ids given, as EC2 sees them (ids without a record are refused unseen)."""
+    by_region: dict[str, list[str]] = {}
     for instance_id, record in records.items():
         by_region.setdefault(record["region"], []).append(instance_id)
     live: dict[str, LiveInstance] = {}
     for region, ids in sorted(by_region.items()):
-        found = managed_instances.tagged(region, request_id) if request_id is not None else {}
-        missing = sorted(set(ids) - set(found))
-        if missing:  # untagged, tagged for another request, or gone: the policy tells which
-            found.update(managed_instances.by_ids(region, missing))
-        live.update(found)
+        live.update(managed_instances.by_ids(region, sorted(ids)))
     return live

@@ -29,11 +29,13 @@ def handler(event: dict, context: LambdaContext) -> dict:
         decided = ApprovalDecision(decision="expired", approver=NOBODY, decided_at=_now())
     else:
         decision, answer, approver, reason = approval.decide(step.answer)
-        decided = ApprovalDecision(decision=decision, answer=answer, approver=approver, reason=reason, decided_at=_now())
+        decided = ApprovalDecision(
+            decision=decision, answer_raw=answer, approver=approver, reason=reason, decided_at=_now()
+        )
     approvals.record_decision(
         step.execution_name,
         decision=decided.decision,
-        answer=decided.answer,
+        answer_raw=decided.answer_raw,
         approver=decided.approver,
         reason=decided.reason,
         decided_at=datetime.fromisoformat(decided.decided_at),

@@ -1,4 +1,8 @@
-"""ReportInstanceStatus: every managed instance as EC2 sees it now, checked against the table."""
+"""ReportInstanceStatus: every instance of this deployment as EC2 sees it now, checked against the table.
+
+Unrecorded instances of this deployment are recorded as they are seen (adapters.inventory),
+so every instance gpufill launched is in the status view within one status run.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,9 @@ from datetime import UTC, datetime
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import instances_table, managed_instances
+from gpufill.adapters import inventory
 from gpufill.handlers.events import RequestEvent
 from gpufill.handlers.observability import logger, metrics, tracer
-from gpufill.models.teardown import LiveInstance
 from gpufill.policy import status
 
 
@@ -20,27 +23,22 @@ from gpufill.policy import status
 def handler(event: dict, context: LambdaContext) -> dict:
     request = parse(event=event, model=RequestEvent).request
     wanted = request.target_request_id
-    if wanted is not None:
-        records = {r["instance_id"]: instances_table.plain(r) for r in instances_table.records_for_request(wanted)}
-    else:
-        records = instances_table.all_records()
-    # The request's regions (or the deployed ones), and every region a record points at.
-    regions = sorted(set(request.regions) | {r["region"] for r in records.values() if r.get("region")})
-    live: dict[str, LiveInstance] = {}
-    for region in regions:
-        found = managed_instances.tagged(region, wanted)
-        missing = sorted(i for i, r in records.items() if r.get("region") == region and i not in found)
-        if missing:
-            found.update(managed_instances.by_ids(region, missing))
-        live.update(found)
+    now = datetime.now(UTC)
+    found = inventory.gather(request_id=wanted, request_regions=request.regions, everything=wanted is None, now=now)
     result = status.report(
         request_id=request.request_id,
         target_request_id=wanted,
-        regions=regions,
-        records=records,
-        live=live,
-        now=datetime.now(UTC),
+        regions=found.regions,
+        records=found.records,
+        live=found.live,
+        now=now,
+        deployment=found.deployment,
+        reconciled=found.reconciled,
     )
-    logger.info("status", extra={"counts": result.counts, "unrecorded": result.unrecorded, "gone": result.gone})
+    logger.info(
+        "status",
+        extra={"counts": result.counts, "reconciled": result.reconciled, "unrecorded": result.unrecorded, "gone": result.gone},
+    )
     metrics.add_metric(name="RunningInstances", unit="Count", value=result.running)
+    metrics.add_metric(name="ReconciledInstances", unit="Count", value=len(result.reconciled))
     return result.model_dump(mode="json")

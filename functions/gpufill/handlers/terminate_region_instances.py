@@ -1,7 +1,8 @@
 """TerminateRegionInstances: one branch of the TerminateInstances Map, after the approval.
 
-Every instance is looked at once more first: only those still tagged gpufill:managed=true
-and still tagged with their request are terminated (tags can change while a person decides).
+Every instance is looked at once more first: only those still tagged gpufill:managed=true,
+gpufill:deployment=<this deployment> and with their request are terminated (tags can change
+while a person decides). Only the ids of the approved batch are ever sent to TerminateInstances.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from gpufill.adapters import instances_table, managed_instances
 from gpufill.handlers.events import TerminateRegionEvent
 from gpufill.handlers.observability import logger, metrics, tracer
-from gpufill.models.teardown import RegionTermination, TerminatedInstance
 from gpufill.policy import teardown
 
 
@@ -24,37 +24,34 @@ from gpufill.policy import teardown
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=TerminateRegionEvent)
     batch = step.batch
-    live = managed_instances.by_ids(batch.region, batch.instance_ids)
+    approved = batch.instance_ids
+    live = managed_instances.by_ids(batch.region, approved)
+    deployment = managed_instances.deployment()
     to_end, skipped, ended_before = [], [], []
-    for instance_id in batch.instance_ids:
+    for instance_id in approved:
         why = teardown.refusal(
-            instance_id, {"region": batch.region}, live.get(instance_id), batch.request_ids.get(instance_id) or None
+            instance_id, {"region": batch.region}, live.get(instance_id), batch.request_of(instance_id) or None, deployment
         )
         if why is None:
             to_end.append(instance_id)
             continue
-        skipped.append(why)
         if why.reason == "already-terminated":
             ended_before.append(instance_id)  # ended meanwhile (a spot interruption, or a retried step)
+        else:
+            skipped.append(why)
     previous = managed_instances.terminate(batch.region, to_end) if to_end else {}
     now = datetime.now(UTC)
-    for instance_id in to_end + ended_before:
-        instances_table.mark_terminated(
-            instance_id,
-            region=batch.region,
-            request_id=batch.request_ids.get(instance_id) or None,
-            terminated_at=now,
-            terminated_by=step.teardown_id,
-        )
-    result = RegionTermination(
-        region=batch.region,
-        terminated=[
-            TerminatedInstance(
-                instance_id=i, previous_state=previous.get(i, "unknown"), terminated_at=now.isoformat(timespec="seconds")
+    with managed_instances.retryable("recording the terminations"):
+        for instance_id in to_end + ended_before:
+            instances_table.mark_terminated(
+                instance_id,
+                region=batch.region,
+                request_id=batch.request_of(instance_id) or None,
+                terminated_at=now,
+                terminated_by=step.teardown_id,
             )
-            for i in to_end
-        ],
-        skipped=skipped,
+    result = teardown.region_termination(
+        batch.region, terminated=to_end, previous=previous, already_ended=ended_before, skipped=skipped, at=now
     )
     logger.info("region torn down", extra={"region": batch.region, "terminated": to_end, "skipped": len(skipped)})
     metrics.add_metric(name="InstancesTerminated", unit="Count", value=len(to_end))

@@ -9,6 +9,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -67,6 +68,8 @@ class Request(BaseModel):
     # teardown / status only: which instances to act on, and how long a teardown waits for a person.
     request_id: StrictStr | None = None
     instance_ids: list[StrictStr] | None = Field(default=None, min_length=1, max_length=MAX_TEARDOWN_IDS)
+    # teardown only: every live instance of this deployment, behind the same approval.
+    all: StrictBool = False
     approval_timeout_seconds: StrictInt | None = Field(
         default=None, ge=MIN_APPROVAL_TIMEOUT_SECONDS, le=MAX_APPROVAL_TIMEOUT_SECONDS
     )
@@ -163,6 +166,8 @@ class Request(BaseModel):
             "approval_timeout_seconds": self.approval_timeout_seconds,
             "requested_by": self.requested_by,
         }
+        if self.all and self.action != "teardown":
+            problems.append(("all", f"only goes with action 'teardown' (this request's action is {self.action!r})"))
         for name, value in teardown_only.items():
             if value is not None and self.action != "teardown":
                 problems.append((name, f"only goes with action 'teardown' (this request's action is {self.action!r})"))
@@ -171,10 +176,16 @@ class Request(BaseModel):
                 ("request_id", f"only goes with action 'teardown' or 'status' (this request's action is {self.action!r})")
             )
         if self.action == "teardown":
-            if self.request_id is not None and self.instance_ids is not None:
-                problems.append(("instance_ids", "a teardown names either request_id or instance_ids, not both"))
-            elif self.request_id is None and self.instance_ids is None:
-                problems.append(("request_id", "a teardown needs request_id or instance_ids (what to terminate)"))
+            named = [n for n, v in (("request_id", self.request_id), ("instance_ids", self.instance_ids)) if v is not None]
+            named += ["all"] if self.all else []
+            if len(named) > 1:
+                problems.append(
+                    (named[-1], f"a teardown names exactly one of request_id, instance_ids or all (this one names {', '.join(named)})")
+                )
+            elif not named:
+                problems.append(
+                    ("request_id", 'a teardown needs exactly one of request_id, instance_ids or "all": true (what to terminate)')
+                )
         return problems
 
     def types(self) -> list[str]:
@@ -219,6 +230,7 @@ class ProvisionRequest(BaseModel):
     # teardown / status: the provisioning run or the instances to act on (request_id above is this run's own id).
     target_request_id: str | None = None
     instance_ids: list[str] | None = None
+    all: bool = False
     approval_timeout_seconds: int = DEFAULT_APPROVAL_TIMEOUT_SECONDS
     requested_by: str | None = None
 
@@ -242,6 +254,7 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
         scoring=request.scoring,
         target_request_id=request.request_id,
         instance_ids=list(request.instance_ids) if request.instance_ids is not None else None,
+        all=request.all,
         approval_timeout_seconds=request.approval_timeout_seconds or DEFAULT_APPROVAL_TIMEOUT_SECONDS,
         requested_by=request.requested_by,
     )

@@ -6,16 +6,19 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# Why an instance named by a teardown is left alone. "unknown", "not-managed" and
-# "other-request" are refusals: gpufill did not launch it for this request, so it never
-# terminates it. "gone" and "already-terminated" only say there is nothing left to end.
-RefusalReason = Literal["unknown", "not-managed", "other-request", "gone", "already-terminated"]
+# Why an instance named by a teardown is left alone. "unknown", "not-managed",
+# "other-deployment" and "other-request" are refusals: gpufill did not launch it for this
+# request in this deployment, so it never terminates it. "gone" and "already-terminated"
+# only say there is nothing left to end.
+RefusalReason = Literal["unknown", "not-managed", "other-deployment", "other-request", "gone", "already-terminated"]
 TeardownStatus = Literal["NOTHING_TO_TERMINATE", "AWAITING_APPROVAL", "TERMINATED", "REJECTED", "EXPIRED"]
 Decision = Literal["approved", "rejected", "expired"]
-# How the status view found an instance: in the table and in EC2 ("recorded"), tagged in
-# EC2 but missing from the table ("unrecorded"), in the table but no longer in EC2 ("gone"),
-# or in the table while its instance lost the gpufill:managed tag ("not-managed").
-Finding = Literal["recorded", "unrecorded", "gone", "not-managed"]
+# How the status view found an instance: in the table and in EC2 ("recorded"); tagged for this
+# deployment in EC2 but missing from the table, and recorded by this status run ("reconciled");
+# tagged but impossible to record, having no request-id tag ("unrecorded"); in the table but no
+# longer in EC2 ("gone"); or in the table while its instance lost the gpufill:managed or the
+# deployment tag ("not-managed").
+Finding = Literal["recorded", "reconciled", "unrecorded", "gone", "not-managed"]
 
 
 class _Model(BaseModel):
@@ -33,13 +36,16 @@ class LiveInstance(_Model):
     tags: dict[str, str] = Field(default_factory=dict)
     launch_time: str | None = None
     spot: bool = False
+    client_token: str | None = None
 
 
 class TeardownTarget(_Model):
-    """Exactly one of the two is set (the request model checks it)."""
+    """Exactly one of the three is set (the request model checks it); `all`: every live
+    instance of this deployment."""
 
     request_id: str | None = None
     instance_ids: list[str] | None = None
+    all: bool = False
 
 
 class _InstanceFacts(_Model):
@@ -69,49 +75,66 @@ class Refusal(_Model):
 
 
 class RegionBatch(_Model):
-    """One branch of the TerminateInstances Map: a region, its instances, and for each the
-    request it must still be tagged with when the approval comes back."""
+    """One branch of the TerminateInstances Map: a region and its approved instances, grouped by
+    the request each must still be tagged with when the approval comes back (request id -> ids;
+    grouped, so a teardown of the maximum number of ids stays small)."""
 
     region: str
-    instance_ids: list[str]
-    request_ids: dict[str, str] = Field(default_factory=dict)
+    requests: dict[str, list[str]] = Field(default_factory=dict)
+
+    @property
+    def instance_ids(self) -> list[str]:
+        return sorted(i for ids in self.requests.values() for i in ids)
+
+    def request_of(self, instance_id: str) -> str | None:
+        return next((r for r, ids in self.requests.items() if instance_id in ids), None)
 
 
 class Teardown(_Model):
-    """FindTeardownInstances' answer; with nothing to terminate it is also the execution's result."""
+    """FindTeardownInstances' answer; with nothing to terminate it is also the execution's result.
+
+    `regions` holds every instance to terminate; `instances` and `refused` list the details of at
+    most constants.TEARDOWN_LISTED_INSTANCES each (the counts say how many there are in all)."""
 
     request_id: str
     action: Literal["teardown"] = "teardown"
     status: TeardownStatus
     target: TeardownTarget
     requested_by: str | None = None
+    instance_count: int = 0
     instances: list[TeardownInstance] = Field(default_factory=list)
+    refused_count: int = 0
+    refused_reasons: dict[str, int] = Field(default_factory=dict)
     refused: list[Refusal] = Field(default_factory=list)
     regions: list[RegionBatch] = Field(default_factory=list)
     hourly_cost: float = 0.0
+    note: str | None = None
 
 
 class ApprovalDecision(_Model):
     """What the approval step came back with, as RecordApprovalDecision recorded it."""
 
     decision: Decision
-    answer: str | None = None
+    # The decision exactly as it was sent (" approved" stays " approved"): the evidence for `decision`.
+    answer_raw: str | None = None
     approver: str
     reason: str | None = None
     decided_at: str
 
 
-class TerminatedInstance(_Model):
-    instance_id: str
-    previous_state: str
-    terminated_at: str
-
-
 class RegionTermination(_Model):
-    """TerminateRegionInstances' answer for one region."""
+    """TerminateRegionInstances' answer for one region, compact so a Map over the maximum number
+    of ids stays small: the ids it terminated, their states before, and what it left alone."""
 
     region: str
-    terminated: list[TerminatedInstance] = Field(default_factory=list)
+    terminated_at: str
+    terminated_count: int = 0
+    terminated: list[str] = Field(default_factory=list)
+    previous_states: dict[str, int] = Field(default_factory=dict)
+    # Approved, but already shutting down or terminated when the step ran (a spot interruption,
+    # an idle shutdown, or this step's own earlier try whose answer was lost).
+    already_ended: list[str] = Field(default_factory=list)
+    skipped_count: int = 0
     skipped: list[Refusal] = Field(default_factory=list)
 
 
@@ -121,15 +144,26 @@ class StatusEntry(_InstanceFacts):
 
 
 class StatusReport(_Model):
+    """The status view. `instances` lists at most constants.STATUS_LISTED_INSTANCES entries, the
+    ones that need attention and the billed ones first; the counts always cover every instance."""
+
     request_id: str
     action: Literal["status"] = "status"
     status: Literal["REPORTED"] = "REPORTED"
     filter: TeardownTarget = Field(default_factory=TeardownTarget)
     regions: list[str]
+    total: int = 0
+    listed: int = 0
+    note: str | None = None
     instances: list[StatusEntry] = Field(default_factory=list)
     counts: dict[str, int] = Field(default_factory=dict)
+    by_region: dict[str, dict[str, int]] = Field(default_factory=dict)
+    # request id -> state -> count, for the requests with the most instances; `other_requests` counts the rest.
+    by_request: dict[str, dict[str, int]] = Field(default_factory=dict)
+    other_requests: int = 0
     running: int = 0
     hourly_cost: float = 0.0
+    reconciled: list[str] = Field(default_factory=list)
     unrecorded: list[str] = Field(default_factory=list)
     gone: list[str] = Field(default_factory=list)
     generated_at: str

@@ -15,17 +15,34 @@ from gpufill.models.teardown import Decision, Teardown
 
 MAX_TEXT = 500  # approver and reason are free text from a person; keep the record small
 LISTED_INSTANCES = 50  # an email stays readable; the full list is in the execution input and the table
+# SNS refuses a subject of 100 characters or more; an execution name alone may be 80.
+MAX_SUBJECT = 99
+ELLIPSIS = "..."
 
 
 def decide(answer: Any) -> tuple[Decision, str | None, str, str | None]:
-    """(decision, answer as sent, approver, reason). Only {"decision": "approved"} approves:
-    any other value, shape or spelling is a rejection, so nothing is terminated by accident."""
+    """(decision, answer exactly as sent, approver, reason). Only {"decision": "approved"} approves:
+    any other value, shape or spelling is a rejection, so nothing is terminated by accident.
+
+    The answer is kept byte for byte (not stripped): a record that said "approved" for an
+    answer of "approved " would hide why the teardown was rejected."""
     fields = answer if isinstance(answer, dict) else {}
     raw = fields.get("decision")
-    sent = raw if isinstance(raw, str) else (None if raw is None else json.dumps(raw))
     decision: Decision = "approved" if raw == APPROVED else "rejected"
     approver = _text(fields.get("approver")) or "unknown (no approver in the answer)"
-    return decision, _text(sent), approver, _text(fields.get("reason"))
+    return decision, raw_answer(answer), approver, _text(fields.get("reason"))
+
+
+def raw_answer(answer: Any) -> str | None:
+    """The decision exactly as sent: the `decision` string itself, else the whole answer as JSON
+    (an answer without a `decision` string says nothing else about what was meant)."""
+    if answer is None:
+        return None
+    if isinstance(answer, dict) and isinstance(answer.get("decision"), str):
+        sent = answer["decision"]
+    else:
+        sent = json.dumps(answer, sort_keys=True)
+    return sent[:MAX_TEXT]
 
 
 def deadline(entered_at: datetime, timeout_seconds: int) -> datetime:
@@ -63,13 +80,14 @@ def message(
     teardown: Teardown, *, execution_arn: str, task_token: str, expires: datetime
 ) -> tuple[str, str]:
     """(subject, body) of the approval request published to the approval topic."""
-    count = len(teardown.instances)
-    subject = f"gpufill: approve terminating {count} instance(s)? ({teardown.request_id})"[:100]
-    what = (
-        f"every instance of request {teardown.target.request_id}"
-        if teardown.target.request_id
-        else f"{len(teardown.target.instance_ids or [])} instance id(s) given by hand"
-    )
+    count = teardown.instance_count
+    subject = subject_line(count, teardown.request_id)
+    if teardown.target.all:
+        what = "EVERY live instance of this deployment, of every request"
+    elif teardown.target.request_id:
+        what = f"every instance of request {teardown.target.request_id}"
+    else:
+        what = f"{len(teardown.target.instance_ids or [])} instance id(s) given by hand"
     lines = [
         f"gpufill teardown {teardown.request_id} asks to terminate {count} instance(s): {what}.",
         f"Asked by: {teardown.requested_by or 'not given (requested_by was not set)'}",
@@ -84,8 +102,8 @@ def message(
             f"  {i.instance_id}  {i.region:<15} {i.availability_zone or '-':<16} {i.instance_type or '-':<13} "
             f"{i.market or '-':<9} {i.state:<8} {price}  launched {i.launched_at or '?'}"
         )
-    if count > LISTED_INSTANCES:
-        lines.append(f"  ... and {count - LISTED_INSTANCES} more (see the execution input and the instances table)")
+    if count > min(LISTED_INSTANCES, len(teardown.instances)):
+        lines.append(f"  ... and {count - min(LISTED_INSTANCES, len(teardown.instances))} more (see the execution input and the instances table)")
     if teardown.refused:
         lines += ["", "Left alone (gpufill will not terminate these):"]
         lines += [f"  {r.instance_id}  {r.reason}: {r.detail}" for r in teardown.refused[:LISTED_INSTANCES]]
@@ -101,6 +119,14 @@ def message(
         f"  {found['approve_with_aws_cli']}",
     ]
     return subject, "\n".join(lines)
+
+
+def subject_line(count: int, execution_name: str) -> str:
+    """Fewer than 100 characters whatever the execution name: the name is cut with an ellipsis."""
+    head = f"gpufill: approve terminating {count} instance(s)? ("
+    room = MAX_SUBJECT - len(head) - 1
+    name = execution_name if len(execution_name) <= room else execution_name[: room - len(ELLIPSIS)] + ELLIPSIS
+    return f"{head}{name})"
 
 
 def _text(value: Any) -> str | None:

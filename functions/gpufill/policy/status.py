@@ -6,12 +6,51 @@ No AWS calls here: the handler passes in the table's records and what DescribeIn
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from gpufill.constants import TAG_MANAGED, TAG_REQUEST_ID
+from gpufill.constants import (
+    GONE_AFTER_SECONDS,
+    INSTANCES_TTL_ATTRIBUTE,
+    STATUS_LISTED_INSTANCES,
+    STATUS_LISTED_REQUESTS,
+    TAG_DEPLOYMENT,
+    TAG_MANAGED,
+    TAG_REQUEST_ID,
+)
 from gpufill.models.teardown import LiveInstance, StatusEntry, StatusReport, TeardownTarget
-from gpufill.policy.teardown import MANAGED_VALUE
+from gpufill.policy.teardown import ENDED_STATES, MANAGED_VALUE
+
+
+def search_regions(
+    *,
+    request_regions: Iterable[str],
+    deployed_regions: Iterable[str],
+    intent_regions: Iterable[str],
+    record_regions: Iterable[str],
+    launch_regions: Iterable[str] = (),
+) -> list[str]:
+    """Every region this deployment could have launched in for what is asked: the request's
+    regions, the deployed regions config, every region a launch intent or a record names, and
+    (for a view of everything) every region a launch was ever attempted in. A run that chose
+    its own regions and lost its records still wrote an intent naming the region first."""
+    regions = set(request_regions) | set(deployed_regions) | set(intent_regions) | set(record_regions)
+    return sorted(regions | set(launch_regions))
+
+
+def owner(instance: LiveInstance, deployment: str) -> str | None:
+    """The request an unrecorded instance belongs to, when it is this deployment's live instance
+    and says which request launched it; None when it must not be recorded as ours."""
+    tags = instance.tags
+    if instance.state in ENDED_STATES:
+        return None
+    if tags.get(TAG_MANAGED) != MANAGED_VALUE or tags.get(TAG_DEPLOYMENT) != deployment:
+        return None
+    return tags.get(TAG_REQUEST_ID) or None
+
+
+def is_ours(instance: LiveInstance, deployment: str) -> bool:
+    return instance.tags.get(TAG_MANAGED) == MANAGED_VALUE and instance.tags.get(TAG_DEPLOYMENT) == deployment
 
 BILLED_STATES = frozenset({"running"})
 # States whose time since launch is time being paid for.
@@ -26,47 +65,121 @@ def report(
     records: Mapping[str, dict],
     live: Mapping[str, LiveInstance],
     now: datetime,
+    deployment: str,
+    reconciled: Iterable[str] = (),
 ) -> StatusReport:
+    """`records` as the table held them before this run; `reconciled`: the unrecorded instances this run recorded."""
+    reconciled = set(reconciled)
     entries: list[StatusEntry] = []
     for instance_id, instance in live.items():
         record = records.get(instance_id)
+        if record is None and not is_ours(instance, deployment):
+            continue  # never this deployment's: not part of its view
         if record is None:
-            finding = "unrecorded"
-        elif instance.tags.get(TAG_MANAGED) != MANAGED_VALUE:
+            finding = "reconciled" if instance_id in reconciled else "unrecorded"
+        elif not is_ours(instance, deployment):
             finding = "not-managed"
         else:
             finding = "recorded"
         entries.append(_entry(instance, record, finding, now))
     for instance_id, record in records.items():
-        # A record whose instance EC2 no longer shows: "gone", unless gpufill itself ended it.
-        if instance_id not in live and record.get("state") != "terminated":
-            entries.append(
-                StatusEntry(
-                    instance_id=instance_id,
-                    request_id=record.get("request_id"),
-                    region=record.get("region", "?"),
-                    availability_zone=record.get("availability_zone"),
-                    instance_type=record.get("instance_type"),
-                    market=record.get("market"),
-                    hourly_price=record.get("hourly_price"),
-                    state="gone",
-                    launched_at=record.get("launched_at"),
-                    finding="gone",
-                )
-            )
+        if instance_id in live:
+            continue
+        if record.get("state") == "terminated":
+            # gpufill saw it end (a teardown or an earlier status run): history, listed last.
+            entries.append(_recorded_entry(instance_id, record, state="terminated", finding="recorded"))
+        else:
+            # A record whose instance EC2 no longer shows at all.
+            entries.append(_recorded_entry(instance_id, record, state="gone", finding="gone"))
+    return _summarise(request_id, target_request_id, regions, entries, now)
+
+
+# Listed first: what needs attention, then what is billed, then the rest; history last.
+_FINDING_ORDER = {"unrecorded": 0, "reconciled": 0, "gone": 0, "not-managed": 0, "recorded": 1}
+_STATE_ORDER = {"running": 0, "pending": 0, "stopping": 1, "stopped": 1, "shutting-down": 2, "terminated": 3}
+
+
+def _summarise(
+    request_id: str, target_request_id: str | None, regions: list[str], entries: list[StatusEntry], now: datetime
+) -> StatusReport:
+    """Counts over every instance; details of at most STATUS_LISTED_INSTANCES, so a view over
+    thousands of records stays far below Step Functions' 256 KB."""
     entries.sort(key=lambda e: (e.region, e.request_id or "", e.instance_id))
     running = [e for e in entries if e.state in BILLED_STATES]
+    by_region: dict[str, Counter] = {}
+    by_request: dict[str, Counter] = {}
+    for e in entries:
+        by_region.setdefault(e.region, Counter())[e.state] += 1
+        by_request.setdefault(e.request_id or "?", Counter())[e.state] += 1
+    biggest = sorted(by_request, key=lambda r: (-sum(by_request[r].values()), r))[:STATUS_LISTED_REQUESTS]
+    listed = sorted(entries, key=lambda e: (_FINDING_ORDER.get(e.finding, 0), _STATE_ORDER.get(e.state, 2)))
+    listed = listed[:STATUS_LISTED_INSTANCES]
+    listed.sort(key=lambda e: (e.region, e.request_id or "", e.instance_id))
+    note = None
+    if len(listed) < len(entries):
+        note = (
+            f"{len(listed)} of {len(entries)} instances listed (those needing attention and the billed ones first); "
+            'the counts cover all. For one request\'s instances: {"action": "status", "request_id": "<execution name>"}'
+        )
+
+    def capped(finding: str) -> list[str]:
+        return [e.instance_id for e in entries if e.finding == finding][:STATUS_LISTED_INSTANCES]
+
     return StatusReport(
         request_id=request_id,
         filter=TeardownTarget(request_id=target_request_id),
         regions=sorted(regions),
-        instances=entries,
+        total=len(entries),
+        listed=len(listed),
+        note=note,
+        instances=listed,
         counts=dict(sorted(Counter(e.state for e in entries).items())),
+        by_region={r: dict(sorted(c.items())) for r, c in sorted(by_region.items())},
+        by_request={r: dict(sorted(by_request[r].items())) for r in sorted(biggest)},
+        other_requests=len(by_request) - len(biggest),
         running=len(running),
         hourly_cost=round(sum(e.hourly_price or 0.0 for e in running), 4),
-        unrecorded=[e.instance_id for e in entries if e.finding == "unrecorded"],
-        gone=[e.instance_id for e in entries if e.finding == "gone"],
+        reconciled=capped("reconciled"),
+        unrecorded=capped("unrecorded"),
+        gone=capped("gone"),
         generated_at=now.isoformat(timespec="seconds"),
+    )
+
+
+def ended(records: Mapping[str, dict], live: Mapping[str, LiveInstance], now: datetime) -> dict[str, str]:
+    """Records to mark as ended (instance id -> state), so their TTL can remove them in time:
+    EC2 says terminated, or EC2 has not shown the instance for GONE_AFTER_SECONDS since launch
+    (a brand-new instance can be invisible for a moment; an old one EC2 forgot has ended)."""
+    marks: dict[str, str] = {}
+    for instance_id, record in records.items():
+        if record.get(INSTANCES_TTL_ATTRIBUTE) is not None:
+            continue  # already on its way out
+        instance = live.get(instance_id)
+        if instance is not None:
+            if instance.state == "terminated":
+                marks[instance_id] = "terminated"
+            continue
+        if record.get("state") == "terminated":
+            marks[instance_id] = "terminated"
+            continue
+        age = hours_since(record.get("launched_at"), now)
+        if age is not None and age * 3600 >= GONE_AFTER_SECONDS:
+            marks[instance_id] = "gone"
+    return marks
+
+
+def _recorded_entry(instance_id: str, record: dict, *, state: str, finding: str) -> StatusEntry:
+    return StatusEntry(
+        instance_id=instance_id,
+        request_id=record.get("request_id"),
+        region=record.get("region", "?"),
+        availability_zone=record.get("availability_zone"),
+        instance_type=record.get("instance_type"),
+        market=record.get("market"),
+        hourly_price=record.get("hourly_price"),
+        state=state,
+        launched_at=record.get("launched_at"),
+        finding=finding,
     )
 
 

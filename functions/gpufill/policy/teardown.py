@@ -1,19 +1,30 @@
 """Which instances a teardown may terminate, which it refuses, and why. No AWS calls here.
 
-The rule: gpufill terminates an instance only when it is live, carries the tag
-gpufill:managed=true, and is tagged with the request it is being torn down for. For a
-teardown by request that is the request named; for a teardown by instance ids it is the
-request gpufill recorded the instance under, so a record and a tag that disagree are refused.
+The rule: gpufill terminates an instance only when it is live, carries the tags
+gpufill:managed=true and gpufill:deployment=<this deployment>, and is tagged with the request
+it is being torn down for. For a teardown by request that is the request named; for a teardown
+by instance ids it is the request gpufill recorded the instance under, so a record and a tag
+that disagree are refused; for a teardown of everything, the recorded or (unrecorded) tagged one.
 An id gpufill holds no record of is refused: it would not know the region, and it did not
 launch it as far as its records go.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 
-from gpufill.constants import TAG_MANAGED, TAG_REQUEST_ID
-from gpufill.models.teardown import LiveInstance, RegionBatch, Refusal, TeardownInstance, TeardownTarget
+from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_REQUEST_ID, TEARDOWN_LISTED_INSTANCES
+from gpufill.models.teardown import (
+    LiveInstance,
+    RegionBatch,
+    RegionTermination,
+    Refusal,
+    Teardown,
+    TeardownInstance,
+    TeardownTarget,
+)
 
 MANAGED_VALUE = "true"
 ENDED_STATES = frozenset({"shutting-down", "terminated"})
@@ -23,12 +34,18 @@ def candidates(target: TeardownTarget, records: Mapping[str, dict], live: Mappin
     """The ids to judge, in a stable order: the ids as given, or the request's records then its unrecorded instances."""
     if target.instance_ids is not None:
         return list(target.instance_ids)
-    recorded = sorted(records, key=lambda i: (records[i].get("region", ""), i))
+    # Everything: a record gpufill itself marked terminated is history, not a candidate.
+    recorded = sorted(
+        (i for i in records if not (target.all and records[i].get("state") == "terminated")),
+        key=lambda i: (records[i].get("region", ""), i),
+    )
     unrecorded = sorted((i for i in live if i not in records), key=lambda i: (live[i].region, i))
     return recorded + unrecorded
 
 
-def refusal(instance_id: str, record: dict | None, live: LiveInstance | None, expected_request: str | None) -> Refusal | None:
+def refusal(
+    instance_id: str, record: dict | None, live: LiveInstance | None, expected_request: str | None, deployment: str
+) -> Refusal | None:
     """Why this instance must not be terminated, or None when it may be."""
     if record is None and live is None:
         return Refusal(
@@ -37,6 +54,9 @@ def refusal(instance_id: str, record: dict | None, live: LiveInstance | None, ex
             detail="gpufill holds no record of this instance, so it did not launch it (or its record is gone)",
         )
     if live is None:
+        if record and record.get("state") == "terminated":
+            ended = record.get("terminated_at") or record.get("ended_at") or "earlier"
+            return Refusal(instance_id=instance_id, reason="already-terminated", detail=f"terminated {ended}")
         region = record.get("region", "its region") if record else "its region"
         return Refusal(instance_id=instance_id, reason="gone", detail=f"no such instance in {region} any more")
     if live.state in ENDED_STATES:
@@ -46,6 +66,13 @@ def refusal(instance_id: str, record: dict | None, live: LiveInstance | None, ex
             instance_id=instance_id,
             reason="not-managed",
             detail=f"not tagged {TAG_MANAGED}={MANAGED_VALUE}: gpufill only terminates instances it launched",
+        )
+    if live.tags.get(TAG_DEPLOYMENT) != deployment:
+        return Refusal(
+            instance_id=instance_id,
+            reason="other-deployment",
+            detail=f"tagged {TAG_DEPLOYMENT}={live.tags.get(TAG_DEPLOYMENT)!r}, not {deployment!r}: "
+            "one deployment never ends another's instances",
         )
     tagged = live.tags.get(TAG_REQUEST_ID)
     if expected_request is None or tagged != expected_request:
@@ -58,18 +85,24 @@ def refusal(instance_id: str, record: dict | None, live: LiveInstance | None, ex
 
 
 def select(
-    target: TeardownTarget, records: Mapping[str, dict], live: Mapping[str, LiveInstance]
+    target: TeardownTarget, records: Mapping[str, dict], live: Mapping[str, LiveInstance], deployment: str
 ) -> tuple[list[TeardownInstance], list[Refusal]]:
     """Split the teardown's candidates into the instances to ask approval for and the refused ones."""
     allowed: list[TeardownInstance] = []
     refused: list[Refusal] = []
     for instance_id in candidates(target, records, live):
         record, instance = records.get(instance_id), live.get(instance_id)
-        # By request, the request named is the one to match; by ids, the request it was recorded under.
-        expected = target.request_id if target.request_id is not None else (record or {}).get("request_id")
+        # By request, the request named is the one to match; by ids, the request it was recorded
+        # under; for everything, the request it was recorded under or (unrecorded) tagged with.
+        if target.request_id is not None:
+            expected = target.request_id
+        elif target.all and record is None and instance is not None:
+            expected = instance.tags.get(TAG_REQUEST_ID)
+        else:
+            expected = (record or {}).get("request_id")
         if target.instance_ids is not None and record is None:
             instance = None  # an id without a record is unknown, whatever EC2 says
-        why = refusal(instance_id, record, instance, expected)
+        why = refusal(instance_id, record, instance, expected, deployment)
         if why is not None:
             refused.append(why)
             continue
@@ -95,15 +128,66 @@ def _teardown_instance(live: LiveInstance, record: dict | None) -> TeardownInsta
 
 
 def by_region(instances: Iterable[TeardownInstance]) -> list[RegionBatch]:
-    """One Map branch per region, regions and ids sorted so a rerun sends the same batches."""
-    grouped: dict[str, dict[str, str]] = {}
+    """One Map branch per region, regions, requests and ids sorted so a rerun sends the same batches."""
+    grouped: dict[str, dict[str, list[str]]] = {}
     for instance in instances:
-        grouped.setdefault(instance.region, {})[instance.instance_id] = instance.request_id or ""
+        grouped.setdefault(instance.region, {}).setdefault(instance.request_id or "", []).append(instance.instance_id)
     return [
-        RegionBatch(region=r, instance_ids=sorted(ids), request_ids=dict(sorted(ids.items())))
-        for r, ids in sorted(grouped.items())
+        RegionBatch(region=r, requests={req: sorted(ids) for req, ids in sorted(requests.items())})
+        for r, requests in sorted(grouped.items())
     ]
+
+
+def found(
+    *, request_id: str, target: TeardownTarget, requested_by: str | None, allowed: list[TeardownInstance],
+    refused: list[Refusal],
+) -> Teardown:
+    """FindTeardownInstances' answer: every instance to terminate in the region batches, the
+    details of the first few, and counts, so the state stays small at the maximum number of ids."""
+    listed = TEARDOWN_LISTED_INSTANCES
+    note = None
+    if len(allowed) > listed or len(refused) > listed:
+        note = (
+            f"details of the first {listed} instances (and refusals) are listed; every one of the "
+            f"{len(allowed)} to terminate is in `regions`, and the instances table holds each record"
+        )
+    return Teardown(
+        request_id=request_id,
+        status="AWAITING_APPROVAL" if allowed else "NOTHING_TO_TERMINATE",
+        target=target,
+        requested_by=requested_by,
+        instance_count=len(allowed),
+        instances=allowed[:listed],
+        refused_count=len(refused),
+        refused_reasons=dict(sorted(Counter(r.reason for r in refused).items())),
+        refused=refused[:listed],
+        regions=by_region(allowed),
+        hourly_cost=hourly_cost(allowed),
+        note=note,
+    )
 
 
 def hourly_cost(instances: Iterable[TeardownInstance]) -> float:
     return round(sum(i.hourly_price or 0.0 for i in instances), 4)
+
+
+def region_termination(
+    region: str,
+    *,
+    terminated: list[str],
+    previous: Mapping[str, str],
+    already_ended: list[str],
+    skipped: list[Refusal],
+    at: datetime,
+) -> RegionTermination:
+    """One Map branch's answer: ids and counts, not a record per instance (the table has those)."""
+    return RegionTermination(
+        region=region,
+        terminated_at=at.isoformat(timespec="seconds"),
+        terminated_count=len(terminated),
+        terminated=sorted(terminated),
+        previous_states=dict(sorted(Counter(previous.get(i, "unknown") for i in terminated).items())),
+        already_ended=sorted(already_ended),
+        skipped_count=len(skipped),
+        skipped=skipped[:TEARDOWN_LISTED_INSTANCES],
+    )
