@@ -234,3 +234,34 @@ def test_an_image_name_may_be_255_characters_besides_its_tag_and_digest():
     name = "r.io/" + "a" * 250
     assert accepted(image=f"{name}:v1@sha256:{'0' * 64}").image.startswith(name)
     assert "is not a container image reference" in problems({"image": name + "a:v1"})["image"]
+
+
+# --- several problems in one field are all named, separated so each can be read ---------------
+
+
+def test_every_problem_in_one_field_is_listed_separately():
+    assert problems({"instance_types": ["g6.xlarg", "g5g.xlarge"]})["instance_types"] == (
+        "'g6.xlarg' is not a GPU instance type gpufill knows: did you mean 'g6.xlarge'?; 'g5g.xlarge' is an arm64 "
+        "type; gpufill's machine image and serving image are x86_64 only, so choose an x86_64 GPU type such as "
+        "'g6.xlarge'")
+    assert problems({"tags": {"aws:a": "x", "b": "v" * 257}})["tags"] == (
+        "key 'aws:a': keys starting with 'gpufill:' or 'aws:' are reserved; "
+        "the value of 'b' is 257 characters; at most 256")
+    assert problems({"regions": ["us-west-2", "eu-west-1", "us-west-2", "eu-west-1"]})["regions"] == (
+        "lists 'us-west-2', 'eu-west-1' more than once")
+
+
+def test_a_one_character_tag_key_is_fine():
+    assert accepted(tags={"a": "b"}).tags == {"a": "b"}
+
+
+def test_a_bad_value_is_quoted_whole_up_to_40_characters_and_cut_after():
+    assert problems({"model_id": "m" * 40})["model_id"].startswith(f"{'m' * 40!r} is not a Hugging Face model id")
+    assert problems({"model_id": "m" * 41})["model_id"].startswith(f"{'m' * 40!r}… is not a Hugging Face model id")
+
+
+def test_cross_field_problems_read_as_field_and_problem_pairs():
+    from gpufill.models.request import RequestProblems
+
+    error = RequestProblems([("instance_type", "give either"), ("request_id", "only goes with")])
+    assert str(error) == "instance_type: give either; request_id: only goes with"
