@@ -131,7 +131,7 @@ def test_fresh_names_are_valid_even_from_odd_file_names():
 def test_gpufill_alone_prints_help(capsys):
     assert main([]) == 0
     out = capsys.readouterr().out
-    assert "simulate" in out and "teardown" in out and "connect" in out
+    assert "simulate" in out and "teardown" in out and "local" in out
 
 
 def test_an_unknown_verb_or_flag_is_one_line_exit_2(capsys):

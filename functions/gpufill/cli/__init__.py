@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpufill.cli import connect, runs, simulate, status, teardown
+from gpufill.cli import connect, local, runs, simulate, status, teardown
 from gpufill.cli.common import EXIT_FAILED, EXIT_OK, EXIT_INTERRUPTED, EXIT_USAGE, Failed, UsageError, say
 
 
@@ -35,6 +35,7 @@ def parser() -> argparse.ArgumentParser:
     status.add_parser(verbs)
     teardown.add_parsers(verbs)
     connect.add_parser(verbs)
+    local.add_parser(verbs)
     return top
 
 

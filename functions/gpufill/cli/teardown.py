@@ -58,7 +58,7 @@ def teardown_verb(args: argparse.Namespace) -> int:
         request["instance_ids"] = args.instances
     else:
         request["request_id"] = check_name(args.request_id, "REQUEST_ID")
-    name = fresh_name("teardown")
+    name = fresh_name("teardown-" + (args.request_id or ("all" if args.all else "instances")))
     deployment = aws.find(args)
     arn = start(deployment, request, name)
     progress = None if args.json else Progress(sys.stdout)
