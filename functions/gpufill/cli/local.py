@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import threading
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 from gpufill.cli.common import EXIT_OK, UsageError, lambda_logs
@@ -54,12 +56,30 @@ def serve_verb(args: argparse.Namespace, ready: threading.Event | None = None, s
             if ready is not None:
                 ready.set()
             try:
-                (stop or threading.Event()).wait()
-            except KeyboardInterrupt:  # Ctrl-C is how serving ends
+                with _terminate_as_interrupt():
+                    (stop or threading.Event()).wait()
+            except KeyboardInterrupt:  # Ctrl-C (or kill) is how serving ends
                 print("stopped; the simulated account is gone", flush=True)
         finally:
             endpoint.stop()
     return EXIT_OK
+
+
+@contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (kill, a container stopping) ends serving as cleanly as Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def instructions(url: str, region: str, state_machine_arn: str, market: Path) -> list[str]:
