@@ -169,3 +169,20 @@ def test_ctrl_c_stops_cleanly_with_exit_130(tmp_path):
     assert time.monotonic() - started < 10
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert err.strip().endswith("gpufill: interrupted")
+
+
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (["simulate", "nope.json", "--market", PLENTY, "--json"], 2),
+        (["simulate", PROVISION, "--market", PLENTY, "--name", "a b", "--json"], 2),
+        (["simulate", PROVISION, "--json"], 2),  # --market missing: argparse's own error
+        (["status", "--json", "--region", "us-east-1", "--endpoint-url", "http://127.0.0.1:9"], 1),  # nothing listens
+    ],
+)
+def test_json_stdout_is_one_document_when_the_verb_cannot_run(capsys, args, code):
+    assert main(args) == code
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert document["error"]["exit_code"] == code
+    assert document["error"]["message"] in captured.err

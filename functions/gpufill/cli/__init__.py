@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from gpufill.cli import connect, local, runs, simulate, status, teardown
-from gpufill.cli.common import EXIT_FAILED, EXIT_OK, EXIT_INTERRUPTED, EXIT_USAGE, Failed, UsageError, say
+from gpufill.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Failed, UsageError, print_json, say
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,6 +40,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # With --json, stdout holds exactly one JSON document on every path, errors included.
+    as_json = "--json" in argv
     try:
         top = parser()
         try:
@@ -51,15 +54,19 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_OK
         return args.handler(args)
     except UsageError as error:
-        say(str(error))
-        return EXIT_USAGE
+        return _error(EXIT_USAGE, "usage", str(error), as_json)
     except Failed as error:
-        say(str(error))
-        return EXIT_FAILED
+        return _error(EXIT_FAILED, "failed", str(error), as_json)
     except KeyboardInterrupt:
         # The engine's context has already stopped its executions on the way out.
-        say("interrupted")
-        return EXIT_INTERRUPTED
+        return _error(EXIT_INTERRUPTED, "interrupted", "interrupted", as_json)
+
+
+def _error(code: int, kind: str, message: str, as_json: bool) -> int:
+    say(message)
+    if as_json:
+        print_json({"error": {"kind": kind, "message": message, "exit_code": code}})
+    return code
 
 
 def entry_point() -> None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from gpufill.cli import aws
-from gpufill.cli.common import EXIT_FAILED, EXIT_OK, check_name, fresh_name, print_json, read_request
+from gpufill.cli.common import EXIT_FAILED, EXIT_OK, check_name, fresh_name, print_json, read_request, say
 from gpufill.cli.render import ExecutionView, Progress, render_summary
 
 
@@ -106,13 +106,17 @@ def follow(deployment: aws.Deployment, arn: str, *, header: str, quiet: bool) ->
     progress = None if quiet else Progress(sys.stdout)
     if progress:
         progress.header(header)
-    described, history = aws.wait_for_end(
-        sfn,
-        arn,
-        progress.event if progress else None,
-        on_quiet=progress.waiting if progress else None,
-        poll=aws.POLL_SECONDS,
-    )
+    try:
+        described, history = aws.wait_for_end(
+            sfn,
+            arn,
+            progress.event if progress else None,
+            on_quiet=progress.waiting if progress else None,
+            poll=aws.POLL_SECONDS,
+        )
+    except KeyboardInterrupt:  # only the watching stops; the execution goes on in Step Functions
+        say(f"stopped watching; the run goes on. Follow it again: gpufill watch {arn}")
+        raise
     return ExecutionView.from_aws(described, history)
 
 
