@@ -110,7 +110,7 @@ class Progress:
         if kind.endswith("StateEntered"):
             name = _details(event, "stateEnteredEventDetails").get("name")
             self.entered = name
-            if name not in QUIET_STATES | REPORTED_ON_EXIT and name not in ("LaunchBatch", "HalveBatch", "AdvanceCursor"):
+            if name not in QUIET_STATES | REPORTED_ON_EXIT and name not in ("LaunchBatch", "PrepareRegion", "HalveBatch", "AdvanceCursor"):
                 self._line(f"  > {name}")
         elif kind == "MapStateStarted":
             length = _details(event, "mapStateStartedEventDetails").get("length")
@@ -150,16 +150,28 @@ class Progress:
         run = state.get("run") or {}
         if name in ("RankPools", "RankOnDemandPools"):
             self.plan = state.get("plan") or {}
-            self._line(f"    {len(self.plan.get('pools', []))} {self.plan.get('market')} pool(s) ranked")
-        elif name == "LaunchBatch":
+            pools = self.plan.get("pools")
+            count = len(pools) if isinstance(pools, list) else (pools or 0)
+            self._line(f"    {count} {self.plan.get('market')} pool(s) ranked")
+        elif name in ("LaunchBatch", "PrepareRegion"):
+            # One line per launch call the step made; PrepareRegion also says what it fixed.
             for a in step_attempts(run):
                 answer = f"launched {a['launched']}" if a["outcome"] == "launched" else f"{a['outcome']} ({a.get('reason')})"
-                self._line(f"  > LaunchBatch    {pool_label(a)}  batch {a['batch']:>3} -> {answer}")
+                self._line(f"  > {name:<14} {pool_label(a)}  batch {a['batch']:>3} -> {answer}")
+            launch = run.get("launch") or {}
+            if name == "PrepareRegion" and run.get("next") == "launch" and launch:
+                self._line(
+                    f"  > PrepareRegion  {launch['region']}: image {launch['image_id']}, "
+                    f"root volume {launch['root_volume_gib']} GiB, {len(launch.get('subnets', {}))} subnet(s)"
+                )
+            elif name == "PrepareRegion" and run.get("next") == "exhausted":
+                self._line("  > PrepareRegion  no pool left in this market")
+        # The provisioning loop before PrepareRegion: a halving step and a cursor step of their own.
         elif name == "HalveBatch":
             self._line(f"  > HalveBatch     batch now {run.get('batch')}")
         elif name == "AdvanceCursor":
             pools = self.plan.get("pools") or []
-            if run.get("next") == "launch" and run.get("cursor", 0) < len(pools):
+            if run.get("next") == "launch" and isinstance(pools, list) and run.get("cursor", 0) < len(pools):
                 self._line(f"  > AdvanceCursor  next pool {pool_label(pools[run['cursor']])}")
             else:
                 self._line("  > AdvanceCursor  no pool left in this market")
