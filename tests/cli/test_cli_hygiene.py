@@ -186,3 +186,15 @@ def test_json_stdout_is_one_document_when_the_verb_cannot_run(capsys, args, code
     document = json.loads(captured.out)
     assert document["error"]["exit_code"] == code
     assert document["error"]["message"] in captured.err
+
+
+def test_approve_for_the_local_deployment_without_an_endpoint_says_how_to_reach_it(tmp_path, monkeypatch, capsys):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    assert main(["approve", "simulate-teardown", "--env", "local", "--region", "us-east-1"]) == 1
+    err = capsys.readouterr().err
+    assert "Unable to locate credentials" in err
+    assert "add --endpoint-url with the endpoint it printed" in err and "Traceback" not in err

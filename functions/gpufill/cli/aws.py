@@ -96,13 +96,14 @@ def find(args: argparse.Namespace) -> Deployment:
         cfn = session.client("cloudformation", endpoint_url=args.endpoint_url)
         described = cfn.describe_stacks(StackName=stack)["Stacks"][0]
     except NoCredentialsError:
-        raise Failed("no AWS credentials found: configure them (aws configure, AWS_PROFILE, SSO) and try again") from None
+        raise Failed("no AWS credentials found: configure them (aws configure, AWS_PROFILE, SSO) and try again"
+                     + local_hint(env, args.endpoint_url)) from None
     except ClientError as error:
         message = error.response.get("Error", {}).get("Message", str(error))
         if "does not exist" in message:
             raise Failed(
                 f"no gpufill deployment {env!r} {where}: stack {stack} was not found. Deploy it "
-                f"(npx cdk deploy -c env={env}) or name the right one with --env/--region"
+                f"(npx cdk deploy -c env={env}) or name the right one with --env/--region" + local_hint(env, args.endpoint_url)
             ) from None
         raise Failed(f"could not read stack {stack} {where}: {message}") from None
     except BotoCoreError as error:
@@ -114,6 +115,12 @@ def find(args: argparse.Namespace) -> Deployment:
             f"(status {described.get('StackStatus')}); is the deployment complete?"
         )
     return Deployment(env=env, region=session.region_name, endpoint_url=args.endpoint_url, session=session, outputs=outputs)
+
+
+def local_hint(env: str, endpoint_url: str | None) -> str:
+    if env == "local" and not endpoint_url:
+        return "; the local deployment is gpufill local serve's: add --endpoint-url with the endpoint it printed"
+    return ""
 
 
 def aws_errors(action: str) -> Callable:

@@ -157,7 +157,7 @@ def answer_verb(args: argparse.Namespace) -> int:
     except approve.ApprovalError as error:
         raise Failed(str(error)) from None
     except (BotoCoreError, ClientError) as error:
-        raise Failed(f"could not answer {ref.name!r} (env {env}): {error}") from None
+        raise Failed(f"could not answer {ref.name!r} (env {env}): {error}" + aws.local_hint(env, args.endpoint_url)) from None
     count = len(item.get("instance_ids") or [])
     outcome = "will now be terminated" if args.decision == "approved" else "stay as they are"
     print(f"{args.decision} teardown {ref.name} as {approver}: its {count} instance(s) {outcome}.")
