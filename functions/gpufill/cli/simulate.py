@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -110,7 +111,7 @@ def simulate(args: argparse.Namespace) -> int:
         raise UsageError(
             "a teardown waits for a person to approve it; say what they answer: --decision approved|rejected|timeout"
         )
-    name = args.name or check_name(_default_name(args.request.stem), f"the name made from {args.request}")
+    name = args.name or _default_name(args.request.stem)
 
     from gpufill.local.engine import LocalEngine
 
@@ -146,8 +147,7 @@ def _header(request_path: Path, scenario) -> str:
 
 
 def _default_name(stem: str) -> str:
-    import re
-
+    """simulate-<request file>, with anything an execution name may not hold replaced by -."""
     return f"simulate-{re.sub(r'[^A-Za-z0-9_-]+', '-', stem)}"[:80]
 
 
