@@ -6,12 +6,16 @@ PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: demo test bench setup lint-asl clean
+.PHONY: demo test test-all bench setup lint-asl clean
 
 demo: $(PY_STAMP)
 	$(VENV)/bin/gpufill simulate examples/requests/provision-spot.json --market examples/markets/first-az-sold-out.json
 
+# The whole suite but the sweeps at the maxima, which take minutes (test-all runs them too).
 test: setup lint-asl
+	$(PY) -m pytest -m "not slow"
+
+test-all: setup lint-asl
 	$(PY) -m pytest
 
 bench: $(PY_STAMP)
