@@ -1,0 +1,105 @@
+"""The fault catalogue's shared checks: what EC2 holds, what gpufill recorded, what the run said.
+
+Every fault test ends with `audit`, which holds gpufill to its promise: every instance it
+started is known and counted once, whatever failed.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import boto3
+import pytest
+
+from gpufill import constants
+from gpufill.local.engine import LocalEngine
+from gpufill.local.scenario import MarketScenario
+from tests.conftest import zone
+
+WEST, EAST = "us-west-2", "us-east-1"
+# Room for everything in two regions; the top AZ of Oregon first.
+MARKET = {"regions": {
+    WEST: {"advisor_tier": {"g6.xlarge": 0}, "zones": {
+        "us-west-2a": zone(0.40, spot=3, on_demand=10), "us-west-2b": zone(0.42, spot=10, on_demand=10)}},
+    EAST: {"advisor_tier": {"g6.xlarge": 3}, "zones": {
+        "us-east-1a": zone(0.60, spot=10, on_demand=10), "us-east-1b": zone(0.62, spot=10, on_demand=10)}},
+}}
+REQUEST = {"count": 4, "regions": [WEST, EAST]}
+# Every way a run may end (docs/failures.md); a raw error name is none of them.
+DOCUMENTED_ENDS = {"ALL_SPOT_EXHAUSTED", "ALL_ON_DEMAND_FAILED", "LAUNCH_REJECTED", "PROVISIONING_FAILED",
+                   "InvalidRequest", "GANG_NOT_PLACED", "CAPACITY_WAIT_EXPIRED"}
+
+
+@pytest.fixture
+def account():
+    @contextmanager
+    def open_account(market: dict = MARKET, **kwargs):
+        with LocalEngine(MarketScenario.model_validate(market), **kwargs) as engine:
+            yield engine
+
+    return open_account
+
+
+@dataclass
+class Audit:
+    in_ec2: set[str]
+    recorded: set[str]
+    reported: set[str]
+    untracked_after_status: set[str]
+
+
+def live_instances(request_id: str, regions=(WEST, EAST), deployment: str | None = None) -> set[str]:
+    found = set()
+    for region in regions:
+        filters = [{"Name": f"tag:{constants.TAG_REQUEST_ID}", "Values": [request_id]},
+                   {"Name": "instance-state-name", "Values": ["pending", "running"]}]
+        if deployment:
+            filters.append({"Name": f"tag:{constants.TAG_DEPLOYMENT}", "Values": [deployment]})
+        for reservation in boto3.client("ec2", region_name=region).describe_instances(Filters=filters)["Reservations"]:
+            found.update(i["InstanceId"] for i in reservation["Instances"])
+    return found
+
+
+def recorded_instances(request_id: str, env: str = "local") -> set[str]:
+    table = boto3.resource("dynamodb", region_name="us-east-1").Table(constants.instances_table_name(env))
+    items = table.scan()["Items"]
+    return {i["instance_id"] for i in items if "kind" not in i and i.get("request_id") == request_id}
+
+
+def reported_instances(execution) -> set[str]:
+    if execution.status == "SUCCEEDED":
+        return {i["instance_id"] for i in execution.output["instances"]}
+    listed = (execution.cause or {}).get("instances") or []
+    return {i if isinstance(i, str) else i["instance_id"] for i in listed}
+
+
+def ends_documented(execution) -> bool:
+    if execution.status == "SUCCEEDED":
+        return execution.output.get("status") in ("FULFILLED", "PARTIAL", "PLANNED")
+    return execution.error in DOCUMENTED_ENDS
+
+
+def audit(engine, execution, *, env: str = "local") -> Audit:
+    """The four counts the catalogue holds gpufill to, after one status run of the request."""
+    request_id = execution.name
+    in_ec2 = live_instances(request_id, deployment=env)
+    recorded_before = recorded_instances(request_id, env)
+    engine.run({"action": "status", "request_id": request_id}, name=f"status-{request_id}"[:80], env=env)
+    return Audit(
+        in_ec2=in_ec2,
+        recorded=recorded_before,
+        reported=reported_instances(execution),
+        untracked_after_status=in_ec2 - recorded_instances(request_id, env),
+    )
+
+
+def assert_exactly_once(engine, execution, *, launched: int | None = None, env: str = "local") -> Audit:
+    assert ends_documented(execution), (execution.status, execution.error, execution.cause)
+    seen = audit(engine, execution, env=env)
+    assert seen.in_ec2 == seen.recorded == seen.reported, seen
+    assert not seen.untracked_after_status
+    assert len(seen.in_ec2) <= REQUEST["count"] or launched is None
+    if launched is not None:
+        assert len(seen.in_ec2) == launched, seen
+    return seen
