@@ -38,10 +38,6 @@ def test_without_step_attempts_the_last_attempt_is_the_step():
     assert len(printed) == 1 and "us-west-2c" in printed[0] and "launched 2" in printed[0]
 
 
-def test_halve_batch_as_a_pass_state_still_reports():
-    assert lines(exited("HalveBatch", {"run": {"batch": 2}}, kind="PassStateExited")) == ["  > HalveBatch     batch now 2"]
-
-
 def test_a_summary_from_aws_history_has_no_local_metrics():
     view = ExecutionView.from_aws(
         {"name": "r1", "executionArn": "arn:aws:states:us-east-1:1:execution:m:r1", "status": "FAILED",

@@ -2,7 +2,7 @@
 
 from unittest import mock
 
-from tests.faults.conftest import REQUEST, WEST, assert_exactly_once, live_instances
+from tests.faults.conftest import REQUEST, assert_exactly_once, live_instances
 
 
 def test_two_deployments_running_the_same_execution_name_share_nothing(account):
@@ -26,16 +26,12 @@ def test_a_retried_launch_step_in_a_cold_container_sends_the_same_image(account)
     the launch step never resolves, so its retry sends the identical call."""
     images = iter(f"ami-{n:017x}" for n in range(1, 100))
     with account() as engine:
-        from gpufill.adapters import ami
+        from gpufill.adapters import ami, ec2
 
         sent = []
-        real = ami.image_for.__wrapped__
-
+        original = ec2.run_instances
         engine.faults.lambda_invoke("LaunchBatch", error="Sandbox.Timedout", after_handler=True)
-        with mock.patch.object(ami, "image_for", side_effect=lambda region: real(region) if False else next(images)):
-            import gpufill.adapters.ec2 as ec2
-
-            original = ec2.run_instances
+        with mock.patch.object(ami, "image_for", side_effect=lambda region: next(images)):
 
             def spy(pool, **kwargs):
                 sent.append(kwargs["spec"].image_id)
