@@ -54,7 +54,7 @@ def test_the_best_zone_placement_score_is_kept_and_capped_at_ten():
     assert (classic.placement_score, classic.points) == (7, {"price": 40, "az": 24, "interruption": 20})
 
 
-def test_blended_scoring_keeps_az_points_where_no_placement_score_is_known():
+def test_blended_scoring_gives_no_capacity_points_to_a_region_outside_aws_top_ten():
     [score] = scoring.score_regions([region("us-west-2", [0.5, 0.5], tier=None)], "g6.xlarge", blended=True)
-    assert (score.points, score.placement_score, score.advisor_tier) == ({"price": 40, "az": 16, "interruption": 0},
-                                                                         None, None)
+    assert (score.points, score.placement_score, score.advisor_tier) == (
+        {"price": 40, "capacity": 0, "interruption": 0}, None, None)
