@@ -24,7 +24,7 @@ def test_lambdas_run_in_process_with_dummy_credentials(monkeypatch):
     with LocalEngine(MarketScenario.load(EXAMPLES / "markets/plenty.json")) as engine:
         assert os.environ["AWS_ACCESS_KEY_ID"] != "AKIAREALKEY" and "AWS_PROFILE" not in os.environ
         reply = boto3.client("lambda", region_name="us-east-1").invoke(
-            FunctionName="ScoreRegion",
+            FunctionName="gpufill-local-ScoreRegion",
             Payload=json.dumps({"request_id": "smoke", "region": "us-west-2", "instance_types": ["g6.xlarge"]}),
         )
         answer = json.loads(reply["Payload"].read())

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 import zipfile
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -29,9 +29,20 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 STATEMACHINE = REPO_ROOT / "statemachine" / "provisioner.asl.json"
 ENV_NAME = "local"
 HOME_REGION = constants.LOCAL_HOME_REGION
+# The id of the public Deep Learning AMI the simulated account starts with, in every region.
 LOCAL_AMI = "ami-0abcdef1234567890"
-APPROVAL_TOPIC = f"gpufill-approvals-{ENV_NAME}"
-DUMMY_ENV = {
+# The Deep Learning Base OSS Nvidia Driver AMI's root snapshot, in GiB: a root volume
+# smaller than this is refused by RunInstances (InvalidBlockDeviceMapping), as on EC2.
+LOCAL_AMI_ROOT_SNAPSHOT_GIB = 75
+# Owner of the public Deep Learning AMIs.
+DLAMI_OWNER = "898082745236"
+DEFAULT_TIMEOUT_SECONDS = 600.0
+# Step Functions: an execution fails when its history reaches this many events.
+MAX_HISTORY_EVENTS = 25_000
+# Step Functions: a state's input or output, a task's parameters and result.
+MAX_STATE_BYTES = 262_144
+# Variables of the simulated account itself, the same for every deployment.
+ACCOUNT_ENV = {
     "AWS_ACCESS_KEY_ID": "gpufill-local",
     "AWS_SECRET_ACCESS_KEY": "gpufill-local",
     "AWS_SESSION_TOKEN": "gpufill-local",
@@ -41,12 +52,31 @@ DUMMY_ENV = {
     "POWERTOOLS_METRICS_DISABLED": "true",
     "POWERTOOLS_LOG_LEVEL": "WARNING",
     "POWERTOOLS_DEV": "false",
-    constants.ENV_INSTANCES_TABLE: constants.instances_table_name(ENV_NAME),
-    constants.ENV_REGIONS_PARAMETER: constants.regions_parameter_name(ENV_NAME),
-    constants.ENV_STARTUP_BUCKET: "gpufill-startup-local",
-    constants.ENV_CAPACITY_TABLE: constants.capacity_table_name(ENV_NAME),
-    constants.ENV_DEPLOYMENT: ENV_NAME,
 }
+
+
+def deployment_env(env: str) -> dict[str, str]:
+    """The Environment of every function of deployment `env`, as the stack sets it."""
+    return {
+        constants.ENV_INSTANCES_TABLE: constants.instances_table_name(env),
+        constants.ENV_REGIONS_PARAMETER: constants.regions_parameter_name(env),
+        constants.ENV_STARTUP_BUCKET: f"gpufill-startup-{env}",
+        constants.ENV_CAPACITY_TABLE: constants.capacity_table_name(env),
+        constants.ENV_DEPLOYMENT: env,
+    }
+
+
+def function_name(env: str, task: str) -> str:
+    return f"gpufill-{env}-{task}"
+
+
+def approval_topic_name(env: str) -> str:
+    return f"gpufill-approvals-{env}"
+
+
+APPROVAL_TOPIC = approval_topic_name(ENV_NAME)
+# Kept for callers that set up the default deployment's variables by hand.
+DUMMY_ENV = {**ACCOUNT_ENV, **deployment_env(ENV_NAME)}
 # Variables that could point a stray client at a real account or endpoint.
 SCRUBBED_ENV = ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
 
@@ -99,8 +129,50 @@ class FakeContext:
         return 60_000
 
 
+@dataclass
+class Deployment:
+    """One gpufill deployment (cdk context `env`) in the simulated account."""
+
+    env: str
+    state_machine_arn: str = ""
+    approval_topic_arn: str = ""
+    function_arns: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def environment(self) -> dict[str, str]:
+        return {**deployment_env(self.env), constants.ENV_APPROVAL_TOPIC_ARN: self.approval_topic_arn}
+
+
+class _Environments:
+    """Applies a deployment's function Environment to os.environ around each in-process
+    invocation. Handlers read os.environ as on Lambda; invocations of one deployment run
+    side by side, and one of another deployment waits until they are done."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._applied: dict[str, str] | None = None
+        self._active = 0
+
+    @contextmanager
+    def applied(self, variables: dict[str, str]):
+        with self._changed:
+            while self._active and self._applied != variables:
+                self._changed.wait()
+            if not self._active:
+                os.environ.update(variables)
+                self._applied = dict(variables)
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._active -= 1
+                self._changed.notify_all()
+
+
 class LocalEngine:
-    """A simulated AWS account with gpufill deployed in it."""
+    """A simulated AWS account with gpufill deployed in it (one deployment per name in
+    `env_names`; the first is the one run() and the approval helpers use by default)."""
 
     def __init__(
         self,
@@ -108,13 +180,36 @@ class LocalEngine:
         *,
         definition: Path = STATEMACHINE,
         regions_config: dict | None = None,
+        env_names: tuple[str, ...] = (ENV_NAME,),
+        visibility_delay_calls: int = 1,
     ):
+        if not env_names:
+            raise ValueError("env_names: at least one deployment is needed")
         self.scenario = scenario
         self.definition = definition
         self.regions_config = regions_config or {"regions": sorted(scenario.regions)}
+        self.env_names = tuple(env_names)
+        self.visibility_delay_calls = visibility_delay_calls
         self.calls = CallLog()
+        self.deployments: dict[str, Deployment] = {}
         self._stack = ExitStack()
         self._threads_before: set[threading.Thread] = set()
+        self._environments = _Environments()
+        self._invocation = threading.local()
+        self._answered_tokens: set[str] = set()
+        self._role = ""
+        from gpufill.local.faults import Faults
+
+        self.faults = Faults()
+        self.calls.faults = self.faults
+
+    @property
+    def state_machine_arn(self) -> str:
+        return self.deployments[self.env_names[0]].state_machine_arn
+
+    @property
+    def approval_topic_arn(self) -> str:
+        return self.deployments[self.env_names[0]].approval_topic_arn
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -124,27 +219,33 @@ class LocalEngine:
         interpreter_log = logging.getLogger("moto.stepfunctions")
         self._stack.callback(interpreter_log.setLevel, interpreter_log.level)
         interpreter_log.setLevel(logging.CRITICAL)
-        self._stack.enter_context(mock.patch.dict(os.environ, DUMMY_ENV))
+        self._stack.enter_context(mock.patch.dict(os.environ, {**ACCOUNT_ENV, **deployment_env(self.env_names[0])}))
         for name in SCRUBBED_ENV:
             os.environ.pop(name, None)
         from moto import mock_aws  # imported late: the CLI's --help should not pay for moto
 
+        from gpufill.local import limits
         from gpufill.local.market import SimulatedMarket
 
         self._forget_caches()
         self._stack.callback(self._forget_caches)
-        self.market = SimulatedMarket(self.scenario)
+        self.market = SimulatedMarket(self.scenario, visibility_delay_calls=self.visibility_delay_calls)
         self._stack.enter_context(mock_aws(config={"stepfunctions": {"execute_state_machine": True}}))
         self._stack.callback(self._end_executions)
         self._stack.enter_context(self.market.patches())
         self._stack.enter_context(self._in_process_lambdas())
+        self._stack.enter_context(self._faults_at_the_wire())
         self._stack.enter_context(self._no_sleeping_retries())
         self._stack.enter_context(self._no_sleeping_waits())
         self._stack.enter_context(self.calls.patches())
+        self._stack.enter_context(limits.patches(self._answered_tokens))
         from gpufill.adapters import spot_advisor
 
         spot_advisor.reset(self.scenario.advisor_document())
-        self._deploy()
+        self._deploy_account()
+        for env in self.env_names:
+            self.deploy(env)
+        os.environ[constants.ENV_APPROVAL_TOPIC_ARN] = self.approval_topic_arn
         return self
 
     def __exit__(self, *exc) -> None:
@@ -161,13 +262,22 @@ class LocalEngine:
         run_store.forget()
         spot_advisor.reset()
 
+    def cold_start(self) -> None:
+        """Forget every per-container cache (clients, resolved AMIs, the regions config,
+        network lookups, placement scores), as a new Lambda container starts with none."""
+        from gpufill.adapters import spot_advisor
+
+        self._forget_caches()
+        spot_advisor.reset(self.scenario.advisor_document())
+
     def _end_executions(self) -> None:
         sfn = self.client("stepfunctions")
-        for page in sfn.get_paginator("list_executions").paginate(
-            stateMachineArn=self.state_machine_arn, statusFilter="RUNNING"
-        ):
-            for e in page["executions"]:
-                sfn.stop_execution(executionArn=e["executionArn"], error="LocalEngineClosed")
+        for deployment in self.deployments.values():
+            for page in sfn.get_paginator("list_executions").paginate(
+                stateMachineArn=deployment.state_machine_arn, statusFilter="RUNNING"
+            ):
+                for e in page["executions"]:
+                    sfn.stop_execution(executionArn=e["executionArn"], error="LocalEngineClosed")
         self._release_task_token_waits()
         for thread in set(threading.enumerate()) - self._threads_before:
             thread.join(timeout=10)
@@ -179,26 +289,39 @@ class LocalEngine:
 
         return boto3.client(service, region_name=region)
 
-    def _deploy(self) -> None:
+    def _deploy_account(self) -> None:
+        """What every deployment shares: the account's role and the public Deep Learning AMI."""
         iam = self.client("iam")
-        role = iam.create_role(RoleName="gpufill-local", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        self._role = iam.create_role(RoleName="gpufill-local", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        for region in sorted(set(self.scenario.regions) | set(self.regions_config.get("regions", []))):
+            self._publish_ami(region, LOCAL_AMI)
+
+    def deploy(self, env: str) -> Deployment:
+        """Deploy gpufill as environment `env`: its own functions (gpufill-<env>-<Task>, each with
+        its own Environment), tables, regions parameter, startup bucket, topic and state machine."""
+        if env in self.deployments:
+            raise ValueError(f"env: deployment {env!r} already exists in this account")
+        variables = deployment_env(env)
+        deployment = Deployment(env)
+        self.deployments[env] = deployment
+        deployment.approval_topic_arn = self.client("sns").create_topic(Name=approval_topic_name(env))["TopicArn"]
         lam = self.client("lambda")
-        arns = {
-            placeholder: lam.create_function(
-                FunctionName=placeholder.removesuffix("FunctionArn"),
+        for placeholder, handler in constants.LAMBDA_TASKS.items():
+            deployment.function_arns[placeholder] = lam.create_function(
+                FunctionName=function_name(env, placeholder.removesuffix("FunctionArn")),
                 Runtime="python3.12",
-                Role=role,
+                Role=self._role,
                 Handler=handler,
                 Code={"ZipFile": _empty_zip()},
                 Architectures=["arm64"],
                 MemorySize=256,
+                Timeout=60,
+                Environment={"Variables": deployment.environment},
             )["FunctionArn"]
-            for placeholder, handler in constants.LAMBDA_TASKS.items()
-        }
-        self.client("s3").create_bucket(Bucket=os.environ[constants.ENV_STARTUP_BUCKET])
+        self.client("s3").create_bucket(Bucket=variables[constants.ENV_STARTUP_BUCKET])
         ddb = self.client("dynamodb")
         ddb.create_table(
-            TableName=os.environ[constants.ENV_INSTANCES_TABLE],
+            TableName=variables[constants.ENV_INSTANCES_TABLE],
             BillingMode="PAY_PER_REQUEST",
             AttributeDefinitions=[
                 {"AttributeName": constants.INSTANCES_TABLE_KEY, "AttributeType": "S"},
@@ -213,29 +336,79 @@ class LocalEngine:
                 }
             ],
         )
-        # The approval topic lives in moto: RequestTeardownApproval's messages stay in the process.
-        self.approval_topic_arn = self.client("sns").create_topic(Name=APPROVAL_TOPIC)["TopicArn"]
-        os.environ[constants.ENV_APPROVAL_TOPIC_ARN] = self.approval_topic_arn
         ddb.create_table(
-            TableName=os.environ[constants.ENV_CAPACITY_TABLE],
+            TableName=variables[constants.ENV_CAPACITY_TABLE],
             BillingMode="PAY_PER_REQUEST",
             AttributeDefinitions=[{"AttributeName": constants.CAPACITY_TABLE_KEY, "AttributeType": "S"}],
             KeySchema=[{"AttributeName": constants.CAPACITY_TABLE_KEY, "KeyType": "HASH"}],
         )
-        config = dict(self.regions_config)
-        # moto knows no Deep Learning AMI parameter; every region launches a fixed local image.
-        config.setdefault("overrides", {})
-        for region in self.scenario.regions:
-            config["overrides"].setdefault(region, {}).setdefault("ami", LOCAL_AMI)
+        # The AMI comes from the public DLAMI parameter, as on AWS; a test's regions_config may override it.
         self.client("ssm").put_parameter(
-            Name=os.environ[constants.ENV_REGIONS_PARAMETER], Type="String", Value=json.dumps(config)
+            Name=variables[constants.ENV_REGIONS_PARAMETER], Type="String", Value=json.dumps(self.regions_config)
         )
-        self.state_machine_arn = self.client("stepfunctions").create_state_machine(
-            name=constants.state_machine_name(ENV_NAME),
-            definition=render_definition(self.definition.read_text(), arns),
-            roleArn=role,
+        deployment.state_machine_arn = self.client("stepfunctions").create_state_machine(
+            name=constants.state_machine_name(env),
+            definition=render_definition(self.definition.read_text(), deployment.function_arns),
+            roleArn=self._role,
             type="STANDARD",
         )["stateMachineArn"]
+        return deployment
+
+    @contextmanager
+    def as_deployment(self, env: str):
+        """Run the enclosed code (e.g. adapters that read os.environ) as deployment `env`'s functions do."""
+        with self._environments.applied(self.deployments[env].environment):
+            yield
+
+    # --- the public Deep Learning AMI ------------------------------------------------------
+
+    def _publish_ami(self, region: str, image_id: str | None = None) -> str:
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.ec2.models import ec2_backends
+        from moto.ec2.models.amis import Ami
+        from moto.ec2.utils import random_ami_id
+        from moto.ssm.models import Parameter, ssm_backends
+
+        backend = ec2_backends[DEFAULT_ACCOUNT_ID][region]
+        image_id = image_id or random_ami_id()
+        image = Ami(
+            backend,
+            image_id,
+            name=f"Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) local-{len(backend.amis)}",
+            owner_id=DLAMI_OWNER,
+            owner_alias="amazon",
+            public=True,
+            architecture="x86_64",
+            virtualization_type="hvm",
+            root_device_type="ebs",
+            root_device_name="/dev/sda1",
+            region_name=f"{region}a",
+        )
+        image.root_snapshot_gib = LOCAL_AMI_ROOT_SNAPSHOT_GIB
+        backend.amis[image_id] = image
+        parameters = ssm_backends[DEFAULT_ACCOUNT_ID][region]._parameters
+        versions = parameters[constants.DLAMI_PARAMETER]
+        versions.append(
+            Parameter(
+                account_id=DEFAULT_ACCOUNT_ID,
+                name=constants.DLAMI_PARAMETER,
+                value=image_id,
+                parameter_type="String",
+                description=None,
+                allowed_pattern=None,
+                keyid=None,
+                last_modified_date=time.time(),
+                version=len(versions) + 1,
+                data_type="aws:ec2:image",
+            )
+        )
+        return image_id
+
+    def publish_newer_ami(self, region: str) -> str:
+        """AWS releases a newer Deep Learning AMI in `region`: a new image, and the public
+        parameter now names it. Containers that resolved the old one keep it until they
+        resolve again (see cold_start). Returns the new image id."""
+        return self._publish_ami(region)
 
     # --- running -----------------------------------------------------------------------
 
@@ -245,20 +418,26 @@ class LocalEngine:
         *,
         name: str,
         on_event: Callable[[dict], None] | None = None,
-        timeout: float = 120.0,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
         decision: str | None = None,
+        env: str | None = None,
     ) -> Execution:
-        """Run one execution to its end. A teardown's approval is answered with `decision`
-        (approved | rejected | timeout) as soon as it is pending; without one it waits, and
-        another thread may answer it with answer_approval() or expire_approval()."""
+        """Run one execution of deployment `env` (default: the first) to its end. A teardown's
+        approval is answered with `decision` (approved | rejected | timeout) as soon as it is
+        pending; without one it waits, and another thread may answer it with answer_approval()
+        or expire_approval(). After `timeout` seconds of wall time the execution is stopped and
+        reported FAILED with error "LocalTimeout"."""
+        env = env or self.env_names[0]
+        deployment = self.deployments[env]
         sfn = self.client("stepfunctions")
         body = request if isinstance(request, str) else json.dumps(request)
         marker = self.calls.mark()
-        published = len(self.approval_messages())
-        answered = False
-        arn = sfn.start_execution(stateMachineArn=self.state_machine_arn, name=name, input=body)["executionArn"]
+        published = len(self.approval_messages(env))
+        answered = timed_out = False
+        arn = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name=name, input=body)["executionArn"]
         seen = 0
         deadline = time.monotonic() + timeout
+        pause = 0.002  # short at first: most steps end in a few milliseconds
         while True:
             described = sfn.describe_execution(executionArn=arn)
             if on_event:  # the history is only read while running when someone is watching
@@ -269,33 +448,48 @@ class LocalEngine:
             if described["status"] != "RUNNING":
                 break
             if decision is not None and not answered:
-                answered = self._answer_when_pending(name, decision)
+                with self.as_deployment(env):
+                    answered = self._answer_when_pending(name, decision)
             if time.monotonic() > deadline:
-                sfn.stop_execution(executionArn=arn, error="LocalTimeout", cause=f"still running after {timeout}s")
+                if timed_out:  # stopped, and still not ended after a grace period: report it anyway
+                    break
+                timed_out = True
+                sfn.stop_execution(
+                    executionArn=arn,
+                    error="LocalTimeout",
+                    cause=f"still running after {timeout:g} s; raise it with --timeout",
+                )
+                self._release_task_token_waits()  # a task waiting for a token would not notice the stop
+                deadline = time.monotonic() + 5
                 continue
-            time.sleep(0.02)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
         # The interpreter flips the status a moment before it stores the output: wait for it.
         settle_until = time.monotonic() + 5
         while described["status"] == "SUCCEEDED" and "output" not in described and time.monotonic() < settle_until:
-            time.sleep(0.01)
+            time.sleep(0.002)
             described = sfn.describe_execution(executionArn=arn)
         history = _history(sfn, arn)
         for event in history[seen:]:
             if on_event:
                 on_event(event)
+        status, error, cause = described["status"], described.get("error"), _json(described.get("cause"))
+        if timed_out:  # AWS would say ABORTED for a stop; a local timeout is a failure of the run
+            status, error, cause = "FAILED", "LocalTimeout", f"still running after {timeout:g} s; raise it with --timeout"
+        with self.as_deployment(env):
+            approval = self.approval(name)
         return Execution(
             name=name,
             arn=arn,
-            status=described["status"],
+            status=status,
             output=_json(described.get("output")),
-            error=described.get("error"),
-            cause=_json(described.get("cause")),
+            error=error,
+            cause=cause,
             history=history,
             metrics=self.calls.metrics_since(marker, history),
-            approval=self.approval(name),
-            notifications=self.approval_messages()[published:],
+            approval=approval,
+            notifications=self.approval_messages(env)[published:],
         )
-
     # --- teardown approvals ------------------------------------------------------------
     # The approval step waits for a task token as on AWS. These answer it the way a person
     # would (through gpufill.approve, the code behind `gpufill approve|reject`), or let the
@@ -332,6 +526,7 @@ class LocalEngine:
         _, _, _, region, account, *_ = self.state_machine_arn.split(":")
         for running in stepfunctions_parser_backends[account][region]._get_executions(ExecutionStatus.RUNNING):
             if running.exec_worker.env.callback_pool_manager.notify(token, CallbackOutcomeTimedOut(callback_id=token)):
+                self._answered_tokens.add(token)  # a late answer now meets TaskTimedOut, as on AWS
                 return
         raise NoPendingApproval(f"execution {name!r} is not waiting for its approval any more")
 
@@ -345,12 +540,13 @@ class LocalEngine:
             time.sleep(0.01)
         raise TimeoutError(f"execution {name!r} asked for no approval within {timeout}s")
 
-    def approval_messages(self) -> list[dict]:
-        """Everything published to the approval topic so far: {"subject", "message"}."""
+    def approval_messages(self, env: str | None = None) -> list[dict]:
+        """Everything published to deployment `env`'s approval topic so far: {"subject", "message"}."""
         from moto.sns.models import sns_backends
 
-        _, _, _, region, account, *_ = self.approval_topic_arn.split(":")
-        topic = sns_backends[account][region].topics[self.approval_topic_arn]
+        topic_arn = self.deployments[env or self.env_names[0]].approval_topic_arn
+        _, _, _, region, account, *_ = topic_arn.split(":")
+        topic = sns_backends[account][region].topics[topic_arn]
         return [{"subject": subject, "message": message} for _, message, subject, *_ in topic.sent_notifications]
 
     def _release_task_token_waits(self) -> None:
@@ -378,35 +574,84 @@ class LocalEngine:
     # --- patches -----------------------------------------------------------------------
 
     def _in_process_lambdas(self):
+        """Every Lambda invoke runs the handler in this process, with the function's own
+        Environment applied, and with the Lambda-level faults of engine.faults."""
         from moto.awslambda.models import LambdaFunction
 
-        calls = self.calls
+        from gpufill.local.faults import KilledInvocation
+
+        engine, calls, faults = self, self.calls, self.faults
 
         def invoke(function, event=None):
+            env = function.environment_vars.get(constants.ENV_DEPLOYMENT, ENV_NAME)
+            task = function.function_name.removeprefix(f"gpufill-{env}-")
+            fault = faults.for_invocation(task)
+            if fault is not None and not fault.after:
+                return _lambda_error(fault.error, function), True, ""
             module_name, _, attr = function.handler.rpartition(".")
             handler = getattr(importlib.import_module(module_name), attr)
-            with calls.invocation(module_name.rsplit(".", 1)[-1]):
+            with engine._environments.applied(function.environment_vars), calls.invocation(
+                module_name.rsplit(".", 1)[-1]
+            ):
+                engine._invocation.task = task
                 try:
                     result = handler(event if event is not None else {}, FakeContext(function))
+                except KilledInvocation:
+                    return _lambda_error("Sandbox.Timedout", function), True, ""
                 except Exception as error:  # reported to the state machine as a Lambda function error
                     return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}), True, ""
+                finally:
+                    engine._invocation.task = None
+            if fault is not None:  # after_handler: the work is done, the answer is lost
+                return _lambda_error(fault.error, function), True, ""
             return json.dumps(result), False, ""
 
         return mock.patch.object(LambdaFunction, "_invoke_lambda", invoke)
 
+    def _faults_at_the_wire(self):
+        """AWS-level faults, injected where botocore sends the HTTP request to moto, so that
+        botocore's retry handler sees them as it would see AWS's answers."""
+        from moto.core.botocore_stubber import BotocoreStubber
+
+        from gpufill.local.faults import KilledInvocation, raise_or_answer
+
+        original = BotocoreStubber.__call__
+        engine, faults = self, self.faults
+
+        def stubbed(stubber, event_name, request, **kwargs):
+            if not stubber.enabled:
+                return None
+            _, service_id, operation = event_name.split(".", 2)
+            task = getattr(engine._invocation, "task", None)
+            found = faults.for_aws_call(service_id, operation, request.url, task)
+            if found is None:
+                return original(stubber, event_name, request, **kwargs)
+            layer, rule = found
+            if layer == "kill":
+                raise KilledInvocation(f"{task} killed at {service_id}:{operation}")
+            if rule.after:
+                original(stubber, event_name, request, **kwargs)  # AWS did it; the reply is lost
+            return raise_or_answer(rule, service_id, operation, request)
+
+        return mock.patch.object(BotocoreStubber, "__call__", stubbed)
+
     def _no_sleeping_retries(self):
+        """Retry backoff (the state machine's and botocore's own) costs no wall time locally."""
+        import botocore.endpoint
         from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
         class _Clock:
             @staticmethod
-            def sleep(seconds: float) -> None:  # Retry backoff costs no wall time locally
+            def sleep(seconds: float) -> None:
                 return None
 
             def __getattr__(self, name):
                 return getattr(time, name)
 
-        return mock.patch.object(retrier_decl, "time", _Clock())
-
+        stack = ExitStack()
+        stack.enter_context(mock.patch.object(retrier_decl, "time", _Clock()))
+        stack.enter_context(mock.patch.object(botocore.endpoint, "time", _Clock()))
+        return stack
 
     def _no_sleeping_waits(self):
         """Wait states return at once; the seconds they would have waited count in the modelled time."""
@@ -418,6 +663,17 @@ class LocalEngine:
             calls.waited(wait_seconds)
 
         return mock.patch.object(WaitFunction, "_wait_interval", wait_interval)
+
+
+def _lambda_error(error: str, function) -> str:
+    """The error payload Lambda reports for a failed invocation; Step Functions names the
+    task's error after its errorType (Sandbox.Timedout, Lambda.Unknown, Lambda.ServiceException)."""
+    messages = {
+        "Sandbox.Timedout": f"RequestId: local Error: Task timed out after {float(function.timeout):.2f} seconds",
+        "Lambda.Unknown": "The cause could not be determined because Lambda did not return an error type.",
+        "Lambda.ServiceException": "Lambda was unable to process the request (ServiceException).",
+    }
+    return json.dumps({"errorType": error, "errorMessage": messages.get(error, error)})
 
 
 def _local_user() -> str:

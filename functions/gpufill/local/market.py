@@ -23,11 +23,75 @@ from gpufill import catalog
 from gpufill.local.scenario import MarketScenario
 
 DEFAULT_VCPUS = 4
+# GetSpotPlacementScores: AWS says scores for one or two instance types "will always be low";
+# the local engine caps them at this value when fewer than 3 types are asked for.
+FEW_TYPES_SCORE_CAP = 3
+FEW_TYPES = 3
+# GetSpotPlacementScores answers the top 10 Regions or Availability Zones.
+PLACEMENT_TOP = 10
+# Distinct placement-score configurations an account may ask for in 24 hours. AWS does not
+# publish the number; this one is finite so that a run asking too many meets the error.
+PLACEMENT_CONFIGURATIONS_PER_DAY = 50
+# EC2 limits on RunInstances.
+MAX_TAGS_PER_RESOURCE = 50
+MAX_TAG_KEY = 128
+MAX_TAG_VALUE = 256
+MAX_USER_DATA_BYTES = 16 * 1024
+# Parameters a reused ClientToken is not compared on (EC2: the same request in another AZ is the same request).
+_NOT_COMPARED = {"Action", "Version", "ClientToken", "Placement.AvailabilityZone"}
+
+
+def _check_launch_parameters(response: InstanceResponse) -> None:
+    """EC2's own refusals of a RunInstances request: tags, user data, a root volume below the AMI's snapshot."""
+    import base64
+
+    query = {k: v[0] if isinstance(v, list) and v else v for k, v in response.querystring.items()}
+    specs: dict[str, dict[str, dict[str, str]]] = {}
+    for key, value in query.items():
+        parts = key.split(".")
+        if parts[0] == "TagSpecification" and len(parts) == 5 and parts[2] == "Tag":
+            specs.setdefault(parts[1], {}).setdefault(parts[3], {})[parts[4]] = value
+    for tags in specs.values():
+        if len(tags) > MAX_TAGS_PER_RESOURCE:
+            raise EC2ClientError("TagLimitExceeded", f"The maximum number of tags per resource ({MAX_TAGS_PER_RESOURCE}) was exceeded: {len(tags)}.")
+        for tag in tags.values():
+            key, value = tag.get("Key", ""), tag.get("Value", "")
+            if len(key) > MAX_TAG_KEY:
+                raise EC2ClientError("InvalidParameterValue", f"Tag key exceeds the maximum length of {MAX_TAG_KEY} characters: {key[:40]}...")
+            if len(value) > MAX_TAG_VALUE:
+                raise EC2ClientError("InvalidParameterValue", f"Tag value exceeds the maximum length of {MAX_TAG_VALUE} characters (key {key}).")
+            if key.lower().startswith("aws:"):
+                raise EC2ClientError("InvalidParameterValue", f"Tag keys starting with 'aws:' are reserved for internal use: {key}")
+    user_data = query.get("UserData")
+    if user_data:
+        size = len(base64.b64decode(user_data))
+        if size > MAX_USER_DATA_BYTES:
+            raise EC2ClientError("InvalidParameterValue", f"User data is limited to {MAX_USER_DATA_BYTES} bytes; this request has {size}.")
+    image = response.ec2_backend.amis.get(query.get("ImageId"))
+    snapshot_gib = getattr(image, "root_snapshot_gib", None)
+    if image is None or snapshot_gib is None:
+        return
+    for key, device in query.items():
+        if key.startswith("BlockDeviceMapping.") and key.endswith(".DeviceName") and device == image.root_device_name:
+            size = query.get(key.replace(".DeviceName", ".Ebs.VolumeSize"))
+            if size is not None and int(size) < snapshot_gib:
+                raise EC2ClientError(
+                    "InvalidBlockDeviceMapping",
+                    f"Volume of size {int(size)}GB is smaller than snapshot '{image.ebs_snapshot.id}', expect size >= {snapshot_gib}GB",
+                )
 
 
 class SimulatedMarket:
-    def __init__(self, scenario: MarketScenario):
+    def __init__(self, scenario: MarketScenario, *, visibility_delay_calls: int = 1):
         self.scenario = scenario
+        # EC2 is eventually consistent: a new instance is missing from the next
+        # `visibility_delay_calls` DescribeInstances calls in its region (by id:
+        # InvalidInstanceID.NotFound; by filter: absent).
+        self.visibility_delay_calls = visibility_delay_calls
+        self._hidden: dict[tuple[str, str], int] = {}  # (region, instance id) -> describe calls left
+        self._token_instances: dict[tuple[str, str], list[str]] = {}  # (region, token) -> instance ids
+        self._placement_configurations: set[tuple] = set()
+        self.placement_configurations_per_day = PLACEMENT_CONFIGURATIONS_PER_DAY
         self._stock = {
             (region, zone, itype, market): getattr(stock, "spot" if market == "spot" else "on_demand")
             for region, rm in scenario.regions.items()
@@ -41,9 +105,9 @@ class SimulatedMarket:
             for zone, types in rm.zones.items()
             for itype, stock in types.items()
         }
-        self._tokens: dict[str, tuple[tuple, ActionResult]] = {}
+        self._tokens: dict[tuple[str, str], tuple[tuple, ActionResult]] = {}
         self._launched: list[tuple[str, str, int, object]] = []  # (region, market, vcpus, moto instance)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # launch() holds it while it hides the new instances
         self.placement_scores_denied = False  # tests set it to see the classic fallback
 
     def left(self, region: str, zone: str, instance_type: str, market: str) -> int:
@@ -80,12 +144,25 @@ class SimulatedMarket:
             if stock.spot_price is not None and (not instance_types or t in instance_types)
         ]
 
-    def placement_scores(self, instance_types: list[str], regions: list[str], zone_id) -> list[dict]:
-        """AZ-level scores: the zone's own score, else its region's score for the type, else none."""
+    def placement_scores(self, instance_types: list[str], regions: list[str], zone_id, configuration: tuple) -> list[dict]:
+        """AZ-level scores as AWS's behave: the scenario's explicit score (the zone's own, else its
+        region's for the type; never derived from capacity), capped low when fewer than 3 types
+        are asked for, the top 10 only, and a limit on distinct configurations per 24 hours."""
         if self.placement_scores_denied:
             raise EC2ClientError(
                 "UnauthorizedOperation", "You are not authorized to perform: ec2:GetSpotPlacementScores"
             )
+        with self._lock:
+            if configuration not in self._placement_configurations:
+                if len(self._placement_configurations) >= self.placement_configurations_per_day:
+                    raise EC2ClientError(
+                        "MaxConfigLimitExceeded",
+                        "You have exceeded your maximum allowed Spot placement configurations. You can retry "
+                        "configurations that you used within the last 24 hours, or wait for 24 hours before "
+                        "specifying a new configuration.",
+                    )
+                self._placement_configurations.add(configuration)
+        cap = FEW_TYPES_SCORE_CAP if len(set(instance_types)) < FEW_TYPES else 10
         found = []
         for region in regions:
             market = self.scenario.regions.get(region)
@@ -97,8 +174,34 @@ class SimulatedMarket:
                 ]
                 scores = [s for s in scores if s]
                 if scores:
-                    found.append({"Region": region, "AvailabilityZoneId": zone_id(region, zone), "Score": min(scores)})
-        return found
+                    found.append(
+                        {"Region": region, "AvailabilityZoneId": zone_id(region, zone), "Score": min(min(scores), cap)}
+                    )
+        found.sort(key=lambda s: -s["Score"])  # stable: ties keep the request's region order
+        return found[:PLACEMENT_TOP]
+
+    # --- EC2's view of new instances ---------------------------------------------------
+
+    def hide_new(self, region: str, instance_ids: list[str]) -> None:
+        if self.visibility_delay_calls > 0:
+            with self._lock:
+                for instance_id in instance_ids:
+                    self._hidden[(region, instance_id)] = self.visibility_delay_calls
+
+    def hidden_now(self, region: str) -> set[str]:
+        """The instances this DescribeInstances call in `region` does not see yet (each call counts down)."""
+        with self._lock:
+            hidden = {i for (r, i) in self._hidden if r == region}
+            for instance_id in hidden:
+                left = self._hidden[(region, instance_id)] - 1
+                if left <= 0:
+                    del self._hidden[(region, instance_id)]
+                else:
+                    self._hidden[(region, instance_id)] = left
+            return hidden
+
+    def launched_with_token(self, region: str, token: str) -> list[str]:
+        return list(self._token_instances.get((region, token), []))
 
     def launch(self, response: InstanceResponse, launch_in_moto) -> ActionResult:
         region = response.region
@@ -111,17 +214,21 @@ class SimulatedMarket:
             zone = response.ec2_backend.get_subnet(params["SubnetId"]).availability_zone
         market = "spot" if response._get_param("InstanceMarketOptions.MarketType") == "spot" else "on-demand"
         itype, low, high = params["InstanceType"], int(params["MinCount"]), int(params["MaxCount"])
-        fingerprint = (region, zone, itype, market, low, high, params["ImageId"])
+        # Every parameter but the AZ: a retry with another image, user data or tags is another request.
+        fingerprint = tuple(
+            sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in response.querystring.items() if k not in _NOT_COMPARED)
+        )
         token = params["ClientToken"]
         with self._lock:
-            if token and token in self._tokens:
-                seen, result = self._tokens[token]
+            if token and (region, token) in self._tokens:
+                seen, result = self._tokens[(region, token)]
                 if seen != fingerprint:
                     raise EC2ClientError(
                         "IdempotentParameterMismatch",
                         f"Arguments on this idempotent request are inconsistent with arguments used in previous request(s) with client token {token}.",
                     )
                 return result
+            _check_launch_parameters(response)
             self._check_quota(region, market, itype, high)
             left = self.left(region, zone, itype, market)
             if left < low or left == 0:
@@ -139,7 +246,9 @@ class SimulatedMarket:
             vcpus = catalog.vcpus(itype) or DEFAULT_VCPUS
             self._launched.extend((region, market, vcpus, i) for i in result.result.instances)
             if token:
-                self._tokens[token] = (fingerprint, result)
+                self._tokens[(region, token)] = (fingerprint, result)
+                self._token_instances[(region, token)] = [i.id for i in result.result.instances]
+            self.hide_new(region, [i.id for i in result.result.instances])
             return result
 
     def _check_quota(self, region: str, market: str, itype: str, count: int) -> None:
@@ -200,12 +309,70 @@ class SimulatedMarket:
                 backend = ec2_backends[response.current_account][region]
                 return next(z.zone_id for z in backend.describe_availability_zones() if z.name == zone)
 
-            scores = market.placement_scores(
-                response._get_param("InstanceTypes", []), response._get_param("RegionNames", []), zone_id
+            types = response._get_param("InstanceTypes", [])
+            regions = response._get_param("RegionNames", [])
+            configuration = (
+                tuple(sorted(types)),
+                response._get_param("TargetCapacity"),
+                response._get_param("TargetCapacityUnitType"),
+                response._get_param("SingleAvailabilityZone"),
+                tuple(sorted(regions)),
             )
+            scores = market.placement_scores(types, regions, zone_id, configuration)
             return ActionResult({"SpotPlacementScores": scores})
 
+        original_describe = InstanceResponse.describe_instances
+
+        def describe_instances(response: InstanceResponse) -> ActionResult:
+            """moto's DescribeInstances, plus the `client-token` filter and EC2's visibility lag."""
+            from moto.ec2.exceptions import InvalidInstanceIdError
+
+            hidden = market.hidden_now(response.region)
+            filters = response._filters_from_querystring()
+            tokens = filters.pop("client-token", None)
+            asked = response._get_param("InstanceIds", [])
+            for instance_id in asked:
+                if instance_id in hidden:
+                    raise InvalidInstanceIdError(instance_id)
+            if tokens is not None:
+                by_token = [i for t in tokens for i in market.launched_with_token(response.region, t)]
+                asked = [i for i in asked if i in by_token] if asked else by_token
+                if not asked:
+                    return ActionResult({"Reservations": [], "NextToken": None})
+            if not hidden and tokens is None:
+                return original_describe(response)
+            if asked:
+                reservations = response.ec2_backend.get_reservations_by_instance_ids(asked, filters=filters)
+            else:
+                reservations = response.ec2_backend.describe_instances(filters=filters)
+            visible = []
+            for reservation in reservations:
+                instances = [i for i in reservation.instances if i.id not in hidden]
+                if instances:
+                    copy = type(reservation).__new__(type(reservation))
+                    copy.__dict__.update(reservation.__dict__)
+                    copy.instances = instances
+                    visible.append(copy)
+            return ActionResult({"Reservations": visible, "NextToken": None})
+
+        def root_snapshot_mappings(image) -> list[dict]:
+            return [
+                {
+                    "DeviceName": image.root_device_name,
+                    "Ebs": {
+                        "SnapshotId": image.ebs_snapshot.id,
+                        "VolumeSize": getattr(image, "root_snapshot_gib", 15),
+                        "DeleteOnTermination": True,
+                        "VolumeType": "gp3" if hasattr(image, "root_snapshot_gib") else "standard",
+                    },
+                }
+            ]
+
+        from moto.ec2.models.amis import Ami
+
         stack = ExitStack()
+        stack.enter_context(mock.patch.object(InstanceResponse, "describe_instances", describe_instances))
+        stack.enter_context(mock.patch.object(Ami, "block_device_mappings", property(root_snapshot_mappings)))
         stack.enter_context(
             mock.patch.object(EC2Response, "get_spot_placement_scores", get_spot_placement_scores, create=True)
         )

@@ -26,9 +26,11 @@ class CallLog:
         self.wait_seconds: list[float] = []
         self._current = threading.local()
         self._lock = threading.Lock()
+        self.faults = None  # the engine's Faults, whose injections the metrics count
 
-    def mark(self) -> tuple[int, int, int]:
-        return len(self.invocations), len(self.calls), len(self.wait_seconds)
+    def mark(self) -> tuple[int, int, int, int]:
+        injected = self.faults.total if self.faults is not None else 0
+        return len(self.invocations), len(self.calls), len(self.wait_seconds), injected
 
     def waited(self, seconds: float) -> None:
         with self._lock:
@@ -67,7 +69,7 @@ class CallLog:
         if record is not None:
             record.calls.append(api)
 
-    def metrics_since(self, marker: tuple[int, int, int], history: list[dict]) -> dict:
+    def metrics_since(self, marker: tuple[int, int, int, int], history: list[dict]) -> dict:
         invocations = self.invocations[marker[0] :]
         calls = self.calls[marker[1] :]
         ec2 = Counter(c.split(":", 1)[1] for c in calls if c.startswith("ec2:"))
@@ -77,10 +79,37 @@ class CallLog:
             "lambda_invocations": len(invocations),
             "ec2_calls": dict(sorted(ec2.items())),
             "run_instances_calls": ec2.get("RunInstances", 0),
+            "history_events": len(history),
+            "largest_state_bytes": largest_state_bytes(history),
+            "faults_injected": (self.faults.total if self.faults is not None else 0) - marker[3],
             "modelled_seconds": round(
                 modelled_seconds(invocations, transitions) + sum(self.wait_seconds[marker[2] :]), 3
             ),
         }
+
+
+# Where a history event carries a state's data: its input or output (JSON text).
+_DATA_FIELDS = (
+    ("stateEnteredEventDetails", "input"),
+    ("stateExitedEventDetails", "output"),
+    ("lambdaFunctionScheduledEventDetails", "input"),
+    ("lambdaFunctionSucceededEventDetails", "output"),
+    ("taskScheduledEventDetails", "parameters"),
+    ("taskSucceededEventDetails", "output"),
+    ("executionStartedEventDetails", "input"),
+    ("executionSucceededEventDetails", "output"),
+)
+
+
+def largest_state_bytes(history: list[dict]) -> int:
+    """The largest input, output or task payload of the run, in UTF-8 bytes (Step Functions' unit)."""
+    largest = 0
+    for event in history:
+        for details, key in _DATA_FIELDS:
+            text = event.get(details, {}).get(key)
+            if text:
+                largest = max(largest, len(text.encode()))
+    return largest
 
 
 def modelled_seconds(invocations: list[Invocation], transitions: int) -> float:

@@ -1,0 +1,222 @@
+"""Faults injected where they happen on AWS, for tests of what gpufill does when things fail.
+
+Reach it as `engine.faults` on a running LocalEngine. Three layers:
+
+- `aws(...)`: an AWS API call is refused or its reply is lost. The fault is produced
+  where botocore sends the HTTP request, so botocore's own retry handler sees it
+  exactly as it would see AWS's answer: a throttling code or a 5xx is retried by the
+  client's standard retry mode (the sleeps between tries cost no wall time inside the
+  engine), a 4xx that is not throttling is raised at once, a transport failure
+  (ReadTimeout, ConnectTimeout, EndpointConnectionError) is retried as a timeout.
+- `lambda_invoke(...)`: the Lambda service fails a task's invocation, before the
+  handler runs or after it did its work (a function timeout after the side effects).
+- `kill_at(...)`: the function dies when its handler reaches an AWS call, before the
+  call is made (the container is killed mid-handler; the state machine sees
+  `Sandbox.Timedout`).
+
+Every rule counts as it fires; `engine.faults.injected` and the run's metrics
+(`faults_injected`) report how many faults were actually injected, so a test can
+assert that the fault it planned really happened.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+# Lambda errors a task may see from the Lambda service, as Step Functions names them.
+LAMBDA_ERRORS = ("Sandbox.Timedout", "Lambda.Unknown", "Lambda.ServiceException")
+TRANSPORT_ERRORS = ("ReadTimeout", "ConnectTimeout", "EndpointConnectionError")
+
+# HTTP status AWS answers with each error code (anything else is a 400 client error).
+_STATUS = {
+    "RequestLimitExceeded": 503,  # EC2 throttling
+    "Throttling": 400,
+    "ThrottlingException": 400,
+    "ThrottledException": 400,
+    "ProvisionedThroughputExceededException": 400,
+    "RequestThrottled": 400,
+    "TooManyRequestsException": 429,
+    "SlowDown": 503,
+    "InternalError": 500,
+    "InternalFailure": 500,
+    "InternalServerError": 500,
+    "ServiceUnavailable": 503,
+    "Unavailable": 503,
+    "RequestTimeout": 408,
+    "RequestTimeoutException": 408,
+}
+# boto3 client names whose botocore service id differs.
+_SERVICE_IDS = {"stepfunctions": "sfn", "states": "sfn", "logs": "cloudwatch-logs"}
+# How each service's protocol spells an error (botocore parses the reply as it would AWS's).
+_QUERY_SERVICES = {"sns", "sqs", "iam", "sts", "cloudformation"}
+_REGION_IN_URL = re.compile(r"\.([a-z]{2}(?:-[a-z]+)+-\d)\.")
+
+
+class KilledInvocation(BaseException):
+    """The function's container died mid-handler. A BaseException so that no handler's
+    `except Exception` can swallow it: nothing after the kill point runs."""
+
+
+@dataclass
+class _Rule:
+    layer: str  # "aws" | "invoke" | "kill"
+    service: str | None = None
+    operation: str | None = None
+    region: str | None = None
+    task: str | None = None
+    error: str = ""
+    after: bool = False
+    times: int | None = 1
+    fired: int = 0
+
+    def spent(self) -> bool:
+        return self.times is not None and self.fired >= self.times
+
+
+@dataclass
+class Faults:
+    """The fault rules of one simulated account. Rules fire in the order they were added."""
+
+    _rules: list[_Rule] = field(default_factory=list)
+    injected: Counter = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # --- what tests call ---------------------------------------------------------------
+
+    def aws(
+        self,
+        service: str,
+        operation: str,
+        *,
+        error: str,
+        region: str | None = None,
+        after: bool = False,
+        times: int | None = 1,
+    ) -> None:
+        """Make the next `times` calls of `service`.`operation` (boto3 names, e.g. "ec2",
+        "RunInstances") fail with `error`, in `region` or any region.
+
+        `error` is an AWS error code ("RequestLimitExceeded", "InternalError",
+        "ServiceUnavailable", "UnauthorizedOperation", ...), answered with AWS's HTTP status,
+        or a transport failure: "ReadTimeout", "ConnectTimeout", "EndpointConnectionError".
+        With `after=True` the call takes effect and then its reply is lost: the caller gets
+        the error although AWS did the work (a launch that launched, a write that was written).
+        Each botocore attempt counts as one call, so `times=1` with a retried code is absorbed
+        by the client's own retries; `times=None` fails every attempt.
+        """
+        if after and error in ("ConnectTimeout", "EndpointConnectionError"):
+            raise ValueError(f"error: {error} means the request never reached AWS; after=True cannot apply")
+        self._add(_Rule("aws", _service_id(service), operation, region, None, error, after, times))
+
+    def lambda_invoke(
+        self, task: str, *, error: str = "Sandbox.Timedout", after_handler: bool = False, times: int | None = 1
+    ) -> None:
+        """Make the next `times` invocations of `task` (a function name such as "LaunchBatch")
+        fail with `error`, one of "Sandbox.Timedout", "Lambda.Unknown", "Lambda.ServiceException".
+
+        Before the handler (default): the handler never runs. `after_handler=True`: the handler
+        runs to its end (its AWS side effects happen) and the state machine gets the error
+        instead of the result, as when a function times out after its work was done.
+        """
+        if error not in LAMBDA_ERRORS:
+            raise ValueError(f"error: {error!r} is not one of {', '.join(LAMBDA_ERRORS)}")
+        self._add(_Rule("invoke", task=task, error=error, after=after_handler, times=times))
+
+    def kill_at(self, service: str, operation: str, *, task: str | None = None, times: int | None = 1) -> None:
+        """Kill the invocation of `task` (any task when None) when its handler reaches
+        `service`.`operation`, before the call is made; the state machine sees `Sandbox.Timedout`.
+
+        Example: kill_at("dynamodb", "BatchWriteItem", task="LaunchBatch") is a LaunchBatch
+        that died between RunInstances and the DynamoDB write of its records.
+        """
+        self._add(_Rule("kill", _service_id(service), operation, task=task, error="Sandbox.Timedout", times=times))
+
+    def clear(self) -> None:
+        """Drop every rule not yet spent (the counts stay)."""
+        with self._lock:
+            self._rules.clear()
+
+    @property
+    def total(self) -> int:
+        return sum(self.injected.values())
+
+    # --- what the engine calls -----------------------------------------------------------
+
+    def _add(self, rule: _Rule) -> None:
+        if rule.times is not None and rule.times < 1:
+            raise ValueError(f"times: must be at least 1 or None (every call), got {rule.times}")
+        with self._lock:
+            self._rules.append(rule)
+
+    def _take(self, layer: str, **match) -> _Rule | None:
+        with self._lock:
+            for rule in self._rules:
+                if rule.layer != layer or rule.spent():
+                    continue
+                if any(getattr(rule, k) is not None and getattr(rule, k) != v for k, v in match.items()):
+                    continue
+                rule.fired += 1
+                self.injected[f"{layer}:{rule.service or rule.task}:{rule.operation or rule.error}"] += 1
+                return rule
+        return None
+
+    def for_aws_call(self, service_id: str, operation: str, url: str, task: str | None) -> tuple[str, _Rule] | None:
+        """The fault to inject into this HTTP request, as ("kill" | "aws", rule), or None."""
+        rule = self._take("kill", service=service_id, operation=operation, task=task)
+        if rule is not None:
+            return "kill", rule
+        found = _REGION_IN_URL.search(url)
+        rule = self._take("aws", service=service_id, operation=operation, region=found.group(1) if found else None)
+        return ("aws", rule) if rule is not None else None
+
+    def for_invocation(self, task: str) -> _Rule | None:
+        return self._take("invoke", task=task)
+
+
+def _service_id(service: str) -> str:
+    return _SERVICE_IDS.get(service.lower(), service.lower())
+
+
+def raise_or_answer(rule: _Rule, service_id: str, operation: str, request):
+    """Raise the transport failure, or return the HTTP error reply AWS would send."""
+    from botocore.awsrequest import AWSResponse
+    from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
+
+    transport = {
+        "ReadTimeout": ReadTimeoutError,
+        "ConnectTimeout": ConnectTimeoutError,
+        "EndpointConnectionError": EndpointConnectionError,
+    }
+    if rule.error in transport:
+        raise transport[rule.error](endpoint_url=request.url)
+    code, status = rule.error, _STATUS.get(rule.error, 400)
+    message = f"{operation} failed: {code} (injected by the local engine)"
+    headers = {"x-amzn-RequestId": "local-fault", "x-amzn-ErrorType": code}
+    if service_id == "ec2":
+        body = (
+            f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors>"
+            "<RequestID>local-fault</RequestID></Response>"
+        )
+        headers["Content-Type"] = "text/xml"
+    elif service_id in _QUERY_SERVICES:
+        kind = "Receiver" if status >= 500 else "Sender"
+        body = (
+            f"<ErrorResponse><Error><Type>{kind}</Type><Code>{code}</Code><Message>{message}</Message></Error>"
+            "<RequestId>local-fault</RequestId></ErrorResponse>"
+        )
+        headers["Content-Type"] = "text/xml"
+    elif service_id == "s3":
+        body = f"<Error><Code>{code}</Code><Message>{message}</Message><RequestId>local-fault</RequestId></Error>"
+        headers["Content-Type"] = "application/xml"
+    else:  # json and rest-json services (DynamoDB, SSM, Step Functions, Lambda)
+        import json
+
+        body = json.dumps({"__type": code, "message": message})
+        headers["Content-Type"] = "application/x-amz-json-1.0"
+
+    from moto.core.botocore_stubber import MockRawResponse
+
+    return AWSResponse(request.url, status, headers, MockRawResponse(body.encode()))
