@@ -50,14 +50,20 @@ class Audit:
 
 
 def live_instances(request_id: str, regions=(WEST, EAST), deployment: str | None = None) -> set[str]:
+    """The ground truth: what the simulated EC2 holds, read from its backend (no eventual
+    consistency, no injected fault in the way)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
     found = set()
     for region in regions:
-        filters = [{"Name": f"tag:{constants.TAG_REQUEST_ID}", "Values": [request_id]},
-                   {"Name": "instance-state-name", "Values": ["pending", "running"]}]
-        if deployment:
-            filters.append({"Name": f"tag:{constants.TAG_DEPLOYMENT}", "Values": [deployment]})
-        for reservation in boto3.client("ec2", region_name=region).describe_instances(Filters=filters)["Reservations"]:
-            found.update(i["InstanceId"] for i in reservation["Instances"])
+        for instance in ec2_backends[DEFAULT_ACCOUNT_ID][region].all_instances():
+            tags = {t["key"]: t["value"] for t in instance.get_tags()}
+            if tags.get(constants.TAG_REQUEST_ID) != request_id or instance.state not in ("pending", "running"):
+                continue
+            if deployment and tags.get(constants.TAG_DEPLOYMENT) != deployment:
+                continue
+            found.add(instance.id)
     return found
 
 

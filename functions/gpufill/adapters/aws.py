@@ -66,6 +66,17 @@ class TransientAwsError(Exception):
 
 
 def is_transient(error: BaseException) -> bool:
+    """Also true when a library wrapped the AWS error (Powertools Parameters raises GetParameterError from it)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if _transient(error):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _transient(error: BaseException) -> bool:
     if isinstance(error, TRANSPORT_ERRORS):
         return True
     if isinstance(error, ClientError):
