@@ -22,7 +22,10 @@ def test_run_instances_carries_the_hardened_launch_settings(local_account):
         groups = ec2.describe_security_groups(GroupIds=sent[0]["SecurityGroupIds"])["SecurityGroups"]
         subnet = ec2.describe_subnets(SubnetIds=[sent[0]["SubnetId"]])["Subnets"][0]
     params = sent[0]
-    assert params["MetadataOptions"]["HttpTokens"] == "required"
+    # IMDSv2 only, and one hop: the serving container has no route to the instance's credentials.
+    assert params["MetadataOptions"] == {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1}
+    tags = {t["Key"]: t["Value"] for t in params["TagSpecifications"][0]["Tags"]}
+    assert tags["gpufill:deployment"] == "local" and tags["gpufill:request-id"] == "hardened"
     assert params["InstanceInitiatedShutdownBehavior"] == "terminate"
     assert params["BlockDeviceMappings"][0]["Ebs"] == {
         "VolumeSize": 100, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}
@@ -61,3 +64,37 @@ def test_instances_reclaimed_at_launch_are_reported_and_do_not_count(local_accou
     assert records[lost]["state"] == "terminated" and "reclaimed" in records[lost]["lost_reason"]
     assert {records[i["instance_id"]]["state"] for i in result["instances"]} == {"running"}
     assert result["hourly_cost"] == 0.8
+
+
+def test_a_root_volume_below_the_images_snapshot_is_raised_to_it(local_account):
+    """EC2 refuses a root volume smaller than the AMI's root snapshot (InvalidBlockDeviceMapping)."""
+    from gpufill.local.engine import LOCAL_AMI_ROOT_SNAPSHOT_GIB
+
+    sent = []
+    with local_account(MARKET) as engine:
+        aws.client("ec2", "us-west-2").meta.events.register(
+            "provide-client-params.ec2.RunInstances", lambda params, **_: sent.append(dict(params))
+        )
+        execution = engine.run({"count": 1, "regions": ["us-west-2"], "root_volume_gib": 40}, name="small-root")
+    assert execution.output["status"] == "FULFILLED"
+    assert sent[0]["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == LOCAL_AMI_ROOT_SNAPSHOT_GIB > 40
+
+
+def test_instances_ec2_does_not_describe_yet_are_pending_not_lost(local_account):
+    """EC2 is eventually consistent: the first check right after launch does not see them."""
+    with local_account(MARKET) as engine:
+        engine.market.visibility_delay_calls = 4  # a slow few seconds: several checks see nothing
+        execution = engine.run({"count": 2, "regions": ["us-west-2"]}, name="fresh")
+    assert execution.output["status"] == "FULFILLED" and execution.output["lost"] == []
+    assert {i["state"] for i in execution.output["instances"]} == {"running"}
+    assert execution.entered().count("WaitUntilRunning") >= 2  # the first round saw nothing yet
+
+
+def test_ec2_refusing_the_launch_itself_ends_launch_rejected_after_one_call(local_account):
+    with local_account(MARKET) as engine:
+        engine.faults.aws("ec2", "RunInstances", error="UnauthorizedOperation", times=None)
+        execution = engine.run({"count": 2, "regions": ["us-west-2"]}, name="refused")
+        refused_calls = engine.faults.total
+    assert (execution.status, execution.error) == ("FAILED", "LAUNCH_REJECTED")
+    assert refused_calls == 1  # one call, not one per pool
+    assert execution.cause["code"] == "UnauthorizedOperation" and "IAM" in execution.cause["what_to_change"]
