@@ -77,5 +77,5 @@ def _with_placement_scores(facts: list[RegionFacts], request: ProvisionRequest) 
     if found is None:
         return facts, "classic (spot placement scores unavailable)"
     if not found:
-        return facts, "classic (no candidate AZ in AWS's placement-score answer)"
+        return facts, "classic (no placement score in AWS's answer)"
     return ranking.with_placement_scores(facts, found), "blended"
