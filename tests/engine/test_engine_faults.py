@@ -134,7 +134,10 @@ def test_kill_at_another_task_spares_this_one(engine):
 def test_the_state_machine_sees_exactly_the_lambda_error_name(engine):
     engine.faults.lambda_invoke("ValidateRequest", error="Lambda.Unknown", times=None)
     execution = engine.run({"count": 1, "regions": [WEST]}, name="lambda-unknown")
-    assert (execution.status, execution.error) == ("FAILED", "Lambda.Unknown")
+    failed = [e for e in execution.history if e["type"] == "LambdaFunctionFailed"]
+    assert failed and {e["lambdaFunctionFailedEventDetails"]["error"] for e in failed} == {"Lambda.Unknown"}
+    # Once the retries run out the run ends under a documented name, never the raw one.
+    assert (execution.status, execution.error) == ("FAILED", "PROVISIONING_FAILED")
     assert execution.metrics["faults_injected"] >= 2  # the first try and the state's retries
     assert execution.metrics["lambda_invocations"] == 0  # the handler never ran
 

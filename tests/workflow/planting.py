@@ -70,10 +70,23 @@ def launch(
         TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
     )
     ids = [i["InstanceId"] for i in reply["Instances"]]
+    _until_visible(engine, region, ids)
     if record:
         for instance_id in ids:
             put_record(engine, instance_id, region, record_as or request_id)
     return ids
+
+
+def _until_visible(engine, region, ids) -> None:
+    """Planted instances play ones launched long ago: wait out EC2's visibility lag for new instances."""
+    ec2 = engine.client("ec2", region)
+    for _ in range(10):
+        try:
+            ec2.describe_instances(InstanceIds=ids)
+            return
+        except ec2.exceptions.ClientError as error:
+            if error.response["Error"]["Code"] != "InvalidInstanceID.NotFound":
+                raise
 
 
 def put_record(engine, instance_id, region, request_id):
