@@ -24,8 +24,7 @@ LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 # runtime; Powertools and pydantic come with the Powertools layer.
 ASSET_EXCLUDE = [
     "gpufill/local",
-    "gpufill/cli.py",
-    "gpufill/render.py",
+    "gpufill/cli",
     "gpufill/approve.py",  # gpufill approve/reject: run by people, never by a Lambda
     "*.egg-info",
     "**/__pycache__",

@@ -186,9 +186,12 @@ def read_full_pools(r: TaskResources) -> Grant:
 
 
 def read_placement_scores(r: TaskResources) -> Grant:
-    """Spot placement scores for the candidate regions (adapters.placement)."""
+    """Spot placement scores for the candidate regions, shared by every run through the capacity table (adapters.placement)."""
     return Grant(
-        [iam.PolicyStatement(actions=["ec2:GetSpotPlacementScores"], resources=["*"])],
+        [
+            iam.PolicyStatement(actions=["ec2:GetSpotPlacementScores"], resources=["*"]),
+            iam.PolicyStatement(actions=["dynamodb:GetItem", "dynamodb:PutItem"], resources=[r.capacity_table.table_arn]),
+        ],
         {
             "Resource::*": (
                 "ec2:GetSpotPlacementScores takes no resource-level permissions (IAM accepts only "
@@ -222,6 +225,19 @@ def put_instance_records(r: TaskResources) -> Grant:
 def update_instance_records(r: TaskResources) -> Grant:
     """Update single items: boot state, terminated or ended state (with the record's TTL), the approval decision."""
     return Grant([iam.PolicyStatement(actions=["dynamodb:UpdateItem"], resources=[r.table.table_arn])])
+
+
+def read_instance_record(r: TaskResources) -> Grant:
+    """One item by key: a run's plan (run_store.load_plan)."""
+    return Grant([iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[r.table.table_arn])])
+
+
+def describe_images(r: TaskResources) -> Grant:
+    """ec2:DescribeImages: the AMI's root snapshot size, so the root volume is never smaller (adapters.ec2)."""
+    return Grant(
+        [iam.PolicyStatement(actions=["ec2:DescribeImages"], resources=["*"])],
+        {"Resource::*": _EC2_DESCRIBE},
+    )
 
 
 def describe_instances(r: TaskResources) -> Grant:
@@ -351,47 +367,65 @@ TASKS: dict[str, TaskSpec] = {
         grants=(read_regions_config,),
     ),
     "ScoreRegionFunctionArn": TaskSpec(
-        summary="One region: the zones that offer each type, spot prices, Spot Advisor tier",
+        summary="One region: the zones that offer each type, spot prices, Spot Advisor tier; kept in the table",
         memory_mb=512,
         timeout_seconds=60,
-        grants=(describe_capacity,),
+        grants=(describe_capacity, put_instance_records),
     ),
     "RankPoolsFunctionArn": TaskSpec(
-        summary="Scores and ranks regions, lays out pools; reads placement scores and recently full pools",
-        memory_mb=256,
-        timeout_seconds=30,
-        grants=(read_placement_scores, read_full_pools),
-    ),
-    "LaunchBatchFunctionArn": TaskSpec(
-        summary="One RunInstances for the pool under the cursor; records every launched instance",
+        summary="Scores and ranks regions, lays out pools and keeps them in the table; reads placement scores and recently full pools",
         memory_mb=512,
+        timeout_seconds=60,
+        grants=(read_placement_scores, read_full_pools, read_instance_records_by_id, put_instance_records),
+    ),
+    "PrepareRegionFunctionArn": TaskSpec(
+        summary="Fixes a region's launch parameters (AMI, root volume, security group, subnets) in the run",
+        memory_mb=256,
         timeout_seconds=90,
         grants=(
             read_regions_config,
             read_dlami_parameters,
+            describe_images,
             ensure_security_group,
-            run_tagged_instances,
-            pass_instance_role,
+            read_instance_record,
+            update_instance_records,
             record_instances,
-            remember_full_pools,
-            use_ebs_kms_key,
+            read_instance_records_by_id,
         ),
     ),
-    "HalveBatchFunctionArn": TaskSpec(
-        summary="Halves the batch after a capacity or quota answer (no AWS calls)",
-        memory_mb=256,
-        timeout_seconds=10,
-    ),
-    "AdvanceCursorFunctionArn": TaskSpec(
-        summary="Moves to the next open pool (no AWS calls)",
-        memory_mb=256,
-        timeout_seconds=10,
+    "LaunchBatchFunctionArn": TaskSpec(
+        summary="Up to 8 exactly-once RunInstances in one region; records every launched instance",
+        memory_mb=512,
+        timeout_seconds=300,
+        grants=(
+            run_tagged_instances,
+            pass_instance_role,
+            describe_instances,
+            read_instance_record,
+            put_instance_records,
+            record_instances,
+            remember_full_pools,
+            read_instance_records_by_id,
+            use_ebs_kms_key,
+        ),
     ),
     "WaitUntilRunningFunctionArn": TaskSpec(
         summary="One round of checking launched instances until they run; records state and IP",
         memory_mb=256,
         timeout_seconds=60,
         grants=(describe_instances, update_instance_records),
+    ),
+    "ReportResultFunctionArn": TaskSpec(
+        summary="Builds the result from the run and its attempt log",
+        memory_mb=256,
+        timeout_seconds=30,
+        grants=(read_instance_records_by_id,),
+    ),
+    "ReportFailureFunctionArn": TaskSpec(
+        summary="Names every instance a failed run launched, from the records, and the teardown that ends them",
+        memory_mb=256,
+        timeout_seconds=30,
+        grants=(query_request_instances,),
     ),
     # Teardown, behind a human approval, and the status view.
     "FindTeardownInstancesFunctionArn": TaskSpec(

@@ -10,6 +10,13 @@ TAG_POOL = "gpufill:pool"
 # The deployment (cdk context `env`) that launched an instance. Teardown, status and the
 # TerminateInstances IAM condition require it: one deployment never sees or ends another's.
 TAG_DEPLOYMENT = "gpufill:deployment"
+# Every tag gpufill itself puts on an instance. EC2 allows EC2_MAX_TAGS per resource, so a
+# request may add at most EC2_MAX_TAGS - GPUFILL_TAG_COUNT tags of its own.
+GPUFILL_TAGS = (TAG_REQUEST_ID, TAG_MANAGED, TAG_POOL, TAG_DEPLOYMENT)
+GPUFILL_TAG_COUNT = len(GPUFILL_TAGS)
+EC2_MAX_TAGS = 50
+EC2_MAX_TAG_KEY_LENGTH = 128
+EC2_MAX_TAG_VALUE_LENGTH = 256
 
 # The zero-ingress security group gpufill creates per region when the config names none.
 INSTANCE_SECURITY_GROUP_NAME = "gpufill-instances"
@@ -23,6 +30,8 @@ ENV_STARTUP_BUCKET = "STARTUP_BUCKET"
 ENV_SPOT_ADVISOR_URL = "SPOT_ADVISOR_URL"
 # The deployment's environment name (cdk context `env`; `local` on the local engine).
 ENV_DEPLOYMENT = "GPUFILL_DEPLOYMENT"
+# A customer-managed KMS key for the instances' EBS volumes (cdk context `ebs_kms_key_arn`); unset = AWS-managed.
+ENV_EBS_KMS_KEY_ARN = "EBS_KMS_KEY_ARN"
 
 SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
 SPOT_ADVISOR_TIMEOUT_SECONDS = 3.0
@@ -40,6 +49,14 @@ DEFAULT_BATCH_MAX = 4
 # data at 256 KB: 250 instances with their attempts fit with room to spare. Larger fleets are
 # several runs.
 MAX_COUNT = 250
+# The root volume must hold the AMI (the launch uses max(request, the AMI's root snapshot size))
+# plus the serving image and the model's weights synced from S3 (a 7B model in bf16 is ~15 GB,
+# a 32B one ~65 GB): 200 GiB holds the Deep Learning AMI's root filesystem with that room to spare.
+DEFAULT_ROOT_VOLUME_GIB = 200
+# gp3's size limit as every EBS launch API documents it.
+MAX_ROOT_VOLUME_GIB = 16384
+# gpufill's AMI (DLAMI_PARAMETER) and the serving image are built for this architecture only.
+SUPPORTED_ARCHITECTURE = "x86_64"
 # Above this many instances the result gives one connect_template instead of a command per instance.
 MAX_LISTED_CONNECT_COMMANDS = 100
 LOCAL_HOME_REGION = "us-east-1"
@@ -94,10 +111,11 @@ LAMBDA_TASKS = {
     "ValidateRequestFunctionArn": "gpufill.handlers.validate_request.handler",
     "ScoreRegionFunctionArn": "gpufill.handlers.score_region.handler",
     "RankPoolsFunctionArn": "gpufill.handlers.rank_pools.handler",
+    "PrepareRegionFunctionArn": "gpufill.handlers.prepare_region.handler",
     "LaunchBatchFunctionArn": "gpufill.handlers.launch_batch.handler",
-    "HalveBatchFunctionArn": "gpufill.handlers.halve_batch.handler",
-    "AdvanceCursorFunctionArn": "gpufill.handlers.advance_cursor.handler",
     "WaitUntilRunningFunctionArn": "gpufill.handlers.wait_until_running.handler",
+    "ReportResultFunctionArn": "gpufill.handlers.report_result.handler",
+    "ReportFailureFunctionArn": "gpufill.handlers.report_failure.handler",
     # Teardown (behind a human approval) and the status view.
     "FindTeardownInstancesFunctionArn": "gpufill.handlers.find_teardown_instances.handler",
     "RequestTeardownApprovalFunctionArn": "gpufill.handlers.request_teardown_approval.handler",

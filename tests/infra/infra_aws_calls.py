@@ -21,6 +21,7 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "describe_spot_price_history": ("ec2:DescribeSpotPriceHistory",),
     "describe_availability_zones": ("ec2:DescribeAvailabilityZones",),
     "describe_instances": ("ec2:DescribeInstances",),
+    "describe_images": ("ec2:DescribeImages",),
     "describe_vpcs": ("ec2:DescribeVpcs",),
     "describe_subnets": ("ec2:DescribeSubnets",),
     "describe_security_groups": ("ec2:DescribeSecurityGroups",),

@@ -63,7 +63,7 @@ def test_environment_names_the_deployment(synthesized, task_functions):
         assert names[variables[constants.ENV_INSTANCES_TABLE]["Ref"]] == constants.instances_table_name(env)
         assert names[variables[constants.ENV_CAPACITY_TABLE]["Ref"]] == constants.capacity_table_name(env)
         assert variables["POWERTOOLS_SERVICE_NAME"] == constants.SERVICE_NAME
-        assert variables[constants.ENV_DEPLOYMENT] == env  # the gpufill:deployment tag teardown and status require
+        assert variables[constants.ENV_DEPLOYMENT] == env  # tags and ClientTokens name the deployment
         assert variables["POWERTOOLS_METRICS_NAMESPACE"] == constants.METRICS_NAMESPACE
 
 
@@ -84,12 +84,11 @@ def test_asset_leaves_out_the_local_engine_cli_tests_and_caches(synthesized, tas
     assert (asset / "gpufill" / "handlers").is_dir()
     assert (asset / "gpufill" / "catalog").is_dir(), "the price and latency catalogs ship with the code"
     assert not (asset / "gpufill" / "local").exists()
-    assert not (asset / "gpufill" / "cli.py").exists()
-    assert not (asset / "gpufill" / "render.py").exists()
+    assert not (asset / "gpufill" / "cli").exists()
     present = {p.relative_to(asset).as_posix() for p in asset.rglob("*")}
     assert not [p for p in present if "__pycache__" in p or p.endswith(".pyc") or ".egg-info" in p]
     assert not [p for p in present if p.startswith("tests")]
-    assert "gpufill/local" in ASSET_EXCLUDE and "gpufill/cli.py" in ASSET_EXCLUDE
+    assert "gpufill/local" in ASSET_EXCLUDE and "gpufill/cli" in ASSET_EXCLUDE
 
 
 def test_every_handler_imports_from_the_asset_alone(synthesized, task_functions):
@@ -107,7 +106,7 @@ for name in {modules!r}:
     importlib.import_module(name)
 import gpufill
 assert gpufill.__file__.startswith({asset!r}), gpufill.__file__
-stray = sorted(m for m in sys.modules if m.split(".")[0] == "moto" or m.startswith(("gpufill.local", "gpufill.cli", "gpufill.render")))
+stray = sorted(m for m in sys.modules if m.split(".")[0] == "moto" or m.startswith(("gpufill.local", "gpufill.cli")))
 assert not stray, stray
 """
     env = {
@@ -128,8 +127,8 @@ def test_a_task_without_a_permission_row_fails_synth_loudly():
 
 
 def test_a_row_without_a_task_fails_synth_loudly():
-    tasks = {k: v for k, v in constants.LAMBDA_TASKS.items() if k != "HalveBatchFunctionArn"}
-    with pytest.raises(MissingTaskPermissions, match="Remove .*: HalveBatchFunctionArn"):
+    tasks = {k: v for k, v in constants.LAMBDA_TASKS.items() if k != "ReportResultFunctionArn"}
+    with pytest.raises(MissingTaskPermissions, match="Remove .*: ReportResultFunctionArn"):
         _check_table(tasks, TASKS)
 
 

@@ -101,10 +101,11 @@ def test_ssm_reads_only_the_regions_parameter_and_public_ami_parameters(synthesi
                     assert parameter_id in text or ":ssm:*::parameter/aws/service/deeplearning/*" in text, text
 
 
-def test_tasks_without_aws_calls_hold_only_logging_and_tracing(synthesized, task_functions):
-    for placeholder in ("HalveBatchFunctionArn", "AdvanceCursorFunctionArn"):
-        held = all_actions(_statements(synthesized, task_functions, placeholder))
-        assert held == {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+def test_the_result_task_only_reads_the_attempt_log(synthesized, task_functions):
+    held = all_actions(_statements(synthesized, task_functions, "ReportResultFunctionArn"))
+    assert held - {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"} == {
+        "dynamodb:BatchGetItem"
+    }
 
 
 def test_only_the_approval_task_publishes(synthesized, task_functions):

@@ -68,3 +68,26 @@ def test_an_unknown_placeholder_fails_synth(tmp_path):
     definition.write_text(json.dumps({"StartAt": "A", "States": {"A": {"Type": "Task", "Resource": "${NoSuchFunctionArn}", "End": True}}}))
     with pytest.raises(ValueError, match="NoSuchFunctionArn"):
         Workflow(Stack(App(), "Probe"), "Workflow", env="probe", functions={}, definition_file=definition)
+
+
+def test_every_lambda_task_times_out_after_its_function_would(path=None):
+    """A hung invocation ends in States.Timeout, which the task retries (same input, same ClientTokens)."""
+    import json
+
+    from gpufill_stack.task_permissions import TASKS
+
+    from gpufill.local.engine import STATEMACHINE
+
+    def tasks(states):
+        for state in states.values():
+            if state["Type"] == "Task" and state["Resource"].startswith("${"):
+                yield state
+            if state["Type"] == "Map":
+                yield from tasks(state["ItemProcessor"]["States"])
+
+    found = list(tasks(json.loads(STATEMACHINE.read_text())["States"]))
+    assert found
+    for state in found:
+        function_timeout = TASKS[state["Resource"][2:-1]].timeout_seconds
+        assert state["TimeoutSeconds"] > function_timeout
+        assert any("States.Timeout" in r["ErrorEquals"] for r in state["Retry"])

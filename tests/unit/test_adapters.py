@@ -1,8 +1,10 @@
 """Adapter behaviour that needs no AWS: fallbacks, retries once, chunking. AWS itself is faked in-process."""
 
-from botocore.exceptions import ClientError
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError
 
 from gpufill.adapters import ec2, placement, spot_advisor
+from gpufill.adapters.aws import TransientAwsError
 from gpufill.models.run import Pool
 
 POOL = Pool(region="us-west-2", availability_zone="us-west-2a", instance_type="g6.xlarge", market="spot", price=0.4)
@@ -30,45 +32,68 @@ def test_spot_advisor_failure_means_unknown_tiers_and_is_fetched_once(monkeypatc
     spot_advisor.reset()
 
 
-def test_stale_ami_is_resolved_again_once(monkeypatch):
+def test_a_stale_ami_is_reported_for_the_policy_to_resolve_again(monkeypatch):
     sent = []
 
     def run_instances(pool, *, min_count, max_count, client_token, spec):
         sent.append((spec.image_id, client_token))
-        if spec.image_id == "ami-stale":
-            raise client_error("InvalidAMIID.NotFound")
-        return {"Instances": [{"InstanceId": "i-1", "Placement": {"AvailabilityZone": "us-west-2a"}}]}
+        raise client_error("InvalidAMIID.NotFound")
 
     monkeypatch.setattr(ec2, "run_instances", run_instances)
-    result = ec2.launch(POOL, min_count=1, max_count=1, client_token="t", spec=SPEC, resolve_ami=lambda region: "ami-fresh")
-    assert result.outcome == "launched" and [i.instance_id for i in result.instances] == ["i-1"]
-    assert sent == [("ami-stale", "t"), ("ami-fresh", "t-r")]
-    assert "ami-fresh" in result.note
-
-
-def test_a_second_stale_ami_is_an_error_not_a_loop(monkeypatch):
-    monkeypatch.setattr(ec2, "run_instances", lambda *a, **k: (_ for _ in ()).throw(client_error("InvalidAMIID.Malformed")))
-    result = ec2.launch(POOL, min_count=1, max_count=1, client_token="t", spec=SPEC, resolve_ami=lambda region: "ami-x")
-    assert (result.outcome, result.reason) == ("error", "InvalidAMIID.Malformed")
+    result = ec2.launch(POOL, min_count=1, max_count=1, client_token="t", spec=SPEC)
+    # One call only: the relaunch with a fresh image is a step of its own, with its own token.
+    assert sent == [("ami-stale", "t")]
+    assert (result.outcome, result.reason, result.instances) == ("error", "InvalidAMIID.NotFound", [])
 
 
 def test_ec2_error_codes_classify_as_documented(monkeypatch):
-    for code, outcome in [("InsufficientInstanceCapacity", "capacity"), ("Unsupported", "capacity"),
-                          ("VcpuLimitExceeded", "quota"), ("MaxSpotInstanceCountExceeded", "quota"),
-                          ("RequestLimitExceeded", "throttled"), ("InvalidParameterValue", "error")]:
+    for code, outcome in [("InsufficientInstanceCapacity", "capacity"), ("InsufficientCapacity", "capacity"),
+                          ("Unsupported", "capacity"), ("VcpuLimitExceeded", "quota"),
+                          ("MaxSpotInstanceCountExceeded", "quota"), ("InstanceLimitExceeded", "quota"),
+                          ("InvalidParameterValue", "error"), ("UnauthorizedOperation", "error")]:
         monkeypatch.setattr(ec2, "run_instances", lambda *a, _c=code, **k: (_ for _ in ()).throw(client_error(_c)))
-        result = ec2.launch(POOL, min_count=1, max_count=4, client_token="t", spec=SPEC, resolve_ami=lambda r: "ami")
+        result = ec2.launch(POOL, min_count=1, max_count=4, client_token="t", spec=SPEC)
         assert (result.outcome, result.reason, result.instances) == (outcome, code, [])
 
 
-def test_placement_scores_ask_ten_regions_a_call_and_are_kept(monkeypatch):
+def test_an_unsettled_launch_is_looked_up_by_its_token_before_anything_moves(monkeypatch):
+    monkeypatch.setattr(ec2, "run_instances", lambda *a, **k: (_ for _ in ()).throw(
+        ClientError({"Error": {"Code": "InternalError", "Message": "boom"}, "ResponseMetadata": {"HTTPStatusCode": 500}},
+                    "RunInstances")))
+    looked_up = []
+
+    def instances_with_token(region, token):
+        looked_up.append((region, token))
+        return [{"InstanceId": "i-0launchedanyway", "Placement": {"AvailabilityZone": "us-west-2a"}}]
+
+    monkeypatch.setattr(ec2, "instances_with_token", instances_with_token)
+    result = ec2.launch(POOL, min_count=1, max_count=4, client_token="t", spec=SPEC)
+    assert looked_up == [("us-west-2", "t")]
+    assert result.outcome == "launched" and [i.instance_id for i in result.instances] == ["i-0launchedanyway"]
+
+
+def test_a_throttled_launch_that_found_nothing_is_retried_never_read_as_capacity(monkeypatch):
+    monkeypatch.setattr(ec2, "run_instances", lambda *a, **k: (_ for _ in ()).throw(client_error("RequestLimitExceeded")))
+    monkeypatch.setattr(ec2, "instances_with_token", lambda region, token: [])
+    with pytest.raises(TransientAwsError, match="same call will be sent again"):
+        ec2.launch(POOL, min_count=1, max_count=4, client_token="t", spec=SPEC)
+
+
+def test_a_region_whose_endpoint_cannot_be_reached_launched_nothing(monkeypatch):
+    error = EndpointConnectionError(endpoint_url="https://ec2.us-west-2.amazonaws.com/")
+    monkeypatch.setattr(ec2, "run_instances", lambda *a, **k: (_ for _ in ()).throw(error))
+    result = ec2.launch(POOL, min_count=1, max_count=4, client_token="t", spec=SPEC)
+    assert (result.outcome, result.reason, result.instances) == ("error", "EndpointConnectionError", [])
+
+
+def test_placement_scores_are_asked_once_for_every_type_and_region_and_kept(monkeypatch):
     asked = []
 
     class Paginator:
         def paginate(self, **params):
-            asked.append(params["RegionNames"])
+            asked.append((params["InstanceTypes"], params["RegionNames"], params["TargetCapacity"]))
             return [{"SpotPlacementScores": [
-                {"Region": r, "AvailabilityZoneId": f"{r}-az1", "Score": 7} for r in params["RegionNames"]]}]
+                {"Region": r, "AvailabilityZoneId": f"{r}-az1", "Score": 7} for r in params["RegionNames"][:10]]}]
 
     class Client:
         def get_paginator(self, name):
@@ -76,12 +101,14 @@ def test_placement_scores_ask_ten_regions_a_call_and_are_kept(monkeypatch):
             return Paginator()
 
     monkeypatch.setattr(placement, "client", lambda service, region: Client())
+    monkeypatch.delenv("CAPACITY_TABLE", raising=False)
     placement.reset()
-    regions = [f"r-{n}" for n in range(23)]
-    found = placement.scores("g6.xlarge", 16, regions)
-    again = placement.scores("g6.xlarge", 16, regions)
-    assert [len(chunk) for chunk in asked] == [10, 10, 3]
-    assert found == again and len(found) == 23 and found[("r-0", "r-0-az1")] == 7
+    regions = [f"r-{n:02d}" for n in range(15)]
+    found = placement.scores(["g6.xlarge", "g5.xlarge", "g6e.xlarge"], 16, regions)
+    again = placement.scores(["g6e.xlarge", "g5.xlarge", "g6.xlarge"], 16, list(reversed(regions)))
+    # One call scores the whole set of types over every region; the same configuration is not asked twice.
+    assert asked == [(["g5.xlarge", "g6.xlarge", "g6e.xlarge"], regions, 16)]
+    assert found == again and len(found) == 10 and found[("r-00", "r-00-az1")] == 7
 
 
 def test_placement_scores_denied_means_none(monkeypatch):
@@ -91,4 +118,4 @@ def test_placement_scores_denied_means_none(monkeypatch):
 
     monkeypatch.setattr(placement, "client", lambda service, region: Denied())
     placement.reset()
-    assert placement.scores("g6.xlarge", 4, ["us-west-2"]) is None
+    assert placement.scores(["g6.xlarge"], 4, ["us-west-2"]) is None

@@ -51,3 +51,24 @@ def test_on_demand_by_cost_breaks_price_ties_by_latency_and_by_latency_uses_the_
     assert [p.region for p in ranking.on_demand_pools(facts, latency)] == [
         "ap-northeast-1", "us-west-2", "us-east-1", "eu-central-1"
     ]
+
+
+def test_a_region_in_aws_top_ten_goes_before_a_cheaper_region_aws_did_not_score():
+    def zone(region, letter, price):
+        return ZoneOffer(availability_zone=f"{region}{letter}", zone_id=f"{region}-az{letter}", spot_price=price)
+
+    facts = [
+        # Cheapest, five AZs, best interruption tier: would win on the classic formula.
+        RegionFacts(region="us-east-1", types=[TypeFacts(instance_type="g6.xlarge", advisor_tier=0,
+                    zones=[zone("us-east-1", c, 0.30) for c in "abcde"])]),
+        RegionFacts(region="eu-central-1", types=[TypeFacts(instance_type="g6.xlarge", advisor_tier=4,
+                    zones=[zone("eu-central-1", "a", 0.90), zone("eu-central-1", "b", 0.95)])]),
+    ]
+    request = req(instance_types=["g6.xlarge"], regions=["us-east-1", "eu-central-1"])
+    # AWS's answer names one AZ of eu-central-1, with a low score, and nothing in us-east-1.
+    scored = ranking.with_placement_scores(facts, {("eu-central-1", "eu-central-1-azb"): 2})
+    scores = ranking.score_all(scored, request, blended=True)
+    pools = ranking.spot_pools(scored, scores, request, blended=True)
+    assert [p.availability_zone for p in pools][:2] == ["eu-central-1b", "eu-central-1a"]
+    east = next(s for s in scores if s.region == "us-east-1")
+    assert east.points["capacity"] == 0 and east.placement_score is None

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 from pydantic import ValidationError
 
@@ -19,12 +21,18 @@ def test_every_bad_field_is_named_at_once():
     assert sorted(p["field"] for p in describe_problems(caught.value)) == ["count", "market", "regions", "tags"]
 
 
-def test_client_token_is_deterministic_short_and_distinct_per_step():
+DEV = "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-provisioner-dev"
+PROD = "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-provisioner-prod"
+
+
+def test_client_token_is_deterministic_short_and_distinct_per_step_and_deployment():
     long_id = "x" * 80
-    assert client_token(long_id, 3) == client_token(long_id, 3)
-    assert client_token(long_id, 3) != client_token(long_id, 4)
-    assert client_token("a", 1) != client_token("b", 1)
-    assert len(client_token(long_id, 9999)) <= 64 and client_token(long_id, 1).isascii()
+    assert client_token(DEV, long_id, 3) == client_token(DEV, long_id, 3)
+    assert client_token(DEV, long_id, 3) != client_token(DEV, long_id, 4)
+    assert client_token(DEV, "a", 1) != client_token(DEV, "b", 1)
+    # Two deployments running the same execution name never share a token.
+    assert client_token(DEV, "my-run", 1) != client_token(PROD, "my-run", 1)
+    assert len(client_token(DEV, long_id, 99999)) <= 64 and client_token(DEV, long_id, 1).isascii()
 
 
 def test_a_fleet_larger_than_one_run_can_hold_is_refused_with_the_reason():
@@ -34,20 +42,24 @@ def test_a_fleet_larger_than_one_run_can_hold_is_refused_with_the_reason():
     assert problem["field"] == "count" and "256 KB" in problem["problem"] and "several runs" in problem["problem"]
 
 
-def test_the_largest_run_fits_the_step_functions_payload_limit():
-    """250 instances, one attempt each plus 100 failed attempts, every instance with its command."""
+def test_the_largest_run_and_its_result_fit_the_step_functions_payload_limit():
+    """250 instances and 4,500 attempts: the state carries the last step's attempts only, and the
+    result lists every instance and the newest 300 attempts."""
     from gpufill.models.run import Attempt, Instance, Run
     from gpufill.policy import boot
+    from gpufill.policy.result import fill_result
 
     instances = [Instance(instance_id=f"i-{n:017x}", region="ap-northeast-1", availability_zone="ap-northeast-1a",
                           instance_type="g6e.12xlarge", market="on-demand", hourly_price=10.4926) for n in range(250)]
-    attempts = [Attempt(region="ap-northeast-1", availability_zone="ap-northeast-1a", instance_type="g6e.12xlarge",
-                        market="on-demand", batch=4, launched=1, outcome="launched") for _ in range(250)]
-    attempts += [Attempt(region="ap-northeast-1", availability_zone="ap-northeast-1c", instance_type="g6e.12xlarge",
-                         market="spot", batch=1, launched=0, outcome="capacity",
-                         reason="InsufficientInstanceCapacity") for _ in range(100)]
-    run = Run(batch=4, remaining=0, launched=250, attempts=attempts, instances=instances)
+    attempts = [Attempt(number=n, region="ap-northeast-1", availability_zone="ap-northeast-1c", instance_type="g6e.12xlarge",
+                        market="spot", batch=1, launched=0, outcome="capacity",
+                        reason="InsufficientInstanceCapacity") for n in range(1, 4501)]
+    run = Run(batch=4, remaining=0, launched=250, attempts_total=4500, step_attempts=attempts[-8:], instances=instances)
     settled = boot.settle(run, {i.instance_id: {"state": "running", "private_ip": "172.31.100.200"} for i in instances})
-    assert all(i.connect is None for i in settled.instances)  # over 100: one template instead
-    assert "INSTANCE_ID" in settled.connect_template
-    assert len(settled.model_dump_json(exclude_none=True)) < 160_000  # leaves ~96 KB for request, plan and facts
+    assert len(settled.model_dump_json(exclude_none=True)) < 100_000
+    result = fill_result(normalise(Request(count=250), request_id="big", default_regions=["us-east-1"], home_region="us-east-1"),
+                         settled, attempts, "FULFILLED")
+    assert len(result["instances"]) == 250 and all("connect" not in i for i in result["instances"])  # over 100
+    assert "INSTANCE_ID" in result["connect_template"]
+    assert result["attempts_total"] == 4500 and len(result["attempts"]) == 300
+    assert len(json.dumps(result)) < 200_000

@@ -17,7 +17,6 @@ BAD_REQUESTS = [
     ({**GOOD, "regions": []}, ["regions"]),
     ({**GOOD, "instance_types": ["not a type"]}, ["instance_types"]),
     ({**GOOD, "instance_types": []}, ["instance_types"]),
-    ({**GOOD, "batch_max": 5}, ["batch_max"]),
     ({**GOOD, "launch_mode": "greedy"}, ["launch_mode"]),
     ({**GOOD, "on_demand_strategy": "fastest"}, ["on_demand_strategy"]),
     ({**GOOD, "origin_region": "moon-1"}, ["origin_region"]),
@@ -26,6 +25,19 @@ BAD_REQUESTS = [
     ({**GOOD, "action": "destroy"}, ["action"]),
     ({"count": 0, "market": "cheap", "regions": ["nowhere-1"]}, ["count", "market", "regions"]),
     (["g6.xlarge"], ["(request)"]),
+    # Types EC2 would refuse, or that gpufill's x86_64 machine image cannot boot.
+    ({**GOOD, "instance_types": ["g6.xlarg"]}, ["instance_types"]),
+    ({**GOOD, "instance_types": ["g5g.xlarge"]}, ["instance_types"]),
+    ({**GOOD, "instance_types": ["g6.xlarge", "g6.xlarge"]}, ["instance_types"]),
+    ({**GOOD, "regions": ["us-west-2", "us-west-2"]}, ["regions"]),
+    ({**GOOD, "tags": {f"team{n}": "ml" for n in range(47)}}, ["tags"]),
+    ({**GOOD, "tags": {"k" * 129: "v"}}, ["tags"]),
+    ({**GOOD, "tags": {"team": "v" * 257}}, ["tags"]),
+    ({**GOOD, "tags": {"cost;centre": "ml"}}, ["tags"]),
+    ({**GOOD, "model_id": "../../etc/passwd"}, ["model_id"]),
+    ({**GOOD, "image": "vllm/../vllm-openai:latest"}, ["image"]),
+    ({**GOOD, "root_volume_gib": 0}, ["root_volume_gib"]),
+    ({**GOOD, "root_volume_gib": 16385}, ["root_volume_gib"]),
 ]
 
 
@@ -49,4 +61,42 @@ def test_bad_request_fails_first_naming_every_field_and_launches_nothing(account
     assert execution.entered()[:2] == ["ValidateRequest", "IsRequestValid"]
     assert execution.entered()[-1] == "InvalidRequest"
     assert not [c for c in account.calls.calls[before[1]:] if c.startswith("ec2:")]
-    assert "Nothing was launched" in execution.cause["message"]
+    assert "Nothing was launched." in execution.cause["message"]
+    assert not [f for f in execution.cause["fields"] if "errors.pydantic.dev" in f["problem"]]
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [('"g6.xlarge"', "a string"), ("4", "a number"), ("null", "null"), ("[]", "a list"), ("true", "true")],
+)
+def test_any_json_value_that_is_not_an_object_is_refused_by_name(account, text, kind):
+    execution = account.run(text, name=f"not-an-object-{len(account.calls.invocations)}")
+    assert (execution.status, execution.error) == ("FAILED", "InvalidRequest")
+    assert execution.cause["fields"] == [
+        {"field": "(request)", "problem": f"the request must be a JSON object, got {kind}"}
+    ]
+
+
+def test_a_misspelt_type_gets_a_suggestion_and_an_arm64_type_the_reason(account):
+    request = {**GOOD, "instance_types": ["g6.xlarg", "g5g.xlarge"]}
+    execution = account.run(request, name="misspelt-and-arm64")
+    [problem] = execution.cause["fields"]
+    assert "'g6.xlarg' is not a GPU instance type gpufill knows: did you mean 'g6.xlarge'?" in problem["problem"]
+    assert "'g5g.xlarge' is an arm64 type" in problem["problem"] and "x86_64 only" in problem["problem"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"action": "teardown"}, {"action": "teardown", "request_id": "has space"}, {"action": "status", "count": "x"}],
+    ids=["teardown-without-target", "teardown-bad-id", "status-with-bad-field"],
+)
+def test_a_bad_teardown_or_status_says_nothing_was_changed(account, bad):
+    execution = account.run(bad, name=f"bad-change-{len(account.calls.invocations)}")
+    assert (execution.status, execution.error) == ("FAILED", "InvalidRequest")
+    assert execution.cause["message"].endswith("Nothing was changed.")
+
+
+def test_batch_max_above_count_is_capped_not_refused(account):
+    execution = account.run({**GOOD, "count": 2, "batch_max": 5}, name="batch-max-above-count")
+    assert execution.status == "SUCCEEDED", execution.cause
+    assert [a["batch"] for a in execution.output["attempts"]] == [2]

@@ -15,11 +15,12 @@ def test_second_run_tries_what_the_first_just_learned_last(local_account):
     with local_account(MARKET) as engine:
         first = engine.run(REQUEST, name="first")
         second = engine.run(REQUEST, name="second")
+        plan = engine.run({**REQUEST, "action": "plan"}, name="plan-after").output
     assert [z for z, *_ in tried(first)] == ["us-west-2a", "us-west-2b", "us-west-2c"]
     assert tried(second) == [("us-west-2c", 2, 2, "launched")]
     assert second.metrics["ec2_calls"]["RunInstances"] == 1
-    plan = next(e for e in second.history if e.get("stateExitedEventDetails", {}).get("name") == "RankPools")
-    assert "tried last" in plan["stateExitedEventDetails"]["output"]
+    assert [p["availability_zone"] for p in plan["pools"]] == ["us-west-2c", "us-west-2a", "us-west-2b"]
+    assert all("tried last" in p["note"] for p in plan["pools"][1:])
 
 
 def test_cached_pools_are_still_tried_last_and_the_attempt_says_why(local_account):

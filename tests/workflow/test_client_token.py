@@ -29,7 +29,7 @@ def test_retried_launch_step_launches_nothing_twice(local_account):
     assert execution.output["launched"] == 3
     assert len(running) == 3  # not 6
     assert sorted(failures[0]) == running  # the retry got back the very instances of the first call
-    assert sorted(item["instance_id"] for item in records["Items"]) == running
+    assert sorted(item["instance_id"] for item in records["Items"] if "kind" not in item) == running
     assert execution.metrics["ec2_calls"]["RunInstances"] == 2
     assert engine.market.left("us-west-2", "us-west-2a", "g6.xlarge", "spot") == 7
 

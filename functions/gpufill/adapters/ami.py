@@ -23,3 +23,7 @@ def resolve_again(region: str) -> str:
     """After InvalidAMIID: ask the public parameter again, bypassing the cache and any stale override."""
     image_for.cache_clear()
     return latest_public(region)
+
+
+def resolve(region: str, *, fresh: bool) -> str:
+    return resolve_again(region) if fresh else image_for(region)

@@ -6,12 +6,12 @@ import base64
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
 
-from gpufill.adapters.aws import client
-from gpufill.constants import TAG_MANAGED, TAG_POOL, TAG_REQUEST_ID
+from gpufill.adapters.aws import TRANSPORT_ERRORS, TransientAwsError, client, is_transient
+from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_POOL, TAG_REQUEST_ID
 from gpufill.models.run import Instance, LaunchResult, Pool
-from gpufill.policy.errors import classify, is_stale_ami
+from gpufill.policy.errors import classify
 
 ROOT_DEVICE = "/dev/sda1"  # the Ubuntu DLAMI's root device
 
@@ -47,21 +47,32 @@ def spot_prices(region: str, instance_types: list[str]) -> dict[tuple[str, str],
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """Everything RunInstances needs besides the pool and the batch."""
+    """Everything RunInstances needs besides the pool and the batch; fixed before the first call."""
 
     image_id: str
     request_id: str
+    deployment: str = ""
     user_tags: dict[str, str] = field(default_factory=dict)
     subnet_id: str | None = None
     security_group_ids: tuple[str, ...] = ()
     instance_profile_arn: str | None = None
     user_data: str | None = None
-    root_volume_gib: int = 40
+    root_volume_gib: int = 200
+    kms_key_id: str | None = None
 
 
 def run_instances(pool: Pool, *, min_count: int, max_count: int, client_token: str, spec: LaunchSpec) -> dict:
     ec2 = client("ec2", pool.region)
-    tags = {**spec.user_tags, TAG_REQUEST_ID: spec.request_id, TAG_MANAGED: "true", TAG_POOL: pool.key}
+    tags = {
+        **spec.user_tags,
+        TAG_REQUEST_ID: spec.request_id,
+        TAG_MANAGED: "true",
+        TAG_POOL: pool.key,
+        TAG_DEPLOYMENT: spec.deployment,
+    }
+    ebs: dict = {"VolumeSize": spec.root_volume_gib, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}
+    if spec.kms_key_id:
+        ebs["KmsKeyId"] = spec.kms_key_id
     params: dict = {
         "ImageId": spec.image_id,
         "InstanceType": pool.instance_type,
@@ -69,18 +80,9 @@ def run_instances(pool: Pool, *, min_count: int, max_count: int, client_token: s
         "MaxCount": max_count,
         "ClientToken": client_token,
         "InstanceInitiatedShutdownBehavior": "terminate",
-        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 2},
-        "BlockDeviceMappings": [
-            {
-                "DeviceName": ROOT_DEVICE,
-                "Ebs": {
-                    "VolumeSize": spec.root_volume_gib,
-                    "VolumeType": "gp3",
-                    "Encrypted": True,
-                    "DeleteOnTermination": True,
-                },
-            }
-        ],
+        # Hop limit 1: the serving container needs no instance credentials, so it gets no route to them.
+        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1},
+        "BlockDeviceMappings": [{"DeviceName": ROOT_DEVICE, "Ebs": ebs}],
         "TagSpecifications": [
             {"ResourceType": kind, "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
             for kind in ("instance", "volume")
@@ -104,25 +106,52 @@ def run_instances(pool: Pool, *, min_count: int, max_count: int, client_token: s
     return ec2.run_instances(**params)
 
 
-def launch(pool: Pool, *, min_count: int, max_count: int, client_token: str, spec: LaunchSpec, resolve_ami) -> LaunchResult:
-    """One RunInstances for a pool, classified. `resolve_ami(region)` gives a fresh AMI once if ours went stale."""
-    note = None
+def launch(pool: Pool, *, min_count: int, max_count: int, client_token: str, spec: LaunchSpec) -> LaunchResult:
+    """One RunInstances for a pool, classified, launching at most once whatever fails.
+
+    An answer that leaves it open whether EC2 launched (a lost reply, a 5xx after every retry,
+    IdempotentParameterMismatch) is settled by looking the token up; if EC2 shows nothing yet,
+    TransientAwsError makes the state machine send the identical call again later, which EC2
+    answers with the first call's instances if there were any.
+    """
     try:
-        try:
-            reply = run_instances(pool, min_count=min_count, max_count=max_count, client_token=client_token, spec=spec)
-        except ClientError as error:
-            if not is_stale_ami(_code(error)):
-                raise
-            fresh = resolve_ami(pool.region)
-            note = f"AMI {spec.image_id} was stale; resolved {fresh} and retried"
-            spec = LaunchSpec(**{**spec.__dict__, "image_id": fresh})
-            reply = run_instances(
-                pool, min_count=min_count, max_count=max_count, client_token=f"{client_token[:62]}-r", spec=spec
-            )
+        reply = run_instances(pool, min_count=min_count, max_count=max_count, client_token=client_token, spec=spec)
+    except (EndpointConnectionError, ConnectTimeoutError) as error:
+        # The request never reached EC2: nothing launched, and the region is out of reach.
+        return LaunchResult(outcome="error", reason=type(error).__name__, message=str(error))
     except ClientError as error:
         code = _code(error)
-        return LaunchResult(outcome=classify(code), reason=code, note=note)
-    instances = [
+        if code != "IdempotentParameterMismatch" and not is_transient(error):
+            return LaunchResult(outcome=classify(code), reason=code, message=_message(error))
+        return _settle_by_token(pool, client_token, error)
+    except TRANSPORT_ERRORS as error:
+        return _settle_by_token(pool, client_token, error)
+    return LaunchResult(outcome="launched", instances=_instances(pool, reply["Instances"]))
+
+
+def _settle_by_token(pool: Pool, client_token: str, error: Exception) -> LaunchResult:
+    try:
+        found = instances_with_token(pool.region, client_token)
+    except (ClientError, *TRANSPORT_ERRORS):
+        found = []
+    if found:
+        return LaunchResult(
+            outcome="launched",
+            instances=_instances(pool, found),
+            note=f"the launch answered {type(error).__name__}; its instances were found by ClientToken",
+        )
+    raise TransientAwsError(f"RunInstances in {pool.region} ended unsettled ({error}); the same call will be sent again")
+
+
+def instances_with_token(region: str, client_token: str) -> list[dict]:
+    pages = client("ec2", region).get_paginator("describe_instances").paginate(
+        Filters=[{"Name": "client-token", "Values": [client_token]}]
+    )
+    return [i for page in pages for reservation in page["Reservations"] for i in reservation["Instances"]]
+
+
+def _instances(pool: Pool, described: list[dict]) -> list[Instance]:
+    return [
         Instance(
             instance_id=i["InstanceId"],
             region=pool.region,
@@ -131,25 +160,53 @@ def launch(pool: Pool, *, min_count: int, max_count: int, client_token: str, spe
             market=pool.market,
             hourly_price=pool.price,
         )
-        for i in reply["Instances"]
+        for i in described
     ]
-    return LaunchResult(outcome="launched", instances=instances, note=note)
 
 
 def _code(error: ClientError) -> str:
     return error.response.get("Error", {}).get("Code", "Unknown")
 
 
+def _message(error: ClientError) -> str:
+    return error.response.get("Error", {}).get("Message", "")
+
+
+def root_snapshot_gib(region: str, image_id: str) -> int | None:
+    """The size of the image's root snapshot: a root volume smaller than it is refused by EC2."""
+    try:
+        images = client("ec2", region).describe_images(ImageIds=[image_id])["Images"]
+    except ClientError as error:
+        if not _code(error).startswith("InvalidAMIID"):
+            raise
+        return None  # the launch meets the same answer and resolves the image again
+    if not images:
+        return None
+    root = images[0].get("RootDeviceName", ROOT_DEVICE)
+    for mapping in images[0].get("BlockDeviceMappings", []):
+        if mapping.get("DeviceName") == root and "Ebs" in mapping:
+            return mapping["Ebs"].get("VolumeSize")
+    return None
+
+
+from gpufill.policy.boot import NOT_VISIBLE  # noqa: E402  (EC2 is eventually consistent)
+
+
 def instance_states(region: str, instance_ids: list[str]) -> dict[str, dict]:
-    """instance id -> {"state", "private_ip"}; an id EC2 no longer knows is reported as terminated."""
+    """instance id -> {"state", "private_ip"}; an id EC2 does not describe (yet) is NOT_VISIBLE.
+
+    Only the run that just launched these instances asks, so an unknown id is one EC2 has not
+    made visible yet (InvalidInstanceID.NotFound is documented for brand-new instances), not a
+    lost one; terminated instances stay described for about an hour.
+    """
     ec2 = client("ec2", region)
     try:
         reply = ec2.describe_instances(InstanceIds=instance_ids)
     except ClientError as error:
-        if _code(error) != "InvalidInstanceID.NotFound" or len(instance_ids) == 1:
-            if _code(error) == "InvalidInstanceID.NotFound":
-                return {instance_ids[0]: {"state": "terminated", "private_ip": None}}
+        if _code(error) != "InvalidInstanceID.NotFound":
             raise
+        if len(instance_ids) == 1:
+            return {instance_ids[0]: {"state": NOT_VISIBLE, "private_ip": None}}
         # One unknown id fails the whole call: ask for each on its own.
         return {k: v for iid in instance_ids for k, v in instance_states(region, [iid]).items()}
     seen = {
@@ -157,7 +214,7 @@ def instance_states(region: str, instance_ids: list[str]) -> dict[str, dict]:
         for reservation in reply["Reservations"]
         for i in reservation["Instances"]
     }
-    return {iid: seen.get(iid, {"state": "terminated", "private_ip": None}) for iid in instance_ids}
+    return {iid: seen.get(iid, {"state": NOT_VISIBLE, "private_ip": None}) for iid in instance_ids}
 
 
 def zone_ids(region: str) -> dict[str, str]:

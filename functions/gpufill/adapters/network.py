@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from functools import cache
 
+from botocore.exceptions import ClientError
+
 from gpufill.adapters.aws import client
 from gpufill.constants import INSTANCE_SECURITY_GROUP_NAME, TAG_MANAGED
 
@@ -43,21 +45,32 @@ def instance_security_group(region: str) -> str:
     """gpufill's zero-ingress group in the default VPC: found by name and tag, created the first time."""
     ec2 = client("ec2", region)
     vpc = default_vpc(region)
-    found = ec2.describe_security_groups(
-        Filters=[
-            {"Name": "vpc-id", "Values": [vpc]},
-            {"Name": "group-name", "Values": [INSTANCE_SECURITY_GROUP_NAME]},
-            {"Name": f"tag:{TAG_MANAGED}", "Values": ["true"]},
-        ]
-    )["SecurityGroups"]
+    found = _find_group(ec2, vpc)
     if found:
-        return found[0]["GroupId"]
-    return ec2.create_security_group(
-        GroupName=INSTANCE_SECURITY_GROUP_NAME,
-        Description="gpufill GPU instances: no inbound rules, reached through SSM Session Manager",
-        VpcId=vpc,
-        TagSpecifications=[{"ResourceType": "security-group", "Tags": [{"Key": TAG_MANAGED, "Value": "true"}]}],
-    )["GroupId"]
+        return found
+    try:
+        return ec2.create_security_group(
+            GroupName=INSTANCE_SECURITY_GROUP_NAME,
+            Description="gpufill GPU instances: no inbound rules, reached through SSM Session Manager",
+            VpcId=vpc,
+            TagSpecifications=[{"ResourceType": "security-group", "Tags": [{"Key": TAG_MANAGED, "Value": "true"}]}],
+        )["GroupId"]
+    except ClientError as error:
+        # Another run created it between our look and our create: use theirs.
+        if error.response.get("Error", {}).get("Code") != "InvalidGroup.Duplicate":
+            raise
+        found = _find_group(ec2, vpc, tagged=False)
+        if not found:
+            raise
+        return found
+
+
+def _find_group(ec2, vpc: str, *, tagged: bool = True) -> str | None:
+    filters = [{"Name": "vpc-id", "Values": [vpc]}, {"Name": "group-name", "Values": [INSTANCE_SECURITY_GROUP_NAME]}]
+    if tagged:
+        filters.append({"Name": f"tag:{TAG_MANAGED}", "Values": ["true"]})
+    groups = ec2.describe_security_groups(Filters=filters)["SecurityGroups"]
+    return groups[0]["GroupId"] if groups else None
 
 
 def forget() -> None:

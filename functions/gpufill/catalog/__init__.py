@@ -1,4 +1,4 @@
-"""Reference data shipped with gpufill: on-demand prices, inter-region latency, type sizes.
+"""Reference data shipped with gpufill: on-demand prices, inter-region latency, type sizes and architectures.
 
 Each JSON file names its source and date; code never carries these figures as literals.
 """
@@ -31,3 +31,13 @@ def latency_ms(origin: str, region: str) -> int | None:
 def vcpus(instance_type: str) -> int | None:
     spec = _load("instance_types.json")["types"].get(instance_type)
     return spec["vcpus"] if spec else None
+
+
+def known_instance_types() -> tuple[str, ...]:
+    """Every type gpufill knows, in the catalog's order (x86_64 and arm64 alike)."""
+    return tuple(_load("instance_types.json")["types"])
+
+
+def architecture(instance_type: str) -> str | None:
+    spec = _load("instance_types.json")["types"].get(instance_type)
+    return spec["architecture"] if spec else None

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from gpufill.models.request import ProvisionRequest
-from gpufill.models.run import MarketName, Pool, RegionFacts, Run
+from gpufill.models.run import MarketName, PlanRef, RegionFacts, Run
 from gpufill.models.teardown import RegionBatch, Teardown
 
 
@@ -34,14 +34,29 @@ class RankEvent(_Event):
 
 
 class LoopEvent(_Event):
+    """PrepareRegion, LaunchBatch and WaitUntilRunning: the request, the plan's reference and the run."""
+
     request: ProvisionRequest
-    pools: list[Pool]
+    plan: PlanRef | None = None
     run: Run
-    market: MarketName | None = None
+    # The state machine's ARN ($$.StateMachine.Id): the deployment part of every ClientToken.
+    state_machine: str = ""
 
 
-class HalveEvent(_Event):
+class ReportEvent(_Event):
+    """ReportResult: the finished run."""
+
+    request: ProvisionRequest
     run: Run
+    status: str
+
+
+class FailureEvent(_Event):
+    """ReportFailure: what the run held when a step failed for good, and the error it failed with."""
+
+    request: ProvisionRequest | None = None
+    run: Run | None = None
+    failure: dict[str, Any] = {}
 
 
 # --- teardown and status ------------------------------------------------------------------

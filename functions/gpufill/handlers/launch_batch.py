@@ -1,4 +1,12 @@
-"""LaunchBatch: one RunInstances for the pool under the cursor, every instance recorded before returning."""
+"""LaunchBatch: launch calls for the pools under the cursor, each recorded before the step returns.
+
+One step makes up to fill.MAX_PROBES_PER_STEP calls in one region, halving the batch and moving
+the cursor between them as the policy says. Every call is exactly-once: its ClientToken comes
+from the deployment, the request and the attempt number, its parameters were fixed by
+PrepareRegion, an intent naming the region is written before it, and an unsettled answer is
+looked up by token. A retried step therefore repeats the very same calls, and EC2 answers a
+call that had launched with the instances it launched then.
+"""
 
 from __future__ import annotations
 
@@ -6,66 +14,86 @@ import os
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from botocore.exceptions import BotoCoreError, ClientError
 
-from gpufill.adapters import ami, capacity_cache, ec2, instances_table, network, regions_config
-from gpufill.constants import ENV_INSTANCE_PROFILE_ARN, ENV_STARTUP_BUCKET, LOCAL_HOME_REGION
+from gpufill.adapters import capacity_cache, ec2, instances_table, run_store
+from gpufill.constants import (
+    ENV_DEPLOYMENT,
+    ENV_EBS_KMS_KEY_ARN,
+    ENV_INSTANCE_PROFILE_ARN,
+    ENV_STARTUP_BUCKET,
+    LOCAL_HOME_REGION,
+)
 from gpufill.handlers.events import LoopEvent
-from gpufill.handlers.observability import logger, metrics, tracer
+from gpufill.handlers.launch_step import finish_step
+from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.launch.user_data import render_user_data
 from gpufill.models.request import ProvisionRequest
-from gpufill.models.run import LaunchResult, Pool
+from gpufill.models.run import LaunchResult, Pool, RegionLaunch
 from gpufill.policy import fill
 from gpufill.policy.tokens import client_token
+
+# Stop starting calls when less than this is left of the function's time: a call may take 20 s.
+RESERVED_MILLIS = 30_000
 
 
 @logger.inject_lambda_context(correlation_id_path="request.request_id")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=LoopEvent)
-    request, run = step.request, step.run
-    pool = step.pools[run.cursor]
-    token = client_token(request.request_id, len(run.attempts) + 1)
-    try:
-        spec = launch_spec(request, pool)
-    except (network.NetworkSetupError, ClientError, BotoCoreError) as error:
-        # No place to launch in this region: recorded as an error attempt, and the cursor moves on.
-        result = LaunchResult(outcome="error", reason=type(error).__name__, note=str(error))
-    else:
-        result = ec2.launch(
-            pool,
-            min_count=1 if request.launch_mode == "partial" else run.batch,
-            max_count=run.batch,
-            client_token=token,
-            spec=spec,
-            resolve_ami=ami.resolve_again,
+    request, plan = step.request, step.plan
+    pools = run_store.load_plan(plan.key).pools
+    run = fill.begin_step(step.run)
+    probes = 0
+    while run.next == "launch" and probes < fill.MAX_PROBES_PER_STEP:
+        if probes and context.get_remaining_time_in_millis() < RESERVED_MILLIS:
+            break
+        pool = pools[run.cursor]
+        token = client_token(step.state_machine, request.request_id, run.attempts_total + 1)
+        batch = run.batch
+        result = launch(request, run.launch, pool, batch, token)
+        if result.instances:
+            # Recorded before the step returns: if this fails the step is retried with the same tokens.
+            instances_table.record_launched(result.instances, request_id=request.request_id, client_token=token)
+            metrics.add_metric(name="InstancesLaunched", unit="Count", value=len(result.instances))
+        if fill.pool_found_empty(batch, result, request):
+            capacity_cache.remember_full(pool.key, request_id=request.request_id, reason=result.reason or "capacity")
+        run = fill.after_attempt(run, pools, result, request)
+        probes += 1
+        logger.info(
+            "batch answered",
+            extra={"pool": pool.key, "batch": batch, "outcome": result.outcome, "launched": len(result.instances)},
         )
-    if result.instances:
-        # Recorded before the step returns: if this fails the step is retried with the same token.
-        instances_table.record_launched(result.instances, request_id=request.request_id, client_token=token)
-        metrics.add_metric(name="InstancesLaunched", unit="Count", value=len(result.instances))
-    if fill.pool_found_empty(run, result, request):
-        capacity_cache.remember_full(pool.key, request_id=request.request_id, reason=result.reason or "capacity")
-    logger.info(
-        "batch answered",
-        extra={"pool": pool.key, "batch": run.batch, "outcome": result.outcome, "launched": len(result.instances)},
-    )
-    return fill.after_attempt(run, pool, result, request).model_dump(mode="json", exclude_none=True)
+    return finish_step(run, request, plan.market).model_dump(mode="json", exclude_none=True)
 
 
-def launch_spec(request: ProvisionRequest, pool: Pool) -> ec2.LaunchSpec:
-    override = regions_config.load().override(pool.region)
-    home = os.environ.get("AWS_REGION", LOCAL_HOME_REGION)
-    return ec2.LaunchSpec(
-        image_id=ami.image_for(pool.region),
+def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: int, token: str) -> LaunchResult:
+    subnet = setup.subnets.get(pool.availability_zone)
+    if subnet is None:
+        return LaunchResult(outcome="error", reason="NoSubnet", message=f"no subnet to launch into in {pool.availability_zone}")
+    spec = ec2.LaunchSpec(
+        image_id=setup.image_id,
         request_id=request.request_id,
+        deployment=os.environ.get(ENV_DEPLOYMENT, ""),
         user_tags=request.tags,
-        subnet_id=override.subnets.get(pool.availability_zone) or network.default_subnet(pool.region, pool.availability_zone),
-        security_group_ids=(override.security_group or network.instance_security_group(pool.region),),
+        subnet_id=subnet,
+        security_group_ids=(setup.security_group_id,) if setup.security_group_id else (),
         instance_profile_arn=os.environ.get(ENV_INSTANCE_PROFILE_ARN) or None,
         user_data=render_user_data(
-            region=home, bucket=os.environ[ENV_STARTUP_BUCKET], image=request.image, model_id=request.model_id
+            region=os.environ.get("AWS_REGION", LOCAL_HOME_REGION),
+            bucket=os.environ[ENV_STARTUP_BUCKET],
+            image=request.image,
+            model_id=request.model_id,
         ),
-        root_volume_gib=request.root_volume_gib,
+        root_volume_gib=setup.root_volume_gib,
+        kms_key_id=os.environ.get(ENV_EBS_KMS_KEY_ARN) or None,
+    )
+    run_store.record_intent(request_id=request.request_id, region=pool.region, client_token=token)
+    return ec2.launch(
+        pool,
+        min_count=1 if request.launch_mode == "partial" else batch,
+        max_count=batch,
+        client_token=token,
+        spec=spec,
     )

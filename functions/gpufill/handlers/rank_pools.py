@@ -8,21 +8,27 @@ import time
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import capacity_cache, placement
+from gpufill.adapters import capacity_cache, placement, run_store
 from gpufill.constants import LOCAL_HOME_REGION
+
+# A plan's output lists the pools up to this many (the first ones are the ones tried first).
+MAX_PLAN_POOLS_LISTED = 200
 from gpufill.handlers.events import RankEvent
-from gpufill.handlers.observability import logger, metrics, tracer
+from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.request import ProvisionRequest
-from gpufill.models.run import Plan, RegionFacts
+from gpufill.models.run import Plan, PlanRef, RegionFacts, RegionScore
 from gpufill.policy import ranking
 
 
 @logger.inject_lambda_context(correlation_id_path="request.request_id")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=RankEvent)
-    request, facts = step.request, step.facts
+    request = step.request
+    stored = run_store.load_facts(request.request_id, [f.region for f in step.facts if f.error is None])
+    facts = [stored.get(f.region, f) if f.error is None else f for f in step.facts]
     market = step.market or ("on-demand" if request.market == "on-demand" else "spot")
     scoring = "classic"
     if market == "spot" and request.scoring == "blended":
@@ -37,15 +43,39 @@ def handler(event: dict, context: LambdaContext) -> dict:
     pools = ranking.defer_recently_full(pools, capacity_cache.recently_full([p.key for p in pools], now=now), now)
     logger.info("pools ranked", extra={"market": market, "pools": len(pools), "scoring": scoring})
     plan = Plan(request_id=request.request_id, market=market, scoring=scoring, regions=scores, pools=pools)
-    return plan.model_dump(mode="json", exclude_none=True)
+    key = run_store.save_plan(plan)
+    if request.action == "plan":
+        return _plan_answer(plan)
+    ref = PlanRef(
+        request_id=request.request_id, market=market, scoring=scoring, key=key, pools=len(pools), regions=_best_per_region(scores)
+    )
+    return ref.model_dump(mode="json", exclude_none=True)
+
+
+def _plan_answer(plan: Plan) -> dict:
+    """A plan run's output: every score, and the pools up to a number that keeps the output small."""
+    answer = plan.model_dump(mode="json", exclude_none=True)
+    if len(plan.pools) > MAX_PLAN_POOLS_LISTED:
+        answer["pools"] = answer["pools"][:MAX_PLAN_POOLS_LISTED]
+        answer["pools_total"] = len(plan.pools)
+    return answer
+
+
+def _best_per_region(scores: list[RegionScore]) -> list[RegionScore]:
+    best: dict[str, RegionScore] = {}
+    for score in scores:
+        held = best.get(score.region)
+        if held is None or (held.dropped is not None, -held.score) > (score.dropped is not None, -score.score):
+            best[score.region] = score
+    return list(best.values())
 
 
 def _with_placement_scores(facts: list[RegionFacts], request: ProvisionRequest) -> tuple[list[RegionFacts], str]:
     home = os.environ.get("AWS_REGION", LOCAL_HOME_REGION)
     regions = [r.region for r in facts if r.error is None]
-    for instance_type in request.instance_types:
-        found = placement.scores(instance_type, request.count, regions, home_region=home)
-        if found is None:
-            return facts, "classic (spot placement scores unavailable)"
-        facts = ranking.with_placement_scores(facts, instance_type, found)
-    return facts, "blended"
+    found = placement.scores(request.instance_types, request.count, regions, home_region=home)
+    if found is None:
+        return facts, "classic (spot placement scores unavailable)"
+    if not found:
+        return facts, "classic (no candidate AZ in AWS's placement-score answer)"
+    return ranking.with_placement_scores(facts, found), "blended"

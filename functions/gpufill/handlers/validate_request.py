@@ -11,22 +11,25 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from gpufill.adapters import regions_config
 from gpufill.constants import LOCAL_HOME_REGION
 from gpufill.handlers.events import ValidateEvent
-from gpufill.handlers.observability import logger, metrics, tracer
-from gpufill.models.request import Request, describe_problems, normalise
+from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
+from gpufill.models.request import Request, describe_problems, normalise, not_an_object
 from gpufill.policy import fill
 
 
 @logger.inject_lambda_context(correlation_id_path="request_id")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=ValidateEvent)
     if not isinstance(step.input, dict):
-        return _invalid(step.request_id, [{"field": "(request)", "problem": "must be a JSON object"}])
+        return _invalid(step.request_id, not_an_object(step.input), changes="launched")
+    # A bad teardown or status would have changed nothing, not launched nothing: say so.
+    changes = "changed" if step.input.get("action") in ("teardown", "status") else "launched"
     try:
         request = parse(event=step.input, model=Request)
     except ValidationError as error:
-        return _invalid(step.request_id, describe_problems(error))
+        return _invalid(step.request_id, describe_problems(error), changes=changes)
     default_regions = regions_config.load().regions if request.regions is None else []
     home = os.environ.get("AWS_REGION", LOCAL_HOME_REGION)
     normalised = normalise(request, request_id=step.request_id, default_regions=default_regions, home_region=home)
@@ -38,11 +41,11 @@ def handler(event: dict, context: LambdaContext) -> dict:
     }
 
 
-def _invalid(request_id: str, problems: list[dict[str, str]]) -> dict:
+def _invalid(request_id: str, problems: list[dict[str, str]], *, changes: str) -> dict:
     fields = ", ".join(p["field"] for p in problems)
     cause = {
         "error": "InvalidRequest",
-        "message": f"The request has {len(problems)} problem(s): {fields}. Nothing was launched.",
+        "message": f"The request has {len(problems)} problem(s): {fields}. Nothing was {changes}.",
         "request_id": request_id,
         "fields": problems,
     }

@@ -9,13 +9,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill.adapters import ec2, instances_table
 from gpufill.handlers.events import LoopEvent
-from gpufill.handlers.observability import logger, metrics, tracer
+from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.policy import boot
 
 
 @logger.inject_lambda_context(correlation_id_path="request.request_id")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     run = parse(event=event, model=LoopEvent).run
     by_region: dict[str, list[str]] = defaultdict(list)

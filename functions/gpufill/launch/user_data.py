@@ -26,13 +26,40 @@ BOOTSTRAP_TEMPLATE = "bootstrap.sh.tmpl"
 MAX_USER_DATA_BYTES = 16 * 1024
 # --------------------------------------------------------------------------------------
 
+# A Hugging Face repo id, as the Hub itself checks it: `owner/name`, each part letters, digits,
+# `-`, `_` and `.`, neither starting nor ending with `-` or `.`, no `--` or `..`, at most 96
+# characters. The model lands in S3 under models/<model_id>/, so `..` must never reach a path.
+_HF_PART = r"(?!.*(?:--|\.\.))[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?"
+MODEL_ID_PATTERN = re.compile(rf"(?!.*/.*/)(?:{_HF_PART})/(?:{_HF_PART})", re.ASCII)
+MAX_MODEL_ID_LENGTH = 2 * 96 + 1
+
+# An OCI image reference per the distribution reference grammar
+# (github.com/distribution/reference): [registry[:port]/]path[:tag][@sha256:digest], the path in
+# lowercase components joined by `.`, `_`, `__` or dashes. IPv6 registry hosts are not accepted.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_REGISTRY = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*(?::[0-9]+)?"
+_IMAGE_NAME = rf"(?:{_REGISTRY}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+IMAGE_PATTERN = re.compile(rf"{_IMAGE_NAME}(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?(?:@sha256:[0-9a-f]{{64}})?", re.ASCII)
+# The name part may be 255 characters; a 128-character tag and a digest come on top.
+MAX_IMAGE_NAME_LENGTH = 255
+MAX_IMAGE_LENGTH = MAX_IMAGE_NAME_LENGTH + 1 + 128 + 1 + 71
+
+
+def image_name(reference: str) -> str:
+    """The [registry/]path of an image reference, without its tag and digest."""
+    name = reference.split("@", 1)[0]
+    registry_and_path, _, last = name.rpartition("/")
+    return f"{registry_and_path}/{last.split(':', 1)[0]}" if registry_and_path else last.split(":", 1)[0]
+
 # Every value lands inside double quotes in a shell script: allow no character that a
-# shell would interpret there ($, `, ", \) and no whitespace.
+# shell would interpret there ($, `, ", \) and no whitespace. The image and model id patterns
+# above allow none either.
 SAFE_VALUES = {
     "region": re.compile(r"[a-z]{2}(-[a-z]+)+-\d+"),
     "bucket": re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"),
-    "image": re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*"),
-    "model_id": re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*"),
+    "image": IMAGE_PATTERN,
+    "model_id": MODEL_ID_PATTERN,
 }
 
 

@@ -151,13 +151,14 @@ class LocalEngine:
         self._stack.close()
 
     def _forget_caches(self) -> None:
-        from gpufill.adapters import ami, aws, network, placement, regions_config, spot_advisor
+        from gpufill.adapters import ami, aws, network, placement, regions_config, run_store, spot_advisor
 
         aws.forget_clients()
         placement.reset()
         network.forget()
         regions_config.forget()
         ami.image_for.cache_clear()
+        run_store.forget()
         spot_advisor.reset()
 
     def _end_executions(self) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -18,14 +19,30 @@ from pydantic import (
 )
 
 from gpufill import catalog
-from gpufill.launch.user_data import DEFAULT_IMAGE, DEFAULT_MODEL_ID, SAFE_VALUES
 from gpufill.constants import (
     DEFAULT_APPROVAL_TIMEOUT_SECONDS,
     DEFAULT_BATCH_MAX,
     DEFAULT_INSTANCE_TYPE,
+    DEFAULT_ROOT_VOLUME_GIB,
+    EC2_MAX_TAG_KEY_LENGTH,
+    EC2_MAX_TAG_VALUE_LENGTH,
+    EC2_MAX_TAGS,
+    GPUFILL_TAG_COUNT,
     MAX_APPROVAL_TIMEOUT_SECONDS,
     MAX_COUNT,
+    MAX_ROOT_VOLUME_GIB,
     MIN_APPROVAL_TIMEOUT_SECONDS,
+    SUPPORTED_ARCHITECTURE,
+)
+from gpufill.launch.user_data import (
+    DEFAULT_IMAGE,
+    DEFAULT_MODEL_ID,
+    IMAGE_PATTERN,
+    MAX_IMAGE_LENGTH,
+    MAX_IMAGE_NAME_LENGTH,
+    MAX_MODEL_ID_LENGTH,
+    MODEL_ID_PATTERN,
+    image_name,
 )
 
 INSTANCE_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
@@ -35,6 +52,11 @@ REQUEST_ID_PATTERN = re.compile(r"^[^\s<>{}\[\]?*\"#%\\^|~`$&,;:/]{1,80}$")
 INSTANCE_ID_PATTERN = re.compile(r"^i-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
 MAX_TEARDOWN_IDS = 1000
 RESERVED_TAG_PREFIXES = ("gpufill:", "aws:")
+# The characters every AWS service accepts in a tag (EC2 itself is more lenient, but the same
+# tags are read by Cost Explorer, Resource Groups and IAM conditions): letters, digits, spaces
+# and + - = . _ : / @.
+TAG_TEXT_PATTERN = re.compile(r"^[\w +\-=.:/@]*$")
+MAX_USER_TAGS = EC2_MAX_TAGS - GPUFILL_TAG_COUNT
 
 Action = Literal["provision", "plan", "teardown", "status"]
 Market = Literal["spot", "on-demand", "spot-then-on-demand"]
@@ -52,17 +74,19 @@ class Request(BaseModel):
     instance_types: list[StrictStr] | None = Field(default=None, min_length=1, max_length=10)
     instance_type: StrictStr | None = None
     count: StrictInt = Field(default=1, ge=1)
-    batch_max: StrictInt | None = Field(default=None, ge=1, le=MAX_COUNT)
+    # Above count is not an error: a run launches min(batch_max, count) at a time.
+    batch_max: StrictInt | None = Field(default=None, ge=1)
     launch_mode: LaunchMode = "partial"
     market: Market = "spot"
     on_demand_strategy: OnDemandStrategy = "cost"
     origin_region: StrictStr | None = None
     regions: list[StrictStr] | None = Field(default=None, min_length=1, max_length=40)
-    tags: dict[StrictStr, StrictStr] = Field(default_factory=dict, max_length=40)
+    tags: dict[StrictStr, StrictStr] = Field(default_factory=dict)
     # What each instance serves (startup/startup.sh): the model synced from the bucket and the vLLM image.
-    model_id: StrictStr = Field(default=DEFAULT_MODEL_ID, pattern=rf"^(?:{SAFE_VALUES['model_id'].pattern})$", max_length=200)
-    image: StrictStr = Field(default=DEFAULT_IMAGE, pattern=rf"^(?:{SAFE_VALUES['image'].pattern})$", max_length=300)
-    root_volume_gib: StrictInt = Field(default=40, ge=20, le=16384)
+    model_id: StrictStr = DEFAULT_MODEL_ID
+    image: StrictStr = DEFAULT_IMAGE
+    # The launch uses max(this, the AMI's root snapshot size).
+    root_volume_gib: StrictInt = Field(default=DEFAULT_ROOT_VOLUME_GIB, ge=1, le=MAX_ROOT_VOLUME_GIB)
     # blended: spot placement scores are the capacity signal; classic: the AZ-count formula alone.
     scoring: Scoring = "blended"
     # teardown / status only: which instances to act on, and how long a teardown waits for a person.
@@ -107,28 +131,27 @@ class Request(BaseModel):
 
     @field_validator("instance_types")
     @classmethod
-    def _known_shape_types(cls, value: list[str] | None) -> list[str] | None:
-        for name in value or []:
-            _check_type_name(name)
-        if value and len(set(value)) != len(value):
-            raise ValueError("lists a type more than once")
+    def _known_types(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            _check_types(value)
+            _check_no_repeats(value)
         return value
 
     @field_validator("instance_type")
     @classmethod
-    def _known_shape_type(cls, value: str | None) -> str | None:
+    def _known_type(cls, value: str | None) -> str | None:
         if value is not None:
-            _check_type_name(value)
+            _check_types([value])
         return value
 
     @field_validator("regions")
     @classmethod
     def _known_regions(cls, value: list[str] | None) -> list[str] | None:
-        unknown = [r for r in value or [] if r not in catalog.known_regions()]
-        if unknown:
-            raise ValueError(f"unknown region(s): {', '.join(map(repr, unknown))}")
-        if value and len(set(value)) != len(value):
-            raise ValueError("lists a region more than once")
+        if value is not None:
+            unknown = [r for r in value if r not in catalog.known_regions()]
+            if unknown:
+                raise ValueError(f"unknown region(s): {', '.join(map(repr, unknown))}")
+            _check_no_repeats(value)
         return value
 
     @field_validator("origin_region")
@@ -140,10 +163,31 @@ class Request(BaseModel):
 
     @field_validator("tags")
     @classmethod
-    def _user_tags_only(cls, value: dict[str, str]) -> dict[str, str]:
-        reserved = [k for k in value if not k or k.lower().startswith(RESERVED_TAG_PREFIXES)]
-        if reserved:
-            raise ValueError(f"tag keys starting with 'gpufill:' or 'aws:' are reserved: {reserved}")
+    def _tags_ec2_accepts(cls, value: dict[str, str]) -> dict[str, str]:
+        _check_tags(value)
+        return value
+
+    @field_validator("model_id")
+    @classmethod
+    def _hugging_face_repo_id(cls, value: str) -> str:
+        if len(value) > MAX_MODEL_ID_LENGTH or ".." in value or not MODEL_ID_PATTERN.fullmatch(value):
+            raise ValueError(
+                f"{_shorten(value)} is not a Hugging Face model id: give 'owner/name' such as {DEFAULT_MODEL_ID!r} "
+                "(letters, digits, '-', '_' and '.'; no '..' or '--'; neither part starting or ending with "
+                "'-' or '.'; each part at most 96 characters)"
+            )
+        return value
+
+    @field_validator("image")
+    @classmethod
+    def _oci_reference(cls, value: str) -> str:
+        if len(value) > MAX_IMAGE_LENGTH or ".." in value or not IMAGE_PATTERN.fullmatch(value) or (
+            len(image_name(value)) > MAX_IMAGE_NAME_LENGTH
+        ):
+            raise ValueError(
+                f"{_shorten(value)} is not a container image reference: give [registry/]path[:tag][@sha256:digest] "
+                f"such as {DEFAULT_IMAGE!r} (the path in lowercase letters, digits and single separators; no '..')"
+            )
         return value
 
     @model_validator(mode="after")
@@ -151,8 +195,6 @@ class Request(BaseModel):
         problems: list[tuple[str, str]] = []
         if self.instance_types is not None and self.instance_type is not None:
             problems.append(("instance_type", "give either instance_type or instance_types, not both"))
-        if self.batch_max is not None and self.batch_max > self.count:
-            problems.append(("batch_max", f"must be between 1 and count ({self.count})"))
         problems += self._teardown_and_status_problems()
         if problems:
             raise RequestProblems(problems)
@@ -194,9 +236,67 @@ class Request(BaseModel):
         return [self.instance_type or DEFAULT_INSTANCE_TYPE]
 
 
-def _check_type_name(name: str) -> None:
+def _check_types(names: list[str]) -> None:
+    """Every type must be one gpufill knows and can run: its AMI and serving image are x86_64 only."""
+    known = catalog.known_instance_types()
+    problems = []
+    for name in names:
+        if name not in known:
+            problems.append(_unknown_type(name, known))
+        elif (arch := catalog.architecture(name)) != SUPPORTED_ARCHITECTURE:
+            problems.append(
+                f"{name!r} is an {arch} type; gpufill's machine image and serving image are "
+                f"{SUPPORTED_ARCHITECTURE} only, so choose an {SUPPORTED_ARCHITECTURE} GPU type such as {DEFAULT_INSTANCE_TYPE!r}"
+            )
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+def _unknown_type(name: str, known: tuple[str, ...]) -> str:
     if not INSTANCE_TYPE_PATTERN.match(name):
-        raise ValueError(f"{name!r} is not an EC2 instance type name such as 'g6.xlarge'")
+        return f"{_shorten(name)} is not an EC2 instance type name such as {DEFAULT_INSTANCE_TYPE!r}"
+    runnable = [t for t in known if catalog.architecture(t) == SUPPORTED_ARCHITECTURE]
+    close = difflib.get_close_matches(name, runnable, n=1)
+    families = dict.fromkeys(t.split(".")[0] for t in runnable)
+    hint = f"did you mean {close[0]!r}?" if close else f"gpufill knows {', '.join(families)} types"
+    return f"{name!r} is not a GPU instance type gpufill knows: {hint}"
+
+
+def _check_no_repeats(values: list[str]) -> None:
+    repeated = [v for n, v in enumerate(values) if v in values[:n]]
+    if repeated:
+        raise ValueError(f"lists {', '.join(map(repr, dict.fromkeys(repeated)))} more than once")
+
+
+def _check_tags(tags: dict[str, str]) -> None:
+    """EC2's tag rules, with gpufill's own tags counted in the 50 a resource may carry."""
+    problems = []
+    if len(tags) > MAX_USER_TAGS:
+        problems.append(
+            f"{len(tags)} tags, at most {MAX_USER_TAGS}: EC2 allows {EC2_MAX_TAGS} per instance "
+            f"and gpufill adds {GPUFILL_TAG_COUNT} of its own"
+        )
+    for key, value in tags.items():
+        if not 1 <= len(key) <= EC2_MAX_TAG_KEY_LENGTH:
+            problems.append(f"key {_shorten(key)} is {len(key)} characters; a tag key has 1 to {EC2_MAX_TAG_KEY_LENGTH}")
+        elif key.lower().startswith(RESERVED_TAG_PREFIXES):
+            problems.append(f"key {key!r}: keys starting with 'gpufill:' or 'aws:' are reserved")
+        elif not TAG_TEXT_PATTERN.match(key):
+            problems.append(f"key {key!r} {_TAG_CHARACTERS}")
+        if len(value) > EC2_MAX_TAG_VALUE_LENGTH:
+            problems.append(f"the value of {_shorten(key)} is {len(value)} characters; at most {EC2_MAX_TAG_VALUE_LENGTH}")
+        elif not TAG_TEXT_PATTERN.match(value):
+            problems.append(f"the value of {_shorten(key)} {_TAG_CHARACTERS}")
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+_TAG_CHARACTERS = "may only hold letters, digits, spaces and + - = . _ : / @"
+
+
+def _shorten(text: str, limit: int = 40) -> str:
+    """Quote a user's value in a message without echoing a whole oversized field back."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + "…"
 
 
 class RequestProblems(ValueError):
@@ -225,7 +325,7 @@ class ProvisionRequest(BaseModel):
     tags: dict[str, str]
     model_id: str = DEFAULT_MODEL_ID
     image: str = DEFAULT_IMAGE
-    root_volume_gib: int = 40
+    root_volume_gib: int = DEFAULT_ROOT_VOLUME_GIB
     scoring: Scoring = "blended"
     # teardown / status: the provisioning run or the instances to act on (request_id above is this run's own id).
     target_request_id: str | None = None
@@ -241,7 +341,7 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
         action=request.action,
         instance_types=request.types(),
         count=request.count,
-        batch_max=request.batch_max or min(DEFAULT_BATCH_MAX, request.count),
+        batch_max=min(request.batch_max or DEFAULT_BATCH_MAX, request.count),
         launch_mode=request.launch_mode,
         market=request.market,
         on_demand_strategy=request.on_demand_strategy,
@@ -261,7 +361,11 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
 
 
 def describe_problems(error: ValidationError | RequestProblems) -> list[dict[str, str]]:
-    """One entry per bad field, with the field's dotted path, for the InvalidRequest cause."""
+    """One entry per bad field, with the field's dotted path, for the InvalidRequest cause.
+
+    Pydantic's own wording names Python types and ends with a documentation link; a user wrote
+    JSON, so each problem is said in JSON's words ("must be a whole number, got a string").
+    """
     if isinstance(error, RequestProblems):
         return [{"field": field, "problem": text} for field, text in error.problems]
     found: list[dict[str, str]] = []
@@ -271,6 +375,52 @@ def describe_problems(error: ValidationError | RequestProblems) -> list[dict[str
             found.extend({"field": f, "problem": t} for f, t in ctx_error.problems)
             continue
         field = ".".join(str(part) for part in item["loc"]) or "(request)"
-        problem = "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
-        found.append({"field": field, "problem": problem})
+        found.append({"field": field, "problem": _plain_problem(item)})
     return found
+
+
+def not_an_object(value: Any) -> list[dict[str, str]]:
+    """The problem of an execution input that is valid JSON but not an object."""
+    return [{"field": "(request)", "problem": f"the request must be a JSON object, got {json_kind(value)}"}]
+
+
+def json_kind(value: Any) -> str:
+    """What a value is, in the words of the JSON the user wrote."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    for kind, name in ((str, "a string"), (int, "a number"), (float, "a number"), (list, "a list"), (dict, "an object")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+# Pydantic error types whose text names a Python type: what the field must be, in JSON's words.
+_EXPECTED = {
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "a JSON object",
+    "bool_type": "true or false",
+    "model_type": "a JSON object",
+    "model_attributes_type": "a JSON object",
+}
+
+
+def _plain_problem(item: Any) -> str:
+    kind = item["type"]
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(str(item["loc"][-1]), Request.model_fields, n=1)
+        return "unknown field" + (f"; did you mean {close[0]!r}?" if close else "")
+    if kind in _EXPECTED:
+        subject = "" if item["loc"] else "the request "
+        return f"{subject}must be {_EXPECTED[kind]}, got {json_kind(item['input'])}"
+    message = str(item["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        message = message.removeprefix(prefix)
+    for python_word in ("Input should", "String should", "List should", "Dictionary should", "Value should"):
+        message = message.replace(python_word, "must", 1)
+    return message.replace(" after validation", "").split("\n    For further information")[0]

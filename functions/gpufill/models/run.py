@@ -8,7 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 MarketName = Literal["spot", "on-demand"]
 Outcome = Literal["launched", "capacity", "quota", "throttled", "error"]
-NextMove = Literal["launch", "halve", "advance", "done", "exhausted", "wait", "ready"]
+# What the state machine does after a step: launch again in this region, prepare the next region
+# (or the same one with a fresh AMI), stop because the fill is done, the market is exhausted or
+# EC2 rejected the launch itself; after the fill, wait for the instances to run.
+NextMove = Literal["launch", "prepare", "refresh", "done", "exhausted", "rejected", "wait", "ready"]
 
 
 class _Model(BaseModel):
@@ -73,6 +76,7 @@ class Pool(_Model):
 
 
 class Attempt(_Model):
+    number: int | None = None  # across the whole run; the ClientToken is derived from it
     region: str
     availability_zone: str
     instance_type: str
@@ -103,20 +107,54 @@ class Plan(_Model):
     scoring: str = "classic"
     regions: list[RegionScore] = Field(default_factory=list)
     pools: list[Pool] = Field(default_factory=list)
+    pools_total: int | None = None  # set when a plan's output lists only the first pools
+
+
+class PlanRef(_Model):
+    """What the run state carries of a plan: the pools stay in the table under `key`.
+
+    The state stays small whatever the number of regions x types x AZs; `regions` holds each
+    region's best score only, for the console.
+    """
+
+    request_id: str
+    market: MarketName
+    scoring: str = "classic"
+    key: str
+    pools: int
+    regions: list[RegionScore] = Field(default_factory=list)
+
+
+class RegionLaunch(_Model):
+    """A region's launch parameters, fixed in the run before any call so a retried step sends the same request."""
+
+    region: str
+    image_id: str
+    root_volume_gib: int
+    security_group_id: str | None = None
+    subnets: dict[str, str] = Field(default_factory=dict)
+    ami_refreshed: bool = False
 
 
 class Run(_Model):
-    """The fill loop's cursor and everything it has done so far."""
+    """The fill loop's cursor and what it holds so far.
+
+    Attempts are numbered across the whole run (the number goes into the ClientToken); only
+    the last step's attempts ride in the state, the full log is in the table.
+    """
 
     cursor: int = 0
     batch: int
     remaining: int
     launched: int = 0
-    next: NextMove = "launch"
-    attempts: list[Attempt] = Field(default_factory=list)
+    next: NextMove = "prepare"
+    attempts_total: int = 0
+    step_attempts: list[Attempt] = Field(default_factory=list)
     instances: list[Instance] = Field(default_factory=list)
     hourly_cost: float = 0.0
-    blocked_regions: list[str] = Field(default_factory=list)
+    # "market/region" (the region is out: unreachable or unusable) or "market/region/quota group".
+    blocked: list[str] = Field(default_factory=list)
+    launch: RegionLaunch | None = None
     cause: str | None = None
     lost: list[Instance] = Field(default_factory=list)
     boot_rounds: int = 0
@@ -129,5 +167,6 @@ class LaunchResult(_Model):
 
     outcome: Outcome
     reason: str | None = None
+    message: str | None = None
     instances: list[Instance] = Field(default_factory=list)
     note: str | None = None

@@ -5,6 +5,25 @@ from gpufill.models.run import Outcome
 CAPACITY_CODES = frozenset({"InsufficientInstanceCapacity", "InsufficientCapacity", "Unsupported"})
 QUOTA_CODES = frozenset({"MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "InstanceLimitExceeded"})
 THROTTLE_CODES = frozenset({"RequestLimitExceeded"})
+# EC2 refuses the launch itself, the same way in every pool: trying another pool cannot help,
+# so the run stops at once with LAUNCH_REJECTED instead of walking every pool.
+REJECTION_CODES = frozenset(
+    {
+        "UnauthorizedOperation",
+        "AuthFailure",
+        "Blocked",
+        "InvalidBlockDeviceMapping",
+        "InvalidUserData.Malformed",
+        "InvalidParameter",
+        "InvalidParameterValue",
+        "InvalidParameterCombination",
+    }
+)
+REJECTION_PREFIXES = ("InvalidParameter", "InvalidKMSKey", "KMS.", "Client.InvalidKMSKey")
+# The region cannot be used for this run: its endpoint could not be reached (the call never
+# arrived, so nothing launched there), it has no network to launch into, or it is not enabled.
+# The run skips the region for this market, like a region with no capacity.
+REGION_UNUSABLE_CODES = frozenset({"EndpointConnectionError", "ConnectTimeoutError", "NetworkSetupError", "OptInRequired"})
 
 
 def classify(code: str) -> Outcome:
@@ -17,5 +36,23 @@ def classify(code: str) -> Outcome:
     return "error"
 
 
-def is_stale_ami(code: str) -> bool:
-    return code.startswith("InvalidAMIID")
+def is_stale_ami(code: str | None) -> bool:
+    return bool(code) and code.startswith("InvalidAMIID")
+
+
+def is_rejection(code: str | None) -> bool:
+    return bool(code) and (code in REJECTION_CODES or code.startswith(REJECTION_PREFIXES) or "KMS" in code)
+
+
+def region_unusable(code: str | None) -> bool:
+    return code in REGION_UNUSABLE_CODES
+
+
+def quota_group(instance_type: str) -> str:
+    """The EC2 vCPU quota an instance type counts against, per region and market.
+
+    EC2 pools quotas by family letter: "Running On-Demand G and VT instances", "All P Spot
+    Instance Requests" and so on. A quota error closes that group, not the whole region.
+    """
+    letter = instance_type[:1].upper()
+    return "G and VT" if letter in ("G", "V") else letter

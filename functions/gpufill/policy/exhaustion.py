@@ -6,7 +6,7 @@ import json
 
 from gpufill import catalog
 from gpufill.models.request import ProvisionRequest
-from gpufill.models.run import MarketName, Run
+from gpufill.models.run import Attempt, MarketName, Run
 
 # A Fail state's cause is capped at 32,768 characters; keep headroom for the JSON framing.
 CAUSE_BUDGET = 30_000
@@ -33,8 +33,8 @@ def on_demand_hint(request: ProvisionRequest) -> str:
     )
 
 
-def exhaustion_cause(run: Run, request: ProvisionRequest, market: MarketName) -> str:
-    tried = [a for a in run.attempts if a.market == market]
+def exhaustion_cause(run: Run, attempts: list[Attempt], request: ProvisionRequest, market: MarketName) -> str:
+    tried = [a for a in attempts if a.market == market]
     pools: dict[str, dict] = {}
     for a in tried:
         key = f"{a.region}/{a.availability_zone}/{a.instance_type}"
@@ -55,10 +55,52 @@ def exhaustion_cause(run: Run, request: ProvisionRequest, market: MarketName) ->
         "launched": run.launched,
         "pools_tried": list(pools.values()),
         "hint": hint,
-        "attempts": [a.model_dump(mode="json", exclude_none=True) for a in run.attempts],
+        "attempts": [a.model_dump(mode="json", exclude_none=True) for a in attempts],
     }
+    return _within_budget(cause, attempts)
+
+
+def rejection_cause(run: Run, request: ProvisionRequest) -> str:
+    """EC2 refused the launch itself: quote it, say what to change, and what already runs."""
+    refused = run.step_attempts[-1]
+    change = REJECTION_ADVICE.get(refused.reason or "", REJECTION_ADVICE_DEFAULT)
+    cause = {
+        "error": "LAUNCH_REJECTED",
+        "message": f"EC2 refused the launch in {refused.region}/{refused.availability_zone} with {refused.reason}: "
+        f"{refused.note or ''}".rstrip(": "),
+        "request_id": request.request_id,
+        "code": refused.reason,
+        "what_to_change": change,
+        "requested": request.count,
+        "launched": run.launched,
+        "instances": [i.instance_id for i in run.instances],
+        "teardown": {"action": "teardown", "request_id": request.request_id} if run.instances else None,
+        "attempts": [a.model_dump(mode="json", exclude_none=True) for a in run.step_attempts],
+    }
+    return json.dumps({k: v for k, v in cause.items() if v is not None})
+
+
+REJECTION_ADVICE_DEFAULT = "Fix the launch settings named in EC2's message; every pool would refuse the same call."
+REJECTION_ADVICE = {
+    "UnauthorizedOperation": "The LaunchBatch role may not launch with these settings: check its IAM policy and any SCP.",
+    "InvalidBlockDeviceMapping": "Raise root_volume_gib to at least the AMI's root snapshot size, or use another AMI.",
+    "InvalidParameterValue": "A launch parameter is not valid for this account: check the regions config overrides and the request.",
+}
+
+
+def _within_budget(cause: dict, attempts: list[Attempt]) -> str:
     text = json.dumps(cause)
     if len(text) > CAUSE_BUDGET:
-        cause["attempts"] = f"{len(run.attempts)} attempts; the full list is in the execution history"
+        cause["attempts"] = f"{len(attempts)} attempts; the result of `gpufill status` and the execution history hold them"
+        text = json.dumps(cause)
+    if len(text) > CAUSE_BUDGET:
+        # Thousands of pools: one line per region and type, with the AZs tried and their outcomes.
+        grouped: dict[str, dict] = {}
+        for pool in cause["pools_tried"]:
+            region, zone, itype = pool["pool"].split("/")
+            entry = grouped.setdefault(f"{region}/{itype}", {"pools": f"{region}/{itype}", "zones": [], "outcomes": {}})
+            entry["zones"].append(zone.removeprefix(region))
+            entry["outcomes"][pool["outcome"]] = entry["outcomes"].get(pool["outcome"], 0) + 1
+        cause["pools_tried"] = list(grouped.values())
         text = json.dumps(cause)
     return text

@@ -1,28 +1,66 @@
-"""The probe-and-fill loop's moves: what to do after each RunInstances answer.
+"""The probe-and-fill loop's moves: what to do after each launch answer.
 
-launch_mode "partial" asks with MinCount=1, MaxCount=batch, so one call takes
-whatever a pool has; a short answer or a capacity error means the pool is empty.
-launch_mode "exact" asks for the whole batch and halves it on capacity errors,
-the classic probe. Quota errors halve in both modes; at batch 1 a quota error
-closes the region for that market, since quotas are regional.
-The cursor only moves forward, so no pool is tried twice in one market.
+launch_mode "partial" asks with MinCount=1, MaxCount=batch, so one call takes whatever a
+pool has; a short answer or a capacity error means the pool is empty. launch_mode "exact"
+asks for the whole batch and halves it on capacity errors, the classic probe. Quota errors
+halve in both modes; at batch 1 a quota error closes that quota group (G and VT, P, ...) in
+that region and market, since EC2 counts vCPU quotas per group, region and market. EC2
+refusing the launch itself (LAUNCH_REJECTED) stops the run; a stale AMI is resolved again
+once per region; a region that cannot be reached is skipped.
+The cursor only moves forward, so no pool is tried twice after the cursor left it.
 """
 
 from __future__ import annotations
 
 from gpufill.models.request import ProvisionRequest
-from gpufill.models.run import Attempt, LaunchResult, Pool, Run
+from gpufill.models.run import Attempt, LaunchResult, Pool, RegionLaunch, Run
+from gpufill.policy.errors import is_rejection, is_stale_ami, quota_group, region_unusable
+
+# Launch calls one LaunchBatch step may make before handing back to the state machine. Several
+# calls a step keep a run at the maxima (15 regions x 10 types x every AZ, exact mode, both
+# markets) under Step Functions' 25,000 history events; the probes stay in one region.
+MAX_PROBES_PER_STEP = 8
+MAX_NOTE = 300  # EC2's message kept with an error attempt
 
 
 def start(request: ProvisionRequest) -> Run:
     return Run(batch=min(request.batch_max, request.count), remaining=request.count)
 
 
-def after_attempt(run: Run, pool: Pool, result: LaunchResult, request: ProvisionRequest) -> Run:
+def region_key(market: str, region: str) -> str:
+    return f"{market}/{region}"
+
+
+def quota_key(pool: Pool) -> str:
+    return f"{pool.market}/{pool.region}/{quota_group(pool.instance_type)}"
+
+
+def is_open(pool: Pool, blocked: list[str]) -> bool:
+    return region_key(pool.market, pool.region) not in blocked and quota_key(pool) not in blocked
+
+
+def prepare(run: Run, pools: list[Pool], request: ProvisionRequest) -> Run:
+    """Where the run stands when a region is about to be entered: an open pool to prepare, or nothing left."""
+    if run.cursor < len(pools) and is_open(pools[run.cursor], run.blocked):
+        return run.model_copy(update={"next": "prepare"})
+    return _advance_from(run.model_copy(update={"launch": None}), pools, request, run.cursor)
+
+
+def enter_region(run: Run, launch: RegionLaunch) -> Run:
+    return run.model_copy(update={"launch": launch, "next": "launch"})
+
+
+def begin_step(run: Run) -> Run:
+    return run.model_copy(update={"step_attempts": []})
+
+
+def after_attempt(run: Run, pools: list[Pool], result: LaunchResult, request: ProvisionRequest) -> Run:
+    pool = pools[run.cursor]
     launched = len(result.instances)
     if launched > run.batch:
         raise ValueError(f"RunInstances returned {launched} instances for a batch of {run.batch}")
     attempt = Attempt(
+        number=run.attempts_total + 1,
         region=pool.region,
         availability_zone=pool.availability_zone,
         instance_type=pool.instance_type,
@@ -31,42 +69,54 @@ def after_attempt(run: Run, pool: Pool, result: LaunchResult, request: Provision
         launched=launched,
         outcome=result.outcome,
         reason=result.reason,
-        note=result.note or pool.note,
+        note=result.note or (result.message[:MAX_NOTE] if result.message and result.outcome == "error" else None) or pool.note,
     )
-    remaining = run.remaining - launched
     spent = sum(i.hourly_price or 0.0 for i in result.instances)
     moved = run.model_copy(
         update={
-            "attempts": [*run.attempts, attempt],
+            "attempts_total": run.attempts_total + 1,
+            "step_attempts": [*run.step_attempts, attempt],
             "instances": [*run.instances, *result.instances],
             "launched": run.launched + launched,
-            "remaining": remaining,
+            "remaining": run.remaining - launched,
             "hourly_cost": round(run.hourly_cost + spent, 4),
         }
     )
-    return moved.model_copy(update=_next_move(moved, pool, result, request))
+    return _next_move(moved, pools, pool, result, request)
 
 
-def _next_move(run: Run, pool: Pool, result: LaunchResult, request: ProvisionRequest) -> dict:
+def _next_move(run: Run, pools: list[Pool], pool: Pool, result: LaunchResult, request: ProvisionRequest) -> Run:
     if run.remaining == 0:
-        return {"next": "done"}
+        return run.model_copy(update={"next": "done"})
+    code = result.reason
     if result.outcome == "launched":
-        drained = request.launch_mode == "partial" and len(result.instances) < run.batch
-        if drained:
-            return {"next": "advance"}
-        return {"next": "launch", "batch": min(run.batch, run.remaining)}
+        if request.launch_mode == "partial" and len(result.instances) < run.batch:
+            return advance(run, pools, request)  # the pool gave what it had
+        return run.model_copy(update={"next": "launch", "batch": min(run.batch, run.remaining)})
+    if is_rejection(code):
+        return run.model_copy(update={"next": "rejected"})
+    if is_stale_ami(code):
+        if run.launch is None or not run.launch.ami_refreshed:
+            return run.model_copy(update={"next": "refresh"})
+        return advance(run, pools, request)
+    if region_unusable(code):
+        return advance(_block(run, region_key(pool.market, pool.region)), pools, request)
     if result.outcome == "capacity" and request.launch_mode == "exact" and run.batch > 1:
-        return {"next": "halve"}
+        return halve(run)
     if result.outcome == "quota":
         if run.batch > 1:
-            return {"next": "halve"}
-        return {"next": "advance", "blocked_regions": [*run.blocked_regions, pool.region]}
-    return {"next": "advance"}
+            return halve(run)
+        return advance(_block(run, quota_key(pool)), pools, request)
+    return advance(run, pools, request)
 
 
-def pool_found_empty(run: Run, result: LaunchResult, request: ProvisionRequest) -> bool:
+def _block(run: Run, key: str) -> Run:
+    return run if key in run.blocked else run.model_copy(update={"blocked": [*run.blocked, key]})
+
+
+def pool_found_empty(batch: int, result: LaunchResult, request: ProvisionRequest) -> bool:
     """A capacity answer that says the pool itself is empty, not merely that the batch was too big."""
-    return result.outcome == "capacity" and (request.launch_mode == "partial" or run.batch == 1)
+    return result.outcome == "capacity" and (request.launch_mode == "partial" or batch == 1)
 
 
 def halve(run: Run) -> Run:
@@ -75,9 +125,22 @@ def halve(run: Run) -> Run:
 
 def advance(run: Run, pools: list[Pool], request: ProvisionRequest) -> Run:
     """Move to the next pool that is still open; at the end, rewind for the next market."""
-    fresh_batch = min(request.batch_max, run.remaining)
-    for index in range(run.cursor + 1, len(pools)):
-        if pools[index].region not in run.blocked_regions:
-            return run.model_copy(update={"cursor": index, "batch": fresh_batch, "next": "launch"})
-    return run.model_copy(update={"cursor": 0, "batch": fresh_batch, "next": "exhausted", "blocked_regions": []})
+    return _advance_from(run, pools, request, run.cursor + 1)
 
+
+def _advance_from(run: Run, pools: list[Pool], request: ProvisionRequest, start_index: int) -> Run:
+    fresh_batch = min(request.batch_max, run.remaining) if run.remaining else run.batch
+    for index in range(start_index, len(pools)):
+        if is_open(pools[index], run.blocked):
+            same_region = run.launch is not None and run.launch.region == pools[index].region
+            return run.model_copy(
+                update={"cursor": index, "batch": fresh_batch, "next": "launch" if same_region else "prepare"}
+            )
+    return run.model_copy(
+        update={"cursor": 0, "batch": fresh_batch, "next": "exhausted", "blocked": [], "launch": None}
+    )
+
+
+def after_market(run: Run) -> Run:
+    """The On-Demand path starts from the top of its own pools, with nothing blocked."""
+    return run.model_copy(update={"cursor": 0, "next": "prepare", "blocked": [], "launch": None, "cause": None})

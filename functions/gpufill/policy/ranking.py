@@ -29,8 +29,11 @@ def score_all(facts: list[RegionFacts], request: ProvisionRequest, *, blended: b
     return scores
 
 
-def with_placement_scores(facts: list[RegionFacts], instance_type: str, scores: dict[tuple[str, str], int]) -> list[RegionFacts]:
-    """Copy each AZ's placement score (keyed by region and AZ id) onto the facts of one type."""
+def with_placement_scores(facts: list[RegionFacts], scores: dict[tuple[str, str], int]) -> list[RegionFacts]:
+    """Copy each AZ's placement score (keyed by region and AZ id) onto every type's facts.
+
+    One answer scores the whole set of acceptable types per AZ, so each type offered there
+    carries it."""
 
     def zone(region: str, z: ZoneOffer) -> ZoneOffer:
         score = scores.get((region, z.zone_id)) if z.zone_id else None
@@ -38,12 +41,7 @@ def with_placement_scores(facts: list[RegionFacts], instance_type: str, scores: 
 
     return [
         r.model_copy(
-            update={
-                "types": [
-                    t.model_copy(update={"zones": [zone(r.region, z) for z in t.zones]}) if t.instance_type == instance_type else t
-                    for t in r.types
-                ]
-            }
+            update={"types": [t.model_copy(update={"zones": [zone(r.region, z) for z in t.zones]}) for t in r.types]}
         )
         for r in facts
     ]
@@ -54,10 +52,15 @@ def spot_pools(
 ) -> list[Pool]:
     usable = [s for s in scores if s.dropped is None]
     best_by_region: dict[str, RegionScore] = {}
+    standing = lambda s: (blended and s.placement_score is not None, s.score)  # noqa: E731
     for s in usable:
-        if s.region not in best_by_region or s.score > best_by_region[s.region].score:
+        if s.region not in best_by_region or standing(s) > standing(best_by_region[s.region]):
             best_by_region[s.region] = s
-    regions = sorted(best_by_region.values(), key=lambda s: (-s.score, s.spot_price, s.region))
+    # Blended: a region in AWS's top-10 answer goes before any region outside it.
+    regions = sorted(
+        best_by_region.values(),
+        key=lambda s: (blended and s.placement_score is None, -s.score, s.spot_price, s.region),
+    )
     scored_pairs = {(s.region, s.instance_type) for s in usable}
     pools: list[Pool] = []
     for region_score in regions:

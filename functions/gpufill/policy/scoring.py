@@ -2,10 +2,11 @@
 
 classic: price points (40) + AZ points (40) + interruption points (20), ranked S/A/B/C.
 blended: the AZ points give way to capacity points, int(40 x best AZ placement score / 10),
-wherever AWS's spot placement scores are known. The number of AZs offering a type is only a
-proxy for capacity; a placement score is AWS's own estimate that a request of this size
-succeeds, so it replaces the proxy on the same 40-point scale. Price and interruption
-points are unchanged, and a region without scores keeps its classic AZ points.
+from AWS's spot placement scores. The number of AZs offering a type is only a proxy for
+capacity; a placement score is AWS's own estimate that a request of this size succeeds, so
+it replaces the proxy on the same 40-point scale. Price and interruption points are
+unchanged. AWS answers with its top 10 AZs only, so a region with no score in that answer
+ranks below every scored one and earns no capacity points.
 Price points compare a region with the cheapest region for the same type, so the
 scores of one type are only comparable among themselves.
 """
@@ -69,8 +70,8 @@ def score_regions(facts: list[RegionFacts], instance_type: str, *, blended: bool
     for region, offer, price in priced:
         placement = [z.placement_score for z in offer.zones if z.placement_score is not None]
         points = {"price": price_points(price, best)}
-        if blended and placement:
-            points["capacity"] = capacity_points(max(placement))
+        if blended:
+            points["capacity"] = capacity_points(max(placement)) if placement else 0
         else:
             points["az"] = az_points(len(offer.zones))
         points["interruption"] = interruption_points(offer.advisor_tier)

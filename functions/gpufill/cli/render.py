@@ -1,9 +1,67 @@
-"""Human-readable progress and summaries of a provisioning run, built from the execution history."""
+"""Human-readable progress and summaries of a run, built from its execution history alone, so
+`simulate` (local engine), `run --watch`, `watch` and `up` (Step Functions on AWS) print the same."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TextIO
+
+
+@dataclass
+class ExecutionView:
+    """What the summary needs of a finished execution, wherever it ran. `metrics` and
+    `notifications` are known only on the local engine."""
+
+    name: str
+    arn: str
+    status: str
+    output: Any = None
+    error: str | None = None
+    cause: Any = None
+    history: list[dict] = field(default_factory=list)
+    metrics: dict = field(default_factory=dict)
+    notifications: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def from_aws(cls, described: dict, history: list[dict]) -> ExecutionView:
+        return cls(
+            name=described["name"],
+            arn=described["executionArn"],
+            status=described["status"],
+            output=_json(described.get("output")),
+            error=described.get("error"),
+            cause=_json(described.get("cause")),
+            history=history,
+        )
+
+    def summary(self) -> dict:
+        """The --json document of `run --watch`, `watch` and `up`: simulate's shape without metrics."""
+        execution: dict[str, Any] = {"name": self.name, "arn": self.arn, "status": self.status}
+        if self.status == "SUCCEEDED":
+            execution["output"] = self.output
+        else:
+            execution["error"], execution["cause"] = self.error, self.cause
+        return {"execution": execution}
+
+
+def _json(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def step_attempts(run: dict) -> list[dict]:
+    """The attempts one LaunchBatch step made: `step_attempts` when the run carries it, else the
+    last of the run's `attempts` (the run state before step_attempts existed)."""
+    if isinstance(run.get("step_attempts"), list):
+        return run["step_attempts"]
+    attempts = run.get("attempts")
+    return attempts[-1:] if isinstance(attempts, list) else []
 
 QUIET_STATES = {
     "IsRequestValid", "RouteByAction", "IsPlanOnly", "HasPools", "NextMove", "PoolsLeft", "ScoreRegion",
@@ -37,16 +95,22 @@ class Progress:
         self.plan: dict = {}
         self.entered: str | None = None  # the last state entered: a Map's start event does not name its state
 
-    def header(self, request_path, scenario) -> None:
-        described = f" ({scenario.description})" if scenario.description else ""
-        self._line(f"gpufill simulate {request_path}: market of {len(scenario.regions)} region(s){described}")
+    def header(self, text: str) -> None:
+        self._line(text)
+
+    def waiting(self, state: str | None, since: datetime) -> None:
+        """A long wait: what is being waited for, and since when."""
+        what = {
+            "AwaitTeardownApproval": "an answer to the teardown approval (gpufill approve|reject)",
+        }.get(state or "", f"{state or 'the next step'} to finish")
+        self._line(f"    still waiting for {what}, since {since:%H:%M:%S %Z}")
 
     def event(self, event: dict) -> None:
         kind = event["type"]
         if kind.endswith("StateEntered"):
             name = _details(event, "stateEnteredEventDetails").get("name")
             self.entered = name
-            if name not in QUIET_STATES | REPORTED_ON_EXIT and name not in ("LaunchBatch", "HalveBatch", "AdvanceCursor"):
+            if name not in QUIET_STATES | REPORTED_ON_EXIT and name not in ("LaunchBatch", "PrepareRegion"):
                 self._line(f"  > {name}")
         elif kind == "MapStateStarted":
             length = _details(event, "mapStateStartedEventDetails").get("length")
@@ -86,19 +150,22 @@ class Progress:
         run = state.get("run") or {}
         if name in ("RankPools", "RankOnDemandPools"):
             self.plan = state.get("plan") or {}
-            self._line(f"    {len(self.plan.get('pools', []))} {self.plan.get('market')} pool(s) ranked")
-        elif name == "LaunchBatch" and run.get("attempts"):
-            a = run["attempts"][-1]
-            answer = f"launched {a['launched']}" if a["outcome"] == "launched" else f"{a['outcome']} ({a.get('reason')})"
-            self._line(f"  > LaunchBatch    {pool_label(a)}  batch {a['batch']:>3} -> {answer}")
-        elif name == "HalveBatch":
-            self._line(f"  > HalveBatch     batch now {run.get('batch')}")
-        elif name == "AdvanceCursor":
-            pools = self.plan.get("pools") or []
-            if run.get("next") == "launch" and run.get("cursor", 0) < len(pools):
-                self._line(f"  > AdvanceCursor  next pool {pool_label(pools[run['cursor']])}")
-            else:
-                self._line("  > AdvanceCursor  no pool left in this market")
+            pools = self.plan.get("pools")
+            count = len(pools) if isinstance(pools, list) else (pools or 0)
+            self._line(f"    {count} {self.plan.get('market')} pool(s) ranked")
+        elif name in ("LaunchBatch", "PrepareRegion"):
+            # One line per launch call the step made; PrepareRegion also says what it fixed.
+            for a in step_attempts(run):
+                answer = f"launched {a['launched']}" if a["outcome"] == "launched" else f"{a['outcome']} ({a.get('reason')})"
+                self._line(f"  > {name:<14} {pool_label(a)}  batch {a['batch']:>3} -> {answer}")
+            launch = run.get("launch") or {}
+            if name == "PrepareRegion" and run.get("next") == "launch" and launch:
+                self._line(
+                    f"  > PrepareRegion  {launch['region']}: image {launch['image_id']}, "
+                    f"root volume {launch['root_volume_gib']} GiB, {len(launch.get('subnets', {}))} subnet(s)"
+                )
+            elif name == "PrepareRegion" and run.get("next") == "exhausted":
+                self._line("  > PrepareRegion  no pool left in this market")
 
     def _line(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -152,7 +219,7 @@ def render_summary(execution: Any) -> str:
     if isinstance(attempts, list) and attempts:
         lines += render_attempts(attempts) + [""]
     if result and result.get("action") == "teardown":
-        lines += render_teardown(result, getattr(execution, "notifications", []))
+        lines += render_teardown(result, getattr(execution, "notifications", None) or [])
     elif result and result.get("action") == "status":
         lines += render_status(result)
     elif result and result.get("status") == "PLANNED":
@@ -186,11 +253,12 @@ def render_summary(execution: Any) -> str:
                 lines.append(f"  hint: {cause['hint']}")
         elif execution.cause:
             lines.append(f"  {execution.cause}")
-    m = execution.metrics
-    lines.append(
-        f"Metrics: {m['state_transitions']} state transitions, {m['lambda_invocations']} Lambda invocations, "
-        f"EC2 calls {json.dumps(m['ec2_calls'])}, modelled time {m['modelled_seconds']:.1f} s"
-    )
+    m = getattr(execution, "metrics", None)
+    if m:  # the local engine counts what a run cost; on AWS, CloudWatch does
+        lines.append(
+            f"Metrics: {m['state_transitions']} state transitions, {m['lambda_invocations']} Lambda invocations, "
+            f"EC2 calls {json.dumps(m['ec2_calls'])}, modelled time {m['modelled_seconds']:.1f} s"
+        )
     return "\n".join(lines)
 
 

@@ -1,0 +1,184 @@
+"""What a run keeps in the instances table instead of its state: region facts, ranked pools,
+the attempt log, launch intents and the regions a deployment ever launched in.
+
+Step Functions caps a state at 256 KB, so a run's state carries references and counts; the
+bulk lives here, compressed. None of these items has a `request_id` attribute except the
+intents (kind "intent"), which the by-request index must return for reconciliation.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import time
+from datetime import UTC, datetime
+from functools import lru_cache
+
+from boto3.dynamodb.types import Binary
+
+from gpufill.adapters.aws import resource
+from gpufill.constants import (
+    ENV_DEPLOYMENT,
+    ENV_INSTANCES_TABLE,
+    INSTANCES_TABLE_KEY,
+    INSTANCES_TTL_ATTRIBUTE,
+    INTENT_KEY_PREFIX,
+    INTENT_RETENTION_SECONDS,
+    KIND_INTENT,
+    KIND_PLAN,
+    LAUNCH_REGIONS_KEY,
+    PLAN_KEY_PREFIX,
+)
+from gpufill.models.run import Attempt, Plan, RegionFacts
+
+BATCH_GET_LIMIT = 100  # DynamoDB BatchGetItem keys per call
+BATCH_WRITE_LIMIT = 25  # and BatchWriteItem items
+
+
+def _table():
+    return resource("dynamodb").Table(os.environ[ENV_INSTANCES_TABLE])
+
+
+def _expires() -> int:
+    return int(time.time()) + INTENT_RETENTION_SECONDS
+
+
+def _pack(value) -> Binary:
+    return Binary(gzip.compress(json.dumps(value, separators=(",", ":")).encode(), mtime=0))
+
+
+def _unpack(blob) -> object:
+    return json.loads(gzip.decompress(bytes(blob.value if isinstance(blob, Binary) else blob)))
+
+
+# --- region facts (ScoreRegion -> RankPools) --------------------------------------------
+
+
+def facts_key(request_id: str, region: str) -> str:
+    return f"facts#{request_id}#{region}"
+
+
+def save_facts(request_id: str, facts: RegionFacts) -> None:
+    _table().put_item(
+        Item={
+            INSTANCES_TABLE_KEY: facts_key(request_id, facts.region),
+            "kind": "facts",
+            "body": _pack(facts.model_dump(mode="json", exclude_none=True)),
+            INSTANCES_TTL_ATTRIBUTE: _expires(),
+        }
+    )
+
+
+def load_facts(request_id: str, regions: list[str]) -> dict[str, RegionFacts]:
+    items = _batch_get([facts_key(request_id, r) for r in regions])
+    return {
+        (facts := RegionFacts.model_validate(_unpack(item["body"]))).region: facts
+        for item in items.values()
+    }
+
+
+# --- the ranked plan ---------------------------------------------------------------------
+
+
+def save_plan(plan: Plan) -> str:
+    """Store the plan under a key derived from its content, so a key always names one plan."""
+    body = plan.model_dump(mode="json", exclude_none=True)
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+    key = f"{PLAN_KEY_PREFIX}{plan.request_id}#{plan.market}#{digest}"
+    _table().put_item(
+        Item={INSTANCES_TABLE_KEY: key, "kind": KIND_PLAN, "body": _pack(body), INSTANCES_TTL_ATTRIBUTE: _expires()}
+    )
+    return key
+
+
+@lru_cache(maxsize=32)
+def load_plan(key: str) -> Plan:
+    item = _table().get_item(Key={INSTANCES_TABLE_KEY: key}, ConsistentRead=True).get("Item")
+    if item is None:
+        raise LookupError(f"plan {key} is not in the table")
+    return Plan.model_validate(_unpack(item["body"]))
+
+
+# --- the attempt log ----------------------------------------------------------------------
+
+
+def attempt_key(request_id: str, number: int) -> str:
+    return f"attempt#{request_id}#{number}"
+
+
+def save_attempts(request_id: str, attempts: list[Attempt]) -> None:
+    """One item per attempt, keyed by its number: a retried step overwrites its own items."""
+    name = os.environ[ENV_INSTANCES_TABLE]
+    expires = _expires()
+    requests = [
+        {
+            "PutRequest": {
+                "Item": {
+                    INSTANCES_TABLE_KEY: attempt_key(request_id, attempt.number),
+                    "kind": "attempt",
+                    "body": json.dumps(attempt.model_dump(mode="json", exclude_none=True)),
+                    INSTANCES_TTL_ATTRIBUTE: expires,
+                }
+            }
+        }
+        for attempt in attempts
+    ]
+    dynamodb = resource("dynamodb")
+    for start in range(0, len(requests), BATCH_WRITE_LIMIT):
+        pending = {name: requests[start : start + BATCH_WRITE_LIMIT]}
+        while pending:
+            pending = dynamodb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+
+
+def load_attempts(request_id: str, total: int) -> list[Attempt]:
+    items = _batch_get([attempt_key(request_id, n) for n in range(1, total + 1)])
+    attempts = [Attempt.model_validate_json(item["body"]) for item in items.values()]
+    return sorted(attempts, key=lambda a: a.number or 0)
+
+
+# --- launch intents -----------------------------------------------------------------------
+
+
+def record_intent(*, request_id: str, region: str, client_token: str) -> None:
+    """Written before every launch call: whatever fails after it, the region is known to reconcile."""
+    _table().put_item(
+        Item={
+            INSTANCES_TABLE_KEY: f"{INTENT_KEY_PREFIX}{client_token}",
+            "kind": KIND_INTENT,
+            "request_id": request_id,
+            "region": region,
+            "client_token": client_token,
+            "deployment": os.environ.get(ENV_DEPLOYMENT, ""),
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            INSTANCES_TTL_ATTRIBUTE: _expires(),
+        }
+    )
+
+
+def note_launch_region(region: str) -> None:
+    """Add the region to the deployment's set of regions ever launched in (teardown `all`, status)."""
+    _table().update_item(
+        Key={INSTANCES_TABLE_KEY: LAUNCH_REGIONS_KEY},
+        UpdateExpression="ADD regions :r SET kind = :k",
+        ExpressionAttributeValues={":r": {region}, ":k": "meta"},
+    )
+
+
+def _batch_get(keys: list[str]) -> dict[str, dict]:
+    found: dict[str, dict] = {}
+    name = os.environ[ENV_INSTANCES_TABLE]
+    dynamodb = resource("dynamodb")
+    for start in range(0, len(keys), BATCH_GET_LIMIT):
+        pending = {name: {"Keys": [{INSTANCES_TABLE_KEY: k} for k in keys[start : start + BATCH_GET_LIMIT]], "ConsistentRead": True}}
+        while pending:
+            reply = dynamodb.batch_get_item(RequestItems=pending)
+            for item in reply["Responses"].get(name, []):
+                found[item[INSTANCES_TABLE_KEY]] = item
+            pending = reply.get("UnprocessedKeys") or {}
+    return found
+
+
+def forget() -> None:
+    load_plan.cache_clear()

@@ -1,0 +1,3 @@
+from gpufill.cli import entry_point
+
+entry_point()

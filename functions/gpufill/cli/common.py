@@ -1,0 +1,160 @@
+"""What every gpufill verb shares: exit codes, the one-line errors, reading input files, and
+keeping the Lambda handlers' log lines off stdout."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+import sys
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Iterator, TextIO
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# Step Functions' own rule for execution names (StartExecution `name`): 1-80 characters; gpufill
+# keeps to the ASCII letters, digits, - and _ so the name is also a valid tag value and request id.
+EXECUTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
+MAX_EXECUTION_NAME = 80
+
+
+class UsageError(Exception):
+    """An argument or input file gpufill cannot use: printed as one line, exit 2."""
+
+
+class Failed(Exception):
+    """The verb ran and did not succeed (AWS refused, nothing found): printed as one line, exit 1."""
+
+
+def say(message: str) -> None:
+    print(f"gpufill: {message}", file=sys.stderr, flush=True)
+
+
+def check_name(name: str, what: str = "--name") -> str:
+    if not EXECUTION_NAME.fullmatch(name):
+        too_long = f" ({len(name)} given)" if len(name) > MAX_EXECUTION_NAME else ""
+        raise UsageError(
+            f"{what} {name!r} is not a valid execution name: use 1-{MAX_EXECUTION_NAME} characters from "
+            f"A-Z a-z 0-9 - _{too_long}"
+        )
+    return name
+
+
+def fresh_name(stem: str) -> str:
+    """A new execution name from a file name: its valid characters plus a UTC timestamp."""
+    cleaned = re.sub(r"[^A-Za-z0-9_-]+", "-", stem).strip("-") or "run"
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")[:-3]
+    return f"{cleaned[: MAX_EXECUTION_NAME - len(stamp) - 1]}-{stamp}"
+
+
+def read_json(path: Path, what: str) -> Any:
+    """The JSON document in `path`, or a UsageError naming the file and what is wrong with it."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise UsageError(f"{what} file {path}: not found") from None
+    except IsADirectoryError:
+        raise UsageError(f"{what} file {path}: is a directory") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"{what} file {path}: cannot be read ({error})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"{what} file {path}: not JSON ({error.msg} at line {error.lineno} column {error.colno})") from None
+
+
+def read_request(path: Path, what: str = "request") -> dict:
+    """A request file must hold a JSON object; the state machine validates its fields."""
+    document = read_json(path, what)
+    if not isinstance(document, dict):
+        raise UsageError(
+            f"{what} file {path}: must hold a JSON object such as {{\"count\": 1}}, not a {_json_kind(document)}"
+        )
+    return document
+
+
+def _json_kind(value: Any) -> str:
+    return {str: "string", list: "list", bool: "boolean", type(None): "null"}.get(type(value), "number")
+
+
+def pydantic_problem(error: Any) -> str:
+    """A pydantic ValidationError as `field: problem; field: problem`, without pydantic's links."""
+    parts = []
+    for problem in error.errors(include_url=False):
+        where = ".".join(str(p) for p in problem.get("loc", ())) or "(document)"
+        parts.append(f"{where}: {problem['msg'].removeprefix('Value error, ')}")
+    return "; ".join(parts)
+
+
+def print_json(document: Any, out: TextIO | None = None) -> None:
+    print(json.dumps(document, indent=2, default=str), file=out or sys.stdout, flush=True)
+
+
+@contextmanager
+def lambda_logs(*, verbose: bool, log_file: Path | None) -> Iterator[None]:
+    """The handlers log (Powertools, JSON lines) to stdout, as Lambda wants. Locally that would
+    land between progress lines and break --json, so the lines go to --log-file, or straight
+    to stderr with --verbose, or are kept and written to stderr once the run is over."""
+    from gpufill.constants import SERVICE_NAME
+
+    kept = io.StringIO()
+    if log_file is not None:
+        try:
+            target: TextIO = log_file.open("a")
+        except OSError as error:
+            raise UsageError(f"--log-file {log_file}: cannot be opened ({error})") from None
+    else:
+        target = sys.stderr if verbose else kept
+    service = logging.getLogger(SERVICE_NAME)
+    # Powertools gives the service logger its own stdout handler on first import; each handler
+    # module imports it lazily, so the stream is swapped both now and whenever one appears.
+    try:
+        with _StreamSwap(service, target):
+            yield
+    finally:
+        if log_file is not None:
+            target.close()
+        elif not verbose and kept.getvalue():
+            sys.stderr.write(kept.getvalue())
+            sys.stderr.flush()
+
+
+class _StreamSwap:
+    """Points every stream handler of `logger` at `target` while active, including handlers
+    added while it is active (Powertools adds its handler when the first handler module loads)."""
+
+    def __init__(self, logger: logging.Logger, target: TextIO):
+        self.logger, self.target = logger, target
+        self.swapped: dict[logging.StreamHandler, Any] = {}
+
+    def __enter__(self) -> _StreamSwap:
+        self._swap()
+        self._original_add = self.logger.addHandler
+        swap = self
+
+        def add_handler(handler: logging.Handler) -> None:
+            swap._original_add(handler)
+            swap._swap()
+
+        self.logger.addHandler = add_handler  # type: ignore[method-assign]
+        return self
+
+    def _swap(self) -> None:
+        for handler in self.logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and handler not in self.swapped:
+                self.swapped[handler] = _set_stream(handler, self.target)
+
+    def __exit__(self, *exc) -> None:
+        self.logger.addHandler = self._original_add  # type: ignore[method-assign]
+        for handler, stream in self.swapped.items():
+            _set_stream(handler, stream)
+
+
+def _set_stream(handler: logging.StreamHandler, stream: TextIO) -> TextIO:
+    """StreamHandler.setStream without its flush of the old stream, which may be closed already
+    (the handler was made at import time, with whatever stdout was then)."""
+    with handler.lock:  # type: ignore[union-attr]
+        old, handler.stream = handler.stream, stream
+    return old

@@ -1,0 +1,139 @@
+"""`gpufill run`, `watch` and `up`: start and follow executions of a deployed state machine."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from gpufill.cli import aws
+from gpufill.cli.common import EXIT_FAILED, EXIT_OK, check_name, fresh_name, print_json, read_request, say
+from gpufill.cli.render import ExecutionView, Progress, render_summary
+
+
+def add_parsers(verbs) -> None:
+    run = verbs.add_parser(
+        "run",
+        help="start a run of the deployed state machine with REQUEST (on AWS)",
+        description="Starts an execution with REQUEST as its input. The execution name is the request id "
+        "(a fresh one made from the file name unless --name). --watch follows it to its end.",
+    )
+    run.add_argument("request", type=Path, help="request JSON (the execution input)")
+    run.add_argument("--name", default=None, help="execution name = request id (1-80 of A-Za-z0-9-_)")
+    run.add_argument("--watch", action="store_true", help="follow the run and print its summary; exit 1 if it fails")
+    run.add_argument("--json", action="store_true", help="print one JSON document instead of progress lines")
+    aws.add_deployment_options(run)
+    run.set_defaults(handler=run_verb)
+
+    watch = verbs.add_parser(
+        "watch",
+        help="follow a run of the deployed state machine until it ends and print its summary",
+        description="Prints the run's progress from its execution history, then the summary; exit 1 if it failed.",
+    )
+    watch.add_argument("execution", help="execution name (= request id) or ARN")
+    watch.add_argument("--json", action="store_true", help="print one JSON document instead of progress lines")
+    aws.add_deployment_options(watch)
+    watch.set_defaults(handler=watch_verb)
+
+    up = verbs.add_parser(
+        "up",
+        help="provision REQUEST, follow it until its instances run, and print how to connect",
+        description="gpufill run REQUEST --watch, then the gpufill connect command of each running instance.",
+    )
+    up.add_argument("request", type=Path, help="provisioning request JSON")
+    up.add_argument("--name", default=None, help="execution name = request id (1-80 of A-Za-z0-9-_)")
+    up.add_argument("--json", action="store_true", help="print one JSON document instead of progress lines")
+    aws.add_deployment_options(up)
+    up.set_defaults(handler=up_verb, watch=True)
+
+
+def run_verb(args: argparse.Namespace) -> int:
+    request = read_request(args.request)
+    name = check_name(args.name) if args.name else fresh_name(args.request.stem)
+    deployment = aws.find(args)
+    arn = start(deployment, request, name)
+    if not args.watch:
+        if args.json:
+            print_json({"execution": {"name": name, "arn": arn, "status": "RUNNING"}})
+        else:
+            print(f"started {name}\n  {arn}")
+            print(f"Follow it: gpufill watch {name}{deployment_flags(deployment)}")
+        return EXIT_OK
+    view = follow(deployment, arn, header=f"gpufill run {args.request}: {name} on {deployment.env}", quiet=args.json)
+    return report(view, args.json)
+
+
+def watch_verb(args: argparse.Namespace) -> int:
+    deployment = aws.find(args)
+    arn = deployment.execution_arn(args.execution)
+    view = follow(deployment, arn, header=f"gpufill watch {arn.rsplit(':', 1)[-1]} on {deployment.env}", quiet=args.json)
+    return report(view, args.json)
+
+
+def up_verb(args: argparse.Namespace) -> int:
+    request = read_request(args.request)
+    name = check_name(args.name) if args.name else fresh_name(args.request.stem)
+    deployment = aws.find(args)
+    arn = start(deployment, request, name)
+    view = follow(deployment, arn, header=f"gpufill up {args.request}: {name} on {deployment.env}", quiet=args.json)
+    code = report(view, args.json)
+    running = [i for i in ((view.output or {}).get("instances") or []) if i.get("state", "running") == "running"]
+    if not args.json and view.status == "SUCCEEDED" and running:
+        print()
+        print(f"{len(running)} instance(s) running. Reach a model server on localhost:8000 with:")
+        for instance in running[:10]:
+            print(f"  gpufill connect {instance['instance_id']}{deployment_flags(deployment)}")
+        if len(running) > 10:
+            print(f"  ... and {len(running) - 10} more (gpufill status {name})")
+        print(f"When done: gpufill teardown {name}{deployment_flags(deployment)}")
+    return code
+
+
+@aws.aws_errors("start the execution")
+def start(deployment: aws.Deployment, request: dict, name: str) -> str:
+    import json
+
+    sfn = deployment.client("stepfunctions")
+    return sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name=name, input=json.dumps(request))[
+        "executionArn"
+    ]
+
+
+@aws.aws_errors("follow the execution")
+def follow(deployment: aws.Deployment, arn: str, *, header: str, quiet: bool) -> ExecutionView:
+    sfn = deployment.client("stepfunctions")
+    progress = None if quiet else Progress(sys.stdout)
+    if progress:
+        progress.header(header)
+    try:
+        described, history = aws.wait_for_end(
+            sfn,
+            arn,
+            progress.event if progress else None,
+            on_quiet=progress.waiting if progress else None,
+            poll=aws.POLL_SECONDS,
+        )
+    except KeyboardInterrupt:  # only the watching stops; the execution goes on in Step Functions
+        say(f"stopped watching; the run goes on. Follow it again: gpufill watch {arn}")
+        raise
+    return ExecutionView.from_aws(described, history)
+
+
+def report(view: ExecutionView, as_json: bool) -> int:
+    if as_json:
+        print_json(view.summary())
+    else:
+        print(render_summary(view))
+    return EXIT_OK if view.status == "SUCCEEDED" else EXIT_FAILED
+
+
+def deployment_flags(deployment: aws.Deployment) -> str:
+    """The flags that name this deployment again in a printed command."""
+    flags = []
+    if deployment.env != aws.DEFAULT_ENV:
+        flags += ["--env", deployment.env]
+    flags += ["--region", deployment.region]
+    if deployment.endpoint_url:
+        flags += ["--endpoint-url", deployment.endpoint_url]
+    return " " + shlex.join(flags)

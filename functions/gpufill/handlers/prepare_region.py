@@ -1,0 +1,86 @@
+"""PrepareRegion: before the first launch in a region, fix that region's launch parameters in the run.
+
+The AMI (and its root snapshot size), the security group and the subnet of each AZ are
+resolved here, once, and carried in the state: every LaunchBatch retry then sends the
+identical request, so its ClientToken can never meet other parameters. After a stale-AMI
+answer the same state resolves the image again, and the relaunch is a step of its own.
+"""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
+
+from gpufill.adapters import ami, ec2, network, regions_config, run_store
+from gpufill.adapters.aws import is_transient
+from gpufill.handlers.events import LoopEvent
+from gpufill.handlers.launch_step import finish_step
+from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
+from gpufill.models.request import ProvisionRequest
+from gpufill.models.run import LaunchResult, Pool, RegionLaunch
+from gpufill.policy import fill
+
+
+@logger.inject_lambda_context(correlation_id_path="request.request_id")
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@transient_aws_errors
+def handler(event: dict, context: LambdaContext) -> dict:
+    step = parse(event=event, model=LoopEvent)
+    request, plan = step.request, step.plan
+    pools = run_store.load_plan(plan.key).pools
+    refresh = step.run.next == "refresh"
+    run = fill.prepare(fill.begin_step(step.run), pools, request)
+    while run.next == "prepare":
+        pool = pools[run.cursor]
+        try:
+            run_store.note_launch_region(pool.region)
+            launch = region_launch(request, pool.region, pools, fresh=refresh, before=step.run.launch)
+        except (network.NetworkSetupError, ClientError, EndpointConnectionError, ConnectTimeoutError) as error:
+            if isinstance(error, ClientError) and is_transient(error):
+                raise
+            # No way to launch in this region: recorded against its first pool, and the region is skipped.
+            reason = _reason(error)
+            logger.warning("region skipped", extra={"region": pool.region, "reason": reason})
+            result = LaunchResult(outcome="error", reason=reason, message=str(error))
+            run = fill.after_attempt(run, pools, result, request)
+            refresh = False
+            continue
+        run = fill.enter_region(run, launch)
+    return finish_step(run, request, plan.market).model_dump(mode="json", exclude_none=True)
+
+
+def region_launch(
+    request: ProvisionRequest, region: str, pools: list[Pool], *, fresh: bool, before: RegionLaunch | None
+) -> RegionLaunch:
+    override = regions_config.load().override(region)
+    image = ami.resolve(region, fresh=fresh)
+    snapshot = ec2.root_snapshot_gib(region, image)
+    subnets = {}
+    for zone in sorted({p.availability_zone for p in pools if p.region == region}):
+        subnet = override.subnets.get(zone)
+        if subnet is None:
+            try:
+                subnet = network.default_subnet(region, zone)
+            except network.NetworkSetupError:
+                continue  # that AZ's pools answer "no subnet" and the cursor moves on
+        subnets[zone] = subnet
+    if not subnets:
+        raise network.NetworkSetupError(f"no subnet to launch into in {region}; name subnets in the regions config")
+    return RegionLaunch(
+        region=region,
+        image_id=image,
+        root_volume_gib=max(request.root_volume_gib, snapshot or 0),
+        security_group_id=override.security_group or network.instance_security_group(region),
+        subnets=subnets,
+        ami_refreshed=fresh or bool(before and before.region == region and before.ami_refreshed),
+    )
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, network.NetworkSetupError):
+        return "NetworkSetupError"
+    if isinstance(error, ClientError):
+        return error.response.get("Error", {}).get("Code", "ClientError")
+    return type(error).__name__

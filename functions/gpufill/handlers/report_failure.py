@@ -1,0 +1,26 @@
+"""ReportFailure: a step failed for good; name every instance launched so far and the teardown that ends them."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from gpufill.adapters import instances_table
+from gpufill.handlers.events import FailureEvent
+from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
+from gpufill.policy.result import failure_cause
+
+
+@logger.inject_lambda_context(correlation_id_path="request.request_id")
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@transient_aws_errors
+def handler(event: dict, context: LambdaContext) -> dict:
+    step = parse(event=event, model=FailureEvent)
+    request_id = step.request.request_id if step.request else None
+    # The table knows instances the state does not: a step that launched, recorded, then failed.
+    recorded = instances_table.records_for_request(request_id) if request_id else []
+    cause = failure_cause(request_id, step.run, [r for r in recorded if "kind" not in r], step.failure)
+    logger.error("run failed", extra={"error": step.failure.get("Error"), "request_id": request_id})
+    metrics.add_metric(name="RunsFailed", unit="Count", value=1)
+    return {"cause": cause}

@@ -1,0 +1,21 @@
+"""ReportResult: the run's answer, built once at the end from the state and the attempt log."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from gpufill.adapters import run_store
+from gpufill.handlers.events import ReportEvent
+from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
+from gpufill.policy.result import fill_result
+
+
+@logger.inject_lambda_context(correlation_id_path="request.request_id")
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@transient_aws_errors
+def handler(event: dict, context: LambdaContext) -> dict:
+    step = parse(event=event, model=ReportEvent)
+    attempts = run_store.load_attempts(step.request.request_id, step.run.attempts_total)
+    return fill_result(step.request, step.run, attempts, step.status)

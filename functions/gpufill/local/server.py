@@ -1,0 +1,142 @@
+"""`gpufill local serve`: the local engine behind an HTTP endpoint, so the real AWS CLI and
+gpufill's AWS verbs (with --endpoint-url) work against a simulated account.
+
+The endpoint is moto's server application running in this process, next to the engine: every
+request reaches the same moto backends the engine set up, so executions started over HTTP run
+the same in-process Lambda handlers against the same market. It listens on 127.0.0.1 only.
+
+moto's CloudFormation needs packages gpufill does not install, and no template is deployed
+here; the endpoint answers DescribeStacks for the stack a deployment `local` would have,
+`gpufill-local`, with the outputs the CDK app gives it, so the verbs find this deployment
+exactly as they find one on AWS.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Callable
+from urllib.parse import parse_qs
+from xml.sax.saxutils import escape
+
+from gpufill import constants
+
+LOOPBACK = "127.0.0.1"
+CLOUDFORMATION_NS = "http://cloudformation.amazonaws.com/doc/2010-05-15/"
+
+
+class LocalEndpoint:
+    """Serves `engine`'s account on http://127.0.0.1:PORT until stop(); port 0 picks a free one."""
+
+    def __init__(self, engine, port: int = 0):
+        self.engine = engine
+        self.requested_port = port
+        self._server = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    def outputs(self) -> dict[str, str]:
+        env = self.engine_env()
+        return {
+            constants.OUTPUT_STATE_MACHINE_ARN: self.engine.state_machine_arn,
+            constants.OUTPUT_INSTANCES_TABLE: constants.instances_table_name(env),
+            constants.OUTPUT_APPROVAL_TOPIC_ARN: self.engine.approval_topic_arn,
+            constants.OUTPUT_STARTUP_BUCKET: f"gpufill-startup-{env}",
+        }
+
+    def engine_env(self) -> str:
+        from gpufill.local import engine
+
+        return getattr(self.engine, "env", None) or engine.ENV_NAME
+
+    def start(self) -> LocalEndpoint:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
+
+        app = _with_stack(DomainDispatcherApplication(create_backend_app), self)
+        self._server = make_server(LOOPBACK, self.requested_port, app, threaded=True, request_handler=MotoRequestHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="gpufill-local-endpoint", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> LocalEndpoint:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _with_stack(app: Callable, endpoint: LocalEndpoint) -> Callable:
+    """Answers CloudFormation calls (DescribeStacks of gpufill-<env>); everything else goes to moto."""
+
+    def serve(environ: dict[str, Any], start_response: Callable) -> Any:
+        if _service(environ) != "cloudformation":
+            return app(environ, start_response)
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        form = {k: v[0] for k, v in parse_qs(environ["wsgi.input"].read(length).decode()).items()}
+        stack = constants.stack_name(endpoint.engine_env())
+        if form.get("Action") != "DescribeStacks":
+            return _reply(start_response, 400, _error("InvalidAction", f"the local endpoint answers DescribeStacks of {stack} only"))
+        if form.get("StackName", stack) != stack:
+            return _reply(start_response, 400, _error("ValidationError", f"Stack with id {form['StackName']} does not exist"))
+        return _reply(start_response, 200, _describe_stacks(stack, endpoint))
+
+    return serve
+
+
+def _service(environ: dict[str, Any]) -> str | None:
+    """The signing service in the SigV4 Authorization header: Credential=KEY/DATE/REGION/SERVICE/aws4_request."""
+    authorization = environ.get("HTTP_AUTHORIZATION", "")
+    if "Credential=" not in authorization:
+        return None
+    scope = authorization.split("Credential=", 1)[1].split(",", 1)[0].split("/")
+    return scope[3] if len(scope) >= 5 else None
+
+
+def _describe_stacks(stack: str, endpoint: LocalEndpoint) -> str:
+    region = endpoint.engine.state_machine_arn.split(":")[3]
+    account = endpoint.engine.state_machine_arn.split(":")[4]
+    outputs = "".join(
+        f"<member><OutputKey>{escape(k)}</OutputKey><OutputValue>{escape(v)}</OutputValue></member>"
+        for k, v in endpoint.outputs().items()
+    )
+    created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    stack_id = f"arn:aws:cloudformation:{region}:{account}:stack/{stack}/{uuid.uuid5(uuid.NAMESPACE_URL, stack)}"
+    return (
+        f'<DescribeStacksResponse xmlns="{CLOUDFORMATION_NS}"><DescribeStacksResult><Stacks><member>'
+        f"<StackName>{stack}</StackName><StackId>{stack_id}</StackId><StackStatus>CREATE_COMPLETE</StackStatus>"
+        f"<CreationTime>{created}</CreationTime><Outputs>{outputs}</Outputs></member></Stacks>"
+        f"</DescribeStacksResult><ResponseMetadata><RequestId>{uuid.uuid4()}</RequestId></ResponseMetadata>"
+        "</DescribeStacksResponse>"
+    )
+
+
+def _error(code: str, message: str) -> str:
+    return (
+        f'<ErrorResponse xmlns="{CLOUDFORMATION_NS}"><Error><Type>Sender</Type><Code>{code}</Code>'
+        f"<Message>{escape(message)}</Message></Error><RequestId>{uuid.uuid4()}</RequestId></ErrorResponse>"
+    )
+
+
+def _reply(start_response: Callable, status: int, body: str) -> list[bytes]:
+    data = body.encode()
+    start_response(
+        f"{status} {'OK' if status == 200 else 'Bad Request'}",
+        [("Content-Type", "text/xml"), ("Content-Length", str(len(data)))],
+    )
+    return [data]

@@ -1,0 +1,39 @@
+"""The README copy-pastes on a fresh clone: every file it names is in the repository, every
+command uses a gpufill that exists after `make demo` (.venv/bin/gpufill), every page it links exists."""
+
+import re
+
+import pytest
+
+from tests.conftest import ROOT
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# Named in backticks or commands: a repository path ends in one of these.
+REPO_PATH = re.compile(r"(?<![\w/.:-])((?:examples|statemachine|startup|bench|functions|cdk|tests|docs)/[\w./-]+\.(?:json|py|sh|md|png|tmpl))")
+# Pages other topics add next to these (the README's "read on" list links them).
+WRITTEN_ELSEWHERE = {"request-validation.md", "operations.md", "failures.md", "local-engine.md", "testing.md"}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_file_a_page_names_exists(page):
+    named = set(REPO_PATH.findall(page.read_text()))
+    missing = sorted(m for m in named if not (ROOT / m).exists() and m.rsplit("/", 1)[-1] not in WRITTEN_ELSEWHERE)
+    assert not missing, f"{page.name} names files that are not in the repository: {missing}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_page_a_page_links_exists(page):
+    links = re.findall(r"\]\(([^)#]+\.md)\)", page.read_text())
+    missing = [
+        link for link in links
+        if not (page.parent / link).resolve().exists() and link.rsplit("/", 1)[-1] not in WRITTEN_ELSEWHERE
+    ]
+    assert not missing, f"{page.name} links pages that do not exist: {missing}"
+
+
+def test_readme_commands_run_the_gpufill_that_make_demo_installs():
+    text = (ROOT / "README.md").read_text()
+    shell_blocks = re.findall(r"```(?:sh|bash)\n(.*?)```", text, flags=re.S)
+    bare = [line for block in shell_blocks for line in block.splitlines() if re.match(r"\s*gpufill\s", line)]
+    assert not bare, f"commands that need gpufill on PATH: {bare}"
+    assert len(text.splitlines()) < 300, "the README is the first read; the reference belongs in docs/"

@@ -1,0 +1,200 @@
+"""`gpufill local serve`'s endpoint, driven as a user drives a deployment: gpufill's AWS verbs
+(boto3 over HTTP, --endpoint-url) and the real AWS CLI, end to end: provision, status, teardown
+with approval."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from gpufill import constants
+from gpufill.cli import aws, main
+from gpufill.cli.common import lambda_logs
+from gpufill.local.engine import LocalEngine
+from gpufill.local.scenario import MarketScenario
+from gpufill.local.server import LocalEndpoint
+from tests.conftest import EXAMPLES
+
+PROVISION = str(EXAMPLES / "requests/provision-spot.json")
+MARKET = EXAMPLES / "markets/first-az-sold-out.json"
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory):
+    # As `gpufill local serve` runs it: the handlers' log lines kept off stdout.
+    log = tmp_path_factory.mktemp("serve") / "lambda.log"
+    with lambda_logs(verbose=False, log_file=log), LocalEngine(MarketScenario.load(MARKET)) as engine:
+        with LocalEndpoint(engine) as served:
+            yield served
+
+
+@pytest.fixture
+def deployment(endpoint, monkeypatch):
+    monkeypatch.setattr(aws, "POLL_SECONDS", 0.05)
+    return ["--env", "local", "--region", "us-east-1", "--endpoint-url", endpoint.url]
+
+
+def test_the_endpoint_listens_on_loopback_only(endpoint):
+    assert endpoint.url.startswith("http://127.0.0.1:")
+    assert endpoint._server.server_address[0] == "127.0.0.1"
+
+
+def test_up_status_teardown_approve_against_the_endpoint(deployment, capsys):
+    assert main(["up", PROVISION, "--name", "ep-run", *deployment]) == 0
+    out = capsys.readouterr().out
+    assert "> LaunchBatch" in out and "FULFILLED: 4 of 4 launched" in out
+    assert out.count("gpufill connect i-") == 4
+    assert "When done: gpufill teardown ep-run --env local --region us-east-1 --endpoint-url http://127.0.0.1:" in out
+
+    assert main(["status", "ep-run", "--json", *deployment]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["running"] == 4 and {i["request_id"] for i in status["instances"]} == {"ep-run"}
+
+    assert main(["teardown", "ep-run", "--requested-by", "ana", *deployment]) == 0
+    out = capsys.readouterr().out
+    assert "asks to terminate 4 instance(s)" in out
+    teardown = next(line.split()[2] for line in out.splitlines() if line.strip().startswith("gpufill approve"))
+
+    assert main(["approve", teardown, "--reason", "done", *deployment]) == 0
+    assert f"approved teardown {teardown}" in capsys.readouterr().out
+    assert main(["watch", teardown, "--json", *deployment]) == 0
+    result = json.loads(capsys.readouterr().out)["execution"]["output"]
+    assert result["status"] == "TERMINATED"
+    assert sum(len(r["terminated"]) for r in result["terminated"]) == 4
+    assert main(["approve", teardown, *deployment]) == 1  # answered once only
+    assert "already" in capsys.readouterr().err
+
+
+def test_run_without_watch_returns_at_once_and_watch_follows(deployment, capsys):
+    assert main(["run", str(EXAMPLES / "requests/plan.json"), "--name", "ep-plan", "--json", *deployment]) == 0
+    started = json.loads(capsys.readouterr().out)["execution"]
+    assert started["name"] == "ep-plan" and started["arn"].endswith(":execution:gpufill-provisioner-local:ep-plan")
+    assert main(["watch", started["arn"], *deployment]) == 0
+    assert "Plan:" in capsys.readouterr().out
+
+
+def test_a_failed_run_exits_1_with_one_json_document(deployment, tmp_path, capsys):
+    request = tmp_path / "bad.json"
+    request.write_text(json.dumps({"count": 0}))
+    assert main(["run", str(request), "--watch", "--json", *deployment]) == 1
+    assert json.loads(capsys.readouterr().out)["execution"]["error"] == "InvalidRequest"
+
+
+def test_an_unknown_deployment_is_named(deployment, capsys):
+    assert main(["status", *deployment[2:], "--env", "prod"]) == 1
+    assert "no gpufill deployment 'prod' in us-east-1" in capsys.readouterr().err
+
+
+def test_connect_without_the_plugin_prints_the_command(deployment, capsys, monkeypatch):
+    from gpufill.cli import connect
+
+    monkeypatch.setattr(connect.shutil, "which", lambda name: None)
+    assert main(["run", PROVISION, "--name", "ep-connect", "--watch", "--json", *deployment]) == 0
+    instance = json.loads(capsys.readouterr().out)["execution"]["output"]["instances"][0]
+    assert main(["connect", instance["instance_id"], *deployment]) == 1
+    out = capsys.readouterr().out
+    assert "session-manager-plugin" in out and connect.PLUGIN_INSTALL in out
+    assert f"aws ssm start-session --region {instance['region']} --target {instance['instance_id']}" in out
+    assert main(["connect", "i-0000000000000dead", *deployment]) == 1
+    assert "is not an instance of deployment 'local'" in capsys.readouterr().err
+
+
+AWS_CLI = shutil.which("aws")
+
+
+@pytest.mark.skipif(AWS_CLI is None, reason="the AWS CLI is not installed")
+def test_the_real_aws_cli_provisions_and_answers_an_approval(endpoint, tmp_path):
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "gpufill-local", "AWS_SECRET_ACCESS_KEY": "gpufill-local",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_PAGER": ""}
+
+    def cli(*args: str) -> dict:
+        done = subprocess.run([AWS_CLI, *args, "--endpoint-url", endpoint.url, "--output", "json"],
+                              capture_output=True, text=True, env=env, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout) if done.stdout.strip() else {}
+
+    def finished(arn: str) -> dict:
+        for _ in range(600):
+            described = cli("stepfunctions", "describe-execution", "--execution-arn", arn)
+            if described["status"] != "RUNNING":
+                return described
+            time.sleep(0.1)
+        raise AssertionError(f"{arn} still running")
+
+    stack = cli("cloudformation", "describe-stacks", "--stack-name", "gpufill-local")["Stacks"][0]
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+    machine = outputs[constants.OUTPUT_STATE_MACHINE_ARN]
+    run = cli("stepfunctions", "start-execution", "--state-machine-arn", machine, "--name", "cli-run",
+              "--input", f"file://{PROVISION}")["executionArn"]
+    assert json.loads(finished(run)["output"])["launched"] == 4
+    events = cli("stepfunctions", "get-execution-history", "--execution-arn", run)["events"]
+    assert "LaunchBatch" in {e.get("stateEnteredEventDetails", {}).get("name") for e in events}
+
+    request = tmp_path / "teardown.json"
+    request.write_text(json.dumps({"action": "teardown", "request_id": "cli-run", "requested_by": "ana"}))
+    teardown = cli("stepfunctions", "start-execution", "--state-machine-arn", machine, "--name", "cli-teardown",
+                   "--input", f"file://{request}")["executionArn"]
+    key = json.dumps({"instance_id": {"S": constants.approval_key("cli-teardown")}})
+    for _ in range(300):
+        item = cli("dynamodb", "get-item", "--table-name", outputs[constants.OUTPUT_INSTANCES_TABLE], "--key", key)
+        if "task_token" in item.get("Item", {}):
+            break
+        time.sleep(0.1)
+    cli("stepfunctions", "send-task-success", "--task-token", item["Item"]["task_token"]["S"],
+        "--task-output", json.dumps({"decision": "approved", "approver": "ana"}))
+    assert json.loads(finished(teardown)["output"])["status"] == "TERMINATED"
+
+
+def test_gpufill_local_serve_prints_a_ready_command_and_needs_no_credentials(tmp_path, monkeypatch, capsys):
+    import signal
+    import sys
+
+    from tests.conftest import ROOT
+
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "gpufill.cli", "local", "serve", "--market", str(MARKET), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "functions")},
+    )
+    try:
+        printed = []
+        while not printed or not printed[-1].startswith("Ctrl-C"):
+            printed.append(serve.stdout.readline().strip())
+            assert printed[-1] or serve.poll() is None, serve.stderr.read()
+        url = printed[0].rsplit(" at ", 1)[1]
+        assert url.startswith("http://127.0.0.1:")
+        ready = next(line for line in printed if line.startswith("aws stepfunctions start-execution"))
+        assert f"--endpoint-url {url} --state-machine-arn arn:aws:states:us-east-1:123456789012:stateMachine:" \
+               "gpufill-provisioner-local --name my-run --input file://examples/requests/provision-spot.json" in ready
+
+        # A laptop with no AWS profile at all still reaches it.
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+        monkeypatch.setattr(aws, "POLL_SECONDS", 0.05)
+        assert main(["status", "--json", "--env", "local", "--region", "us-east-1", "--endpoint-url", url]) == 0
+        assert json.loads(capsys.readouterr().out)["running"] == 0
+    finally:
+        serve.send_signal(signal.SIGINT)
+        out, err = serve.communicate(timeout=30)
+    assert serve.returncode == 0 and "Traceback" not in err
+    assert "stopped" in out
+
+
+def test_teardown_all_asks_for_every_instance_of_the_deployment(endpoint, deployment, capsys):
+    main(["teardown", "--all", "--json", *deployment])  # its outcome is the state machine's to decide
+    name = json.loads(capsys.readouterr().out)["execution"]["name"]
+    assert name.startswith("teardown-all-")
+    import boto3
+
+    sfn = boto3.client("stepfunctions", region_name="us-east-1", endpoint_url=endpoint.url)
+    arn = aws.Deployment("local", "us-east-1", endpoint.url, None, endpoint.outputs()).execution_arn(name)
+    sent = json.loads(sfn.describe_execution(executionArn=arn)["input"])
+    assert sent["action"] == "teardown" and sent["all"] is True
+    assert "request_id" not in sent and "instance_ids" not in sent and sent["requested_by"]

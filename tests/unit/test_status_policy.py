@@ -1,0 +1,117 @@
+"""The status view an operator reads: each instance's facts, where they come from, and the totals."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from gpufill.constants import TAG_MANAGED, TAG_REQUEST_ID
+from gpufill.models.teardown import LiveInstance
+from gpufill.policy import status
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+MANAGED = {TAG_MANAGED: "true", TAG_REQUEST_ID: "run-a"}
+
+
+def view(records=None, live=None, regions=("us-west-2",), target=None):
+    return status.report(request_id="status-1", target_request_id=target, regions=list(regions),
+                         records=records or {}, live=live or {}, now=NOW)
+
+
+def instance(instance_id="i-1", **fields):
+    return LiveInstance(**{"instance_id": instance_id, "region": "us-west-2", "state": "running",
+                           "tags": dict(MANAGED), **fields})
+
+
+def test_a_live_instance_without_a_record_is_described_from_ec2_alone():
+    [entry] = view(live={"i-1": instance(availability_zone="us-west-2b", instance_type="g6.xlarge", spot=True,
+                                         launch_time="2026-03-01T09:00:00+00:00")}).instances
+    assert (entry.request_id, entry.region, entry.availability_zone, entry.instance_type) == (
+        "run-a", "us-west-2", "us-west-2b", "g6.xlarge")
+    assert (entry.market, entry.hourly_price, entry.launched_at, entry.hours_running, entry.finding) == (
+        "spot", None, "2026-03-01T09:00:00+00:00", 3.0, "unrecorded")
+    assert view(live={"i-1": instance(spot=False)}).instances[0].market == "on-demand"
+
+
+def test_the_record_fills_in_what_ec2_does_not_say():
+    record = {"request_id": "run-r", "region": "us-west-2", "availability_zone": "us-west-2c",
+              "instance_type": "g5.xlarge", "market": "on-demand", "hourly_price": 1.25,
+              "launched_at": "2026-03-01T11:30:00Z", "state": "running"}
+    [entry] = view(records={"i-1": record}, live={"i-1": instance(tags={TAG_MANAGED: "true"}, spot=True)}).instances
+    assert (entry.request_id, entry.availability_zone, entry.instance_type, entry.market, entry.hourly_price) == (
+        "run-r", "us-west-2c", "g5.xlarge", "on-demand", 1.25)
+    assert (entry.launched_at, entry.hours_running, entry.finding) == ("2026-03-01T11:30:00Z", 0.5, "recorded")
+
+
+def test_ec2_wins_over_the_record_where_both_speak():
+    record = {"request_id": "run-r", "availability_zone": "us-west-2c", "instance_type": "g5.xlarge",
+              "launched_at": "2026-03-01T11:00:00+00:00"}
+    live = instance(availability_zone="us-west-2a", instance_type="g6.xlarge", launch_time="2026-03-01T10:00:00+00:00")
+    [entry] = view(records={"i-1": record}, live={"i-1": live}).instances
+    assert (entry.request_id, entry.availability_zone, entry.instance_type, entry.launched_at) == (
+        "run-a", "us-west-2a", "g6.xlarge", "2026-03-01T10:00:00+00:00")
+
+
+@pytest.mark.parametrize(("state", "hours"), [("pending", 2.0), ("running", 2.0), ("stopping", 2.0),
+                                              ("shutting-down", 2.0), ("stopped", None), ("terminated", None)])
+def test_hours_are_counted_only_while_the_instance_is_billed_or_ending(state, hours):
+    entry = view(live={"i-1": instance(state=state, launch_time="2026-03-01T10:00:00+00:00")}).instances[0]
+    assert entry.hours_running == hours
+
+
+def test_only_running_instances_count_as_running_and_in_the_hourly_cost():
+    records = {i: {"region": "us-west-2", "hourly_price": price} for i, price in
+               (("i-1", 0.5), ("i-2", 0.25), ("i-3", 2.0), ("i-4", 0.125))}
+    live = {"i-1": instance("i-1"), "i-2": instance("i-2"), "i-3": instance("i-3", state="pending"),
+            "i-4": instance("i-4", state="stopped")}
+    report = view(records=records, live=live)
+    assert (report.running, report.hourly_cost) == (2, 0.75)
+    assert report.counts == {"pending": 1, "running": 2, "stopped": 1}
+    assert list(report.counts) == sorted(report.counts)
+
+
+def test_a_record_whose_instance_ec2_no_longer_shows_is_gone_unless_gpufill_ended_it():
+    records = {
+        "i-1": {"request_id": "run-a", "region": "eu-central-1", "availability_zone": "eu-central-1a",
+                "instance_type": "g6.xlarge", "market": "spot", "hourly_price": 0.5,
+                "launched_at": "2026-03-01T10:00:00+00:00", "state": "running"},
+        "i-2": {"request_id": "run-a", "region": "eu-central-1", "state": "terminated"},
+        "i-3": {"request_id": "run-a"},
+    }
+    report = view(records=records, regions=["us-west-2", "eu-central-1"])
+    gone = {e.instance_id: e for e in report.instances}
+    assert sorted(gone) == ["i-1", "i-3"] and report.gone == ["i-3", "i-1"]
+    entry = gone["i-1"]
+    assert (entry.state, entry.finding, entry.region, entry.availability_zone, entry.instance_type) == (
+        "gone", "gone", "eu-central-1", "eu-central-1a", "g6.xlarge")
+    assert (entry.market, entry.hourly_price, entry.launched_at, entry.request_id) == (
+        "spot", 0.5, "2026-03-01T10:00:00+00:00", "run-a")
+    assert gone["i-3"].region == "?"
+    assert report.running == 0 and report.hourly_cost == 0.0 and report.counts == {"gone": 2}
+
+
+def test_instances_are_listed_by_region_then_request_then_id_and_the_header_says_what_was_asked():
+    live = {"i-9": instance("i-9", region="us-east-1", tags={TAG_MANAGED: "true"}),
+            "i-2": instance("i-2", tags={**MANAGED, TAG_REQUEST_ID: "run-b"}),
+            "i-1": instance("i-1", tags={**MANAGED, TAG_REQUEST_ID: "run-b"}),
+            "i-5": instance("i-5")}
+    report = view(live=live, regions=["us-west-2", "us-east-1"], target="run-b")
+    assert [e.instance_id for e in report.instances] == ["i-9", "i-5", "i-1", "i-2"]
+    assert report.unrecorded == ["i-9", "i-5", "i-1", "i-2"]
+    assert (report.request_id, report.filter.request_id, report.regions) == (
+        "status-1", "run-b", ["us-east-1", "us-west-2"])
+    assert report.generated_at == "2026-03-01T12:00:00+00:00"
+
+
+def test_a_recorded_instance_that_lost_its_managed_tag_is_flagged():
+    entries = view(records={"i-1": {"region": "us-west-2"}, "i-2": {"region": "us-west-2"}},
+                   live={"i-1": instance("i-1", tags={TAG_MANAGED: "false"}), "i-2": instance("i-2", tags={})}).instances
+    assert [e.finding for e in entries] == ["not-managed", "not-managed"]
+
+
+@pytest.mark.parametrize(
+    ("launched", "hours"),
+    [("2026-03-01T10:30:00+00:00", 1.5), ("2026-03-01T10:30:00Z", 1.5), ("2026-03-01T11:59:24+00:00", 0.01),
+     ("2026-03-01T13:00:00+00:00", 0.0), ("", None), (None, None), ("yesterday", None)],
+)
+def test_hours_since_launch_reads_iso_times_and_never_goes_negative(launched, hours):
+    assert status.hours_since(launched, NOW) == hours
