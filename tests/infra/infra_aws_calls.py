@@ -47,7 +47,7 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 }
 # Method names shaped like AWS operations: one of these not in ACTIONS is reported as unknown.
 _OPERATION = re.compile(r"(describe|get|put|create|delete|run|terminate|update|batch|send|list|start|stop)_[a-z_]+")
-_NOT_AWS = {"get_paginator", "get_remaining_time_in_millis", "get_logger", "get_correlation_id"}
+_NOT_AWS = {"get_paginator", "get_remaining_time_in_millis", "get_logger", "get_correlation_id", "get_close_matches"}
 
 
 class Reach:
