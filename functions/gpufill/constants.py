@@ -178,10 +178,15 @@ POWERTOOLS_LAYER_VERSION = 38
 # Which aws-lambda-powertools release each public layer version carries (the layer numbers one
 # per release, so a version bump without the layer bump ships another library than the tests
 # ran). tests/unit checks that POWERTOOLS_LAYER_VERSION carries the version pinned in
-# pyproject.toml. Source: the Powertools docs' "Lambda Layer" table of each release and the
-# layer's own Description (`aws lambda get-layer-version-by-arn --arn <layer arn>`), which
-# names the release; add the row when bumping either.
+# pyproject.toml. Add the row when bumping either. Sources: rows 1-3, the layer table of
+# docs/index.md in aws-powertools/powertools-lambda-python at the 3.1.0 and 3.2.0 releases and its
+# PR #5562 ("update layer version number - v3.3.0"); row 38 is the version this project pinned
+# with 3.37.0 and is not confirmed by a published table: confirm it with the layer's own
+# Description (`aws lambda get-layer-version-by-arn --arn <layer arn>` names the release).
 POWERTOOLS_LAYER_LIBRARY_VERSIONS = {
+    1: "3.1.0",
+    2: "3.2.0",
+    3: "3.3.0",
     38: "3.37.0",
 }
 

@@ -4,17 +4,19 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gpufill.constants import TAG_MANAGED, TAG_REQUEST_ID
+from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_REQUEST_ID
 from gpufill.models.teardown import LiveInstance
 from gpufill.policy import status
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-MANAGED = {TAG_MANAGED: "true", TAG_REQUEST_ID: "run-a"}
+ENV = "prod"
+OURS = {TAG_MANAGED: "true", TAG_DEPLOYMENT: ENV}
+MANAGED = {**OURS, TAG_REQUEST_ID: "run-a"}
 
 
 def view(records=None, live=None, regions=("us-west-2",), target=None):
     return status.report(request_id="status-1", target_request_id=target, regions=list(regions),
-                         records=records or {}, live=live or {}, now=NOW)
+                         records=records or {}, live=live or {}, now=NOW, deployment=ENV)
 
 
 def instance(instance_id="i-1", **fields):
@@ -36,7 +38,7 @@ def test_the_record_fills_in_what_ec2_does_not_say():
     record = {"request_id": "run-r", "region": "us-west-2", "availability_zone": "us-west-2c",
               "instance_type": "g5.xlarge", "market": "on-demand", "hourly_price": 1.25,
               "launched_at": "2026-03-01T11:30:00Z", "state": "running"}
-    [entry] = view(records={"i-1": record}, live={"i-1": instance(tags={TAG_MANAGED: "true"}, spot=True)}).instances
+    [entry] = view(records={"i-1": record}, live={"i-1": instance(tags=dict(OURS), spot=True)}).instances
     assert (entry.request_id, entry.availability_zone, entry.instance_type, entry.market, entry.hourly_price) == (
         "run-r", "us-west-2c", "g5.xlarge", "on-demand", 1.25)
     assert (entry.launched_at, entry.hours_running, entry.finding) == ("2026-03-01T11:30:00Z", 0.5, "recorded")
@@ -69,7 +71,7 @@ def test_only_running_instances_count_as_running_and_in_the_hourly_cost():
     assert list(report.counts) == sorted(report.counts)
 
 
-def test_a_record_whose_instance_ec2_no_longer_shows_is_gone_unless_gpufill_ended_it():
+def test_a_record_whose_instance_ec2_no_longer_shows_is_gone_and_one_gpufill_ended_is_history():
     records = {
         "i-1": {"request_id": "run-a", "region": "eu-central-1", "availability_zone": "eu-central-1a",
                 "instance_type": "g6.xlarge", "market": "spot", "hourly_price": 0.5,
@@ -78,7 +80,9 @@ def test_a_record_whose_instance_ec2_no_longer_shows_is_gone_unless_gpufill_ende
         "i-3": {"request_id": "run-a"},
     }
     report = view(records=records, regions=["us-west-2", "eu-central-1"])
-    gone = {e.instance_id: e for e in report.instances}
+    listed = {e.instance_id: e for e in report.instances}
+    assert (listed["i-2"].state, listed["i-2"].finding) == ("terminated", "recorded")
+    gone = {i: e for i, e in listed.items() if e.finding == "gone"}
     assert sorted(gone) == ["i-1", "i-3"] and report.gone == ["i-3", "i-1"]
     entry = gone["i-1"]
     assert (entry.state, entry.finding, entry.region, entry.availability_zone, entry.instance_type) == (
@@ -86,11 +90,11 @@ def test_a_record_whose_instance_ec2_no_longer_shows_is_gone_unless_gpufill_ende
     assert (entry.market, entry.hourly_price, entry.launched_at, entry.request_id) == (
         "spot", 0.5, "2026-03-01T10:00:00+00:00", "run-a")
     assert gone["i-3"].region == "?"
-    assert report.running == 0 and report.hourly_cost == 0.0 and report.counts == {"gone": 2}
+    assert report.running == 0 and report.hourly_cost == 0.0 and report.counts == {"gone": 2, "terminated": 1}
 
 
 def test_instances_are_listed_by_region_then_request_then_id_and_the_header_says_what_was_asked():
-    live = {"i-9": instance("i-9", region="us-east-1", tags={TAG_MANAGED: "true"}),
+    live = {"i-9": instance("i-9", region="us-east-1", tags=dict(OURS)),
             "i-2": instance("i-2", tags={**MANAGED, TAG_REQUEST_ID: "run-b"}),
             "i-1": instance("i-1", tags={**MANAGED, TAG_REQUEST_ID: "run-b"}),
             "i-5": instance("i-5")}
@@ -102,10 +106,16 @@ def test_instances_are_listed_by_region_then_request_then_id_and_the_header_says
     assert report.generated_at == "2026-03-01T12:00:00+00:00"
 
 
-def test_a_recorded_instance_that_lost_its_managed_tag_is_flagged():
-    entries = view(records={"i-1": {"region": "us-west-2"}, "i-2": {"region": "us-west-2"}},
-                   live={"i-1": instance("i-1", tags={TAG_MANAGED: "false"}), "i-2": instance("i-2", tags={})}).instances
-    assert [e.finding for e in entries] == ["not-managed", "not-managed"]
+def test_a_recorded_instance_that_lost_its_managed_or_deployment_tag_is_flagged():
+    records = {i: {"region": "us-west-2"} for i in ("i-1", "i-2", "i-3")}
+    entries = view(records=records,
+                   live={"i-1": instance("i-1", tags={**MANAGED, TAG_MANAGED: "false"}), "i-2": instance("i-2", tags={}),
+                         "i-3": instance("i-3", tags={**MANAGED, TAG_DEPLOYMENT: "dev"})}).instances
+    assert [e.finding for e in entries] == ["not-managed", "not-managed", "not-managed"]
+
+
+def test_another_deployments_unrecorded_instance_is_not_in_the_view():
+    assert view(live={"i-1": instance("i-1", tags={**MANAGED, TAG_DEPLOYMENT: "dev"})}).instances == []
 
 
 @pytest.mark.parametrize(

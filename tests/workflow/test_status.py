@@ -87,3 +87,16 @@ def test_an_unfiltered_status_searches_every_region_a_launch_was_attempted_in():
 
         assert report["reconciled"] == lost and report["regions"] == [EAST, WEST]
         assert record(account, lost[0])[constants.INSTANCES_TABLE_KEY] == lost[0]
+
+
+def test_a_status_run_gives_records_of_instances_that_ended_elsewhere_their_expiry():
+    with LocalEngine(MarketScenario.model_validate(MARKET)) as account:
+        reclaimed = launch(account, WEST, request_id="run-gone")  # ends without a teardown (spot, idle shutdown)
+        account.client("ec2", WEST).terminate_instances(InstanceIds=reclaimed)
+        assert constants.INSTANCES_TTL_ATTRIBUTE not in record(account, reclaimed[0])
+
+        report = account.run({"action": "status"}, name="status-expiry").output
+
+        item = record(account, reclaimed[0])
+        assert item["state"] == "terminated" and item[constants.INSTANCES_TTL_ATTRIBUTE] > 0
+        assert report["counts"] == {"terminated": 1} and report["running"] == 0

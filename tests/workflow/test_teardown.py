@@ -296,8 +296,6 @@ def test_provision_then_tear_down_in_the_same_account(engine):
     assert provisioned.status == "SUCCEEDED", provisioned.cause
     launched = sorted(i["instance_id"] for i in provisioned.output["instances"])
     assert len(launched) == 3
-    if constants.TAG_DEPLOYMENT not in tags(engine, WEST, launched[0]):
-        pytest.xfail("launches do not carry the gpufill:deployment tag yet, and teardown requires it")
     assert tags(engine, WEST, launched[0])[constants.TAG_DEPLOYMENT] == DEPLOYMENT
     teardown = engine.run({"action": "teardown", "request_id": "run-e2e"}, name="teardown-e2e", decision="approved")
     assert terminated_ids(teardown) == launched

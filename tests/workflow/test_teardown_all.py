@@ -40,6 +40,9 @@ def test_teardown_all_asks_once_and_ends_only_this_deployments_instances():
         assert states(account, WEST, theirs) == {theirs[0]: "running"}
         assert states(account, EAST, unmanaged) == {unmanaged[0]: "running"}
         assert record(account, lost[0])["state"] == "terminated"
+        # ended before (marked by the status run) is history, not a candidate; the gone record is refused
+        assert {r["instance_id"]: r["reason"] for r in execution.output["refused"]} == {"i-0123456789abcdef0": "gone"}
+        assert ended[0] not in {i["instance_id"] for i in execution.output["instances"]}
 
 
 def test_teardown_all_rejected_ends_nothing():

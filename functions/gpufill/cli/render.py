@@ -280,6 +280,8 @@ def render_teardown(result: dict, notifications: list[dict]) -> list[str]:
             f"  {i['instance_id']}  {i['region']:<15} {i.get('availability_zone') or '-':<16} "
             f"{i.get('instance_type') or '-':<13} {i.get('market') or '-':<9} {i['state']:<8} {_price(i.get('hourly_price'))}"
         )
+    if result.get("note"):
+        lines.append(f"Note: {result['note']}")
     if result.get("refused"):
         lines += ["Left alone (never terminated by this teardown)"]
         lines += [f"  {r['instance_id']}  {r['reason']}: {r['detail']}" for r in result["refused"]]
@@ -329,8 +331,12 @@ def render_status(result: dict) -> list[str]:
         f"Counts: {counts}",
         f"Running: {result.get('running', 0)} instance(s), ${result.get('hourly_cost', 0):.4f}/h",
     ]
+    if result.get("note"):
+        lines.append(f"Note: {result['note']}")
+    if result.get("reconciled"):
+        lines.append(f"Reconciled (found in EC2 without a record, recorded now): {', '.join(result['reconciled'])}")
     if result.get("unrecorded"):
-        lines.append(f"Unrecorded (tagged gpufill:managed=true, missing from the table): {', '.join(result['unrecorded'])}")
+        lines.append(f"Unrecorded (tagged for this deployment, no request-id tag): {', '.join(result['unrecorded'])}")
     if result.get("gone"):
         lines.append(f"Gone (recorded, no longer in EC2): {', '.join(result['gone'])}")
     return lines

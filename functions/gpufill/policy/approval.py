@@ -34,14 +34,12 @@ def decide(answer: Any) -> tuple[Decision, str | None, str, str | None]:
 
 
 def raw_answer(answer: Any) -> str | None:
-    """The decision exactly as sent: the `decision` string itself, else the whole answer as JSON
-    (an answer without a `decision` string says nothing else about what was meant)."""
-    if answer is None:
+    """The decision exactly as sent: the `decision` string itself (never trimmed), any other
+    decision value as JSON, None when the answer carries no decision at all."""
+    raw = answer.get("decision") if isinstance(answer, dict) else None
+    if raw is None:
         return None
-    if isinstance(answer, dict) and isinstance(answer.get("decision"), str):
-        sent = answer["decision"]
-    else:
-        sent = json.dumps(answer, sort_keys=True)
+    sent = raw if isinstance(raw, str) else json.dumps(raw)
     return sent[:MAX_TEXT]
 
 
@@ -80,7 +78,8 @@ def message(
     teardown: Teardown, *, execution_arn: str, task_token: str, expires: datetime
 ) -> tuple[str, str]:
     """(subject, body) of the approval request published to the approval topic."""
-    count = teardown.instance_count
+    # instance_count covers every instance; the listed ones are at most TEARDOWN_LISTED_INSTANCES.
+    count = max(teardown.instance_count, len(teardown.instances))
     subject = subject_line(count, teardown.request_id)
     if teardown.target.all:
         what = "EVERY live instance of this deployment, of every request"
