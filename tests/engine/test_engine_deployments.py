@@ -8,7 +8,7 @@ from gpufill import constants
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
 
-from conftest import MARKET, WEST
+from tests.engine.simulated_account import MARKET, WEST
 
 REQUEST = {"count": 1, "regions": [WEST], "instance_types": ["g6.xlarge"], "market": "on-demand", "root_volume_gib": 100}
 

@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 from gpufill.adapters import ami, aws
 from gpufill.local.engine import LOCAL_AMI
 
-from conftest import EAST, WEST
+from tests.engine.simulated_account import EAST, WEST
 
 
 def launch(region=WEST, token=None):

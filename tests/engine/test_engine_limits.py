@@ -9,7 +9,7 @@ from gpufill.local import limits
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
 
-from conftest import MARKET
+from tests.engine.simulated_account import MARKET
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:gpufill-approvals-local"
 LIMITS_MACHINE = {

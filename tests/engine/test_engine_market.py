@@ -7,7 +7,7 @@ from botocore.exceptions import ClientError
 
 from gpufill.local.engine import LOCAL_AMI, LOCAL_AMI_ROOT_SNAPSHOT_GIB
 
-from conftest import EAST, IRELAND, WEST
+from tests.engine.simulated_account import EAST, IRELAND, WEST
 
 
 def launch(engine, region=WEST, zone="a", token=None, **overrides):

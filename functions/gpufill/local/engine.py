@@ -52,6 +52,9 @@ ACCOUNT_ENV = {
     "POWERTOOLS_METRICS_DISABLED": "true",
     "POWERTOOLS_LOG_LEVEL": "WARNING",
     "POWERTOOLS_DEV": "false",
+    # moto's catalogue of ~1,300 public AMIs per region costs half a second per region to
+    # build; gpufill launches only the Deep Learning AMI the engine publishes itself.
+    "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
 }
 
 
@@ -239,6 +242,7 @@ class LocalEngine:
         self._stack.enter_context(self._no_sleeping_waits())
         self._stack.enter_context(self.calls.patches())
         self._stack.enter_context(limits.patches(self._answered_tokens))
+        self._stack.enter_context(_shared_botocore_models())
         from gpufill.adapters import spot_advisor
 
         spot_advisor.reset(self.scenario.advisor_document())
@@ -663,6 +667,30 @@ class LocalEngine:
             calls.waited(wait_seconds)
 
         return mock.patch.object(WaitFunction, "_wait_interval", wait_interval)
+
+
+_MODELS: dict[tuple, Any] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def _shared_botocore_models():
+    """Every boto3 session in the process (the handlers', Powertools', moto's interpreter's)
+    loads each service model once. A botocore Loader caches models per session, and the
+    interpreter and Powertools make new sessions, so each would parse the same multi-megabyte
+    JSON again. The models are read-only once loaded (botocore already hands one cached
+    object to every client of a session)."""
+    from botocore.loaders import Loader
+
+    original = Loader.load_service_model
+
+    def load_service_model(loader, service_name, type_name, api_version=None):
+        key = (tuple(loader.search_paths), service_name, type_name, api_version)
+        with _MODELS_LOCK:  # parallel Map branches would otherwise each parse the same model at once
+            if key not in _MODELS:
+                _MODELS[key] = original(loader, service_name, type_name, api_version)
+            return _MODELS[key]
+
+    return mock.patch.object(Loader, "load_service_model", load_service_model)
 
 
 def _lambda_error(error: str, function) -> str:
