@@ -58,3 +58,8 @@ def test_blended_scoring_keeps_az_points_where_no_placement_score_is_known():
     [score] = scoring.score_regions([region("us-west-2", [0.5, 0.5], tier=None)], "g6.xlarge", blended=True)
     assert (score.points, score.placement_score, score.advisor_tier) == ({"price": 40, "az": 16, "interruption": 0},
                                                                          None, None)
+
+
+def test_the_spot_interruption_tier_is_reported_with_the_score():
+    [score] = scoring.score_regions([region("us-west-2", [0.5], tier=2)], "g6.xlarge")
+    assert (score.advisor_tier, score.points["interruption"]) == (2, 10)
