@@ -99,10 +99,17 @@ def mutmut_results() -> dict[str, dict[str, str]]:
     return found
 
 
-def module_level_results() -> dict[str, dict[str, str]]:
+MODULE_LEVEL_RESULTS = STAGING / "module-level.json"
+
+
+def module_level_results(*, rerun: bool) -> dict[str, dict[str, str]]:
+    """Run the module-level pass, or read what the last one found (kept in build/mutation/)."""
+    if not rerun:
+        return json.loads(MODULE_LEVEL_RESULTS.read_text()) if MODULE_LEVEL_RESULTS.exists() else {}
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, str(Path(__file__).with_name("module_level.py")), "--json"],
                          cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
+    MODULE_LEVEL_RESULTS.write_text(out)
     return json.loads(out)
 
 
@@ -154,13 +161,14 @@ def main() -> int:
     parser.add_argument("--children", type=int, default=2, help="mutants tested at once")
     parser.add_argument("--update-baseline", action="store_true", help="write the measured scores as the baseline")
     parser.add_argument("--skip-mutmut", action="store_true", help="report the last mutmut run again")
-    parser.add_argument("--skip-module-level", action="store_true", help="leave out the module-level pass")
+    parser.add_argument("--skip-module-level", action="store_true",
+                        help="report the last module-level pass again instead of running it")
     args = parser.parse_args()
     stage()
     if not args.skip_mutmut:
         run_mutmut(args.children)
     results = mutmut_results()
-    for module, statuses in ({} if args.skip_module_level else module_level_results()).items():
+    for module, statuses in module_level_results(rerun=not args.skip_module_level).items():
         results.setdefault(module, {}).update(statuses)
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
     if args.update_baseline:
