@@ -120,3 +120,11 @@ def test_an_answer_carries_a_reason_only_when_one_is_given():
     assert approval.answer_json("rejected", "bob", "too soon") == '{"decision":"rejected","approver":"bob","reason":"too soon"}'
     assert approval.answer_json("approved", "ana") == '{"decision":"approved","approver":"ana"}'
     assert approval.answer_json("approved", "ana", "") == '{"decision":"approved","approver":"ana"}'
+
+
+def test_the_subject_fits_the_notification_limit_and_refusals_keep_the_message_whole():
+    found = teardown([machine(1)], refused=[Refusal(instance_id="i-9", reason="gone", detail="no such instance")])
+    found = found.model_copy(update={"request_id": "t" * 80})
+    subject, body = approval.message(found, execution_arn=ARN, task_token="tok", expires=EXPIRES)
+    assert len(subject) <= 100
+    assert body.startswith(f"gpufill teardown {'t' * 80} asks to terminate 1 instance(s)")

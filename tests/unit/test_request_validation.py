@@ -265,3 +265,62 @@ def test_cross_field_problems_read_as_field_and_problem_pairs():
 
     error = RequestProblems([("instance_type", "give either"), ("request_id", "only goes with")])
     assert str(error) == "instance_type: give either; request_id: only goes with"
+
+
+def test_length_limits_on_text_and_lists_read_as_musts():
+    assert problems({"action": "teardown", "request_id": "r", "requested_by": ""})["requested_by"] == (
+        "must have at least 1 character")
+    assert problems({"count": {}})["count"] == "must be a whole number, got an object"
+
+
+def test_teardown_and_status_combinations_say_what_goes_with_what():
+    assert problems({"action": "teardown", "request_id": "run-a", "instance_ids": ["i-0123456789abcdef0"]}) == {
+        "instance_ids": "a teardown names either request_id or instance_ids, not both"}
+    assert problems({"action": "teardown"}) == {
+        "request_id": "a teardown needs request_id or instance_ids (what to terminate)"}
+    assert problems({"action": "status", "requested_by": "ana"}) == {
+        "requested_by": "only goes with action 'teardown' (this request's action is 'status')"}
+    assert problems({"request_id": "run-a", "instance_type": "g6.xlarge", "instance_types": ["g5.xlarge"]}) == {
+        "instance_type": "give either instance_type or instance_types, not both",
+        "request_id": "only goes with action 'teardown' or 'status' (this request's action is 'provision')"}
+
+
+def test_cross_field_problems_given_directly_are_described_field_by_field():
+    from gpufill.models.request import RequestProblems
+
+    assert describe_problems(RequestProblems([("batch_max", "too big")])) == [{"field": "batch_max", "problem": "too big"}]
+
+
+def test_what_each_instance_serves_is_carried_into_the_resolved_request():
+    request = resolved(model_id="org/model", image="ghcr.io/org/vllm:1", root_volume_gib=500, scoring="classic")
+    assert (request.model_id, request.image, request.root_volume_gib, request.scoring) == (
+        "org/model", "ghcr.io/org/vllm:1", 500, "classic")
+
+
+# --- list and text limits ----------------------------------------------------------------------
+
+
+def test_at_most_ten_types_in_one_request():
+    assert "at most 10 items" in problems({"instance_types": X86_TYPES[:11]})["instance_types"]
+
+
+def test_a_teardown_names_at_most_1000_instances_and_a_request_id_of_at_most_80_characters():
+    ids = [f"i-{n:017x}" for n in range(1001)]
+    assert len(accepted(action="teardown", instance_ids=ids[:1000]).instance_ids) == 1000
+    assert "at most 1000 items" in problems({"action": "teardown", "instance_ids": ids})["instance_ids"]
+    assert accepted(action="teardown", request_id="r" * 80).request_id == "r" * 80
+    assert "is not a request id" in problems({"action": "teardown", "request_id": "r" * 81})["request_id"]
+
+
+def test_who_asked_for_a_teardown_is_at_most_200_characters():
+    assert accepted(action="teardown", request_id="r", requested_by="a" * 200).requested_by == "a" * 200
+    assert problems({"action": "teardown", "request_id": "r", "requested_by": "a" * 201})["requested_by"] == (
+        "must have at most 200 characters")
+
+
+def test_the_defaults_a_user_gets_without_asking():
+    request = resolved()
+    assert (request.action, request.on_demand_strategy, request.scoring, request.tags) == (
+        "provision", "cost", "blended", {})
+    assert [resolved(market=m).market for m in ("spot", "on-demand", "spot-then-on-demand")] == [
+        "spot", "on-demand", "spot-then-on-demand"]

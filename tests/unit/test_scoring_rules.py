@@ -58,3 +58,8 @@ def test_blended_scoring_gives_no_capacity_points_to_a_region_outside_aws_top_te
     [score] = scoring.score_regions([region("us-west-2", [0.5, 0.5], tier=None)], "g6.xlarge", blended=True)
     assert (score.points, score.placement_score, score.advisor_tier) == (
         {"price": 40, "capacity": 0, "interruption": 0}, None, None)
+
+
+def test_the_spot_interruption_tier_is_reported_with_the_score():
+    [score] = scoring.score_regions([region("us-west-2", [0.5], tier=2)], "g6.xlarge")
+    assert (score.advisor_tier, score.points["interruption"]) == (2, 10)

@@ -125,3 +125,19 @@ def test_another_deployments_unrecorded_instance_is_not_in_the_view():
 )
 def test_hours_since_launch_reads_iso_times_and_never_goes_negative(launched, hours):
     assert status.hours_since(launched, NOW) == hours
+
+
+def test_an_instance_without_a_request_sorts_before_every_request_id():
+    live = {"i-1": instance("i-1", tags={TAG_MANAGED: "true", TAG_REQUEST_ID: "A-run"}),
+            "i-2": instance("i-2", tags={TAG_MANAGED: "true"})}
+    assert [e.instance_id for e in view(live=live).instances] == ["i-2", "i-1"]
+
+
+def test_the_hourly_cost_is_rounded_to_four_places():
+    records = {"i-1": {"region": "us-west-2", "hourly_price": 0.12341}, "i-2": {"region": "us-west-2", "hourly_price": 0.1}}
+    assert view(records=records, live={"i-1": instance("i-1"), "i-2": instance("i-2")}).hourly_cost == 0.2234
+
+
+@pytest.mark.parametrize(("launched", "hours"), [("2026-02-25T08:00:00+00:00", 100.0), ("2026-03-01T11:59:00+00:00", 0.02)])
+def test_hours_are_whole_hours_of_3600_seconds_shown_to_two_places(launched, hours):
+    assert status.hours_since(launched, NOW) == hours

@@ -79,3 +79,7 @@ def test_the_hourly_cost_adds_known_prices_rounded_to_four_places():
 def test_an_instance_without_a_request_tag_is_batched_with_an_empty_request():
     [batch] = teardown.by_region([TeardownInstance(instance_id="i-1", region="us-west-2", state="running")])
     assert batch.requests == {"": ["i-1"]} and batch.request_of("i-1") == ""
+
+
+def test_a_record_without_a_region_says_its_region():
+    assert teardown.refusal("i-1", {}, None, "run-a").detail == "no such instance in its region any more"

@@ -418,9 +418,8 @@ def _plain_problem(item: Any) -> str:
     if kind in _EXPECTED:
         subject = "" if item["loc"] else "the request "
         return f"{subject}must be {_EXPECTED[kind]}, got {json_kind(item['input'])}"
-    message = str(item["msg"])
-    for prefix in ("Value error, ", "Assertion failed, "):
-        message = message.removeprefix(prefix)
-    for python_word in ("Input should", "String should", "List should", "Dictionary should", "Value should"):
-        message = message.replace(python_word, "must", 1)
-    return message.replace(" after validation", "").split("\n    For further information")[0]
+    # item["msg"] never carries pydantic's "For further information visit" link (only str(error) does).
+    message = str(item["msg"]).removeprefix("Value error, ")
+    for python_word in ("Input should", "String should", "List should"):
+        message = message.replace(python_word, "must")
+    return message.replace(" after validation", "")

@@ -1,0 +1,182 @@
+"""`make mutation`: how many small bugs in the request model and the policy the fast tests catch.
+
+Two passes, one score per module:
+1. mutmut mutates function bodies (a comparison flipped, a constant moved, a call dropped) and
+   runs the tests that reach each function.
+2. tools/mutation/module_level.py applies hand-written mutations to what mutmut never touches:
+   module-level rules such as rank thresholds, error-code sets and pydantic Field limits.
+
+mutmut derives a module's import name from its path and only strips a leading `src/`, so the
+run happens in a staging copy (build/mutation/) with the package under src/gpufill; the
+staging copy is kept between runs so mutmut only re-tests what changed.
+
+The score per module is compared with tools/mutation/baseline.json: the run fails when a
+module's score falls below its baseline, or a survivor appears that the baseline does not
+list as equivalent. `--update-baseline` writes the measured scores (the equivalent mutants
+and their reasons are kept by hand).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+STAGING = ROOT / "build" / "mutation"
+BASELINE = Path(__file__).with_name("baseline.json")
+MUTATED = ["src/gpufill/models/request.py", "src/gpufill/policy/*"]
+# mutmut runs the unit tests that reach each mutated function. The bad-request workflow tests
+# assert the same rules through the local engine, which costs ~15 s per mutant (the engine is
+# deployed anew in each forked test run); the module-level pass runs them in full.
+TESTS = ["tests/unit"]
+COPIED = ["tests", "statemachine", "startup", "examples"]
+
+
+def stage() -> None:
+    """Lay out build/mutation/ as mutmut expects it, updating only files that changed."""
+    _sync(ROOT / "functions" / "gpufill", STAGING / "src" / "gpufill")
+    for name in COPIED:
+        _sync(ROOT / name, STAGING / name)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    pytest_options = project["tool"]["pytest"]["ini_options"]
+    lines = [
+        "[tool.pytest.ini_options]",
+        'pythonpath = ["src", "."]',
+        f"filterwarnings = {json.dumps(pytest_options.get('filterwarnings', []))}",
+        "[tool.mutmut]",
+        'source_paths = ["src/gpufill"]',
+        f"only_mutate = {json.dumps(MUTATED)}",
+        f"pytest_add_cli_args_test_selection = {json.dumps(TESTS)}",
+        'pytest_add_cli_args = ["-q", "-p", "no:cacheprovider"]',
+        'also_copy = ["statemachine", "startup", "examples"]',
+        # A mutant that makes the fill loop spin is caught by a timeout; 4x the clean run is plenty.
+        "timeout_multiplier = 4.0",
+    ]
+    _write_if_changed(STAGING / "pyproject.toml", "\n".join(lines) + "\n")
+
+
+def _sync(source: Path, target: Path) -> None:
+    for path in source.rglob("*"):
+        if "__pycache__" in path.parts or path.is_dir():
+            continue
+        _write_if_changed(target / path.relative_to(source), path.read_bytes())
+    for path in list(target.rglob("*")) if target.exists() else []:
+        if path.is_file() and "__pycache__" not in path.parts and not (source / path.relative_to(target)).exists():
+            path.unlink()
+
+
+def _write_if_changed(path: Path, content: str | bytes) -> None:
+    data = content.encode() if isinstance(content, str) else content
+    if path.exists() and path.read_bytes() == data:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def run_mutmut(children: int) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the mutated copy must win
+    mutmut = Path(sys.executable).with_name("mutmut")
+    subprocess.run([str(mutmut), "run", "--max-children", str(children)], cwd=STAGING, env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def mutmut_results() -> dict[str, dict[str, str]]:
+    """{module: {mutant: status}} from mutmut's .meta files."""
+    from mutmut.stats import status_by_exit_code  # mutmut is only installed for this run
+
+    found: dict[str, dict[str, str]] = defaultdict(dict)
+    for meta in (STAGING / "mutants" / "src").rglob("*.py.meta"):
+        module = meta.relative_to(STAGING / "mutants" / "src").as_posix().removesuffix(".py.meta").replace("/", ".")
+        for mutant, exit_code in json.loads(meta.read_text())["exit_code_by_key"].items():
+            found[module][mutant] = status_by_exit_code[exit_code]
+    return found
+
+
+MODULE_LEVEL_RESULTS = STAGING / "module-level.json"
+
+
+def module_level_results(*, rerun: bool) -> dict[str, dict[str, str]]:
+    """Run the module-level pass, or read what the last one found (kept in build/mutation/)."""
+    if not rerun:
+        return json.loads(MODULE_LEVEL_RESULTS.read_text()) if MODULE_LEVEL_RESULTS.exists() else {}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, str(Path(__file__).with_name("module_level.py")), "--json"],
+                         cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
+    MODULE_LEVEL_RESULTS.write_text(out)
+    return json.loads(out)
+
+
+def report(results: dict[str, dict[str, str]], baseline: dict) -> bool:
+    equivalent = baseline.get("equivalent", {})
+    floors = baseline.get("scores", {})
+    ok = True
+    print(f"{'module':<34} {'mutants':>7} {'killed':>7} {'equiv.':>7} {'score':>7} {'baseline':>9}")
+    for module in sorted(results):
+        statuses = results[module]
+        counted = {m: s for m, s in statuses.items() if s not in ("skipped", "not checked")}
+        equiv = [m for m, s in counted.items() if s != "killed" and m in equivalent]
+        killed = sum(1 for s in counted.values() if s in ("killed", "timeout", "caught by type check"))
+        scored = len(counted) - len(equiv)
+        score = round(100 * killed / scored, 1) if scored else 100.0
+        floor = floors.get(module)
+        flag = ""
+        if floor is not None and score < floor:
+            ok, flag = False, "  BELOW BASELINE"
+        print(f"{module:<34} {len(counted):>7} {killed:>7} {len(equiv):>7} {score:>6}% "
+              f"{'' if floor is None else f'{floor}%':>9}{flag}")
+        results[module] = statuses
+    print()
+    survivors = [(module, m, s) for module in sorted(results) for m, s in sorted(results[module].items())
+                 if s not in ("killed", "timeout", "caught by type check", "skipped", "not checked")]
+    listed = [(mod, m, s) for mod, m, s in survivors if m in equivalent]
+    new = [(mod, m, s) for mod, m, s in survivors if m not in equivalent]
+    if listed:
+        print(f"{len(listed)} equivalent mutant(s), listed in {BASELINE.relative_to(ROOT)} with their reasons.")
+    if new:
+        print(f"{len(new)} surviving mutant(s) (`cd build/mutation && mutmut show NAME` shows one):")
+        for module, mutant, status in new:
+            print(f"  {status:<10} {mutant}")
+    return ok
+
+
+def scores(results: dict[str, dict[str, str]], equivalent: dict) -> dict[str, float]:
+    found = {}
+    for module, statuses in results.items():
+        counted = {m: s for m, s in statuses.items() if s not in ("skipped", "not checked")}
+        scored = [m for m, s in counted.items() if not (s != "killed" and m in equivalent)]
+        killed = sum(1 for m in scored if counted[m] in ("killed", "timeout", "caught by type check"))
+        found[module] = round(100 * killed / len(scored), 1) if scored else 100.0
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--children", type=int, default=2, help="mutants tested at once")
+    parser.add_argument("--update-baseline", action="store_true", help="write the measured scores as the baseline")
+    parser.add_argument("--skip-mutmut", action="store_true", help="report the last mutmut run again")
+    parser.add_argument("--skip-module-level", action="store_true",
+                        help="report the last module-level pass again instead of running it")
+    args = parser.parse_args()
+    stage()
+    if not args.skip_mutmut:
+        run_mutmut(args.children)
+    results = mutmut_results()
+    for module, statuses in module_level_results(rerun=not args.skip_module_level).items():
+        results.setdefault(module, {}).update(statuses)
+    baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
+    if args.update_baseline:
+        baseline["scores"] = scores(results, baseline.get("equivalent", {}))
+        BASELINE.write_text(json.dumps(baseline, indent=1, sort_keys=True) + "\n")
+        print(f"baseline written to {BASELINE.relative_to(ROOT)}")
+    return 0 if report(results, baseline) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
