@@ -128,8 +128,8 @@ def test_hours_since_launch_reads_iso_times_and_never_goes_negative(launched, ho
 
 
 def test_an_instance_without_a_request_sorts_before_every_request_id():
-    live = {"i-1": instance("i-1", tags={TAG_MANAGED: "true", TAG_REQUEST_ID: "A-run"}),
-            "i-2": instance("i-2", tags={TAG_MANAGED: "true"})}
+    live = {"i-1": instance("i-1", tags={**OURS, TAG_REQUEST_ID: "A-run"}),
+            "i-2": instance("i-2", tags=OURS)}
     assert [e.instance_id for e in view(live=live).instances] == ["i-2", "i-1"]
 
 

@@ -82,4 +82,4 @@ def test_an_instance_without_a_request_tag_is_batched_with_an_empty_request():
 
 
 def test_a_record_without_a_region_says_its_region():
-    assert teardown.refusal("i-1", {}, None, "run-a").detail == "no such instance in its region any more"
+    assert teardown.refusal("i-1", {}, None, "run-a", ENV).detail == "no such instance in its region any more"
