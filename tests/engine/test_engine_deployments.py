@@ -46,3 +46,14 @@ def test_a_deployment_can_be_added_to_a_running_account(account):
     assert account.client("lambda").get_function(FunctionName="gpufill-staging-ValidateRequest")
     with pytest.raises(ValueError, match="env"):
         account.deploy("prod")
+
+
+def test_between_invocations_the_environment_is_the_first_deployments_again(account):
+    import os
+
+    account.run(REQUEST, name="env-restored", env="prod")
+    assert os.environ[constants.ENV_DEPLOYMENT] == "local"
+    assert os.environ[constants.ENV_INSTANCES_TABLE] == constants.instances_table_name("local")
+    with account.as_deployment("prod"):
+        assert os.environ[constants.ENV_INSTANCES_TABLE] == constants.instances_table_name("prod")
+    assert os.environ[constants.ENV_DEPLOYMENT] == "local"

@@ -155,6 +155,9 @@ class _Environments:
         self._changed = threading.Condition()
         self._applied: dict[str, str] | None = None
         self._active = 0
+        # Between invocations os.environ is the first deployment's again, so code outside a
+        # handler (a test, the approval helpers) never reads what another deployment left.
+        self.default: dict[str, str] | None = None
 
     @contextmanager
     def applied(self, variables: dict[str, str]):
@@ -170,6 +173,9 @@ class _Environments:
         finally:
             with self._changed:
                 self._active -= 1
+                if not self._active and self.default is not None and self._applied != self.default:
+                    os.environ.update(self.default)
+                    self._applied = dict(self.default)
                 self._changed.notify_all()
 
 
@@ -249,7 +255,8 @@ class LocalEngine:
         self._deploy_account()
         for env in self.env_names:
             self.deploy(env)
-        os.environ[constants.ENV_APPROVAL_TOPIC_ARN] = self.approval_topic_arn
+        self._environments.default = self.deployments[self.env_names[0]].environment
+        os.environ.update(self._environments.default)
         return self
 
     def __exit__(self, *exc) -> None:
