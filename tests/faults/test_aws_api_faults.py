@@ -8,8 +8,8 @@ from tests.faults.conftest import EAST, REQUEST, WEST, assert_exactly_once
 @pytest.mark.parametrize("error", ["ReadTimeout", "InternalError"])
 def test_a_launch_whose_reply_was_lost_is_found_by_its_token_not_launched_again(account, error):
     with account() as engine:
-        # The first RunInstances launches; every botocore attempt of it then loses its reply.
-        engine.faults.aws("ec2", "RunInstances", error=error, after=True, times=5)
+        # The first RunInstances launches; every one of its six botocore attempts loses its reply.
+        engine.faults.aws("ec2", "RunInstances", error=error, after=True, times=6)
         execution = engine.run(REQUEST, name=f"lost-reply-{error.lower()}")
         seen = assert_exactly_once(engine, execution, launched=4)
     assert execution.output["status"] == "FULFILLED" and len(seen.in_ec2) == 4

@@ -70,24 +70,23 @@ def test_an_unknown_placeholder_fails_synth(tmp_path):
         Workflow(Stack(App(), "Probe"), "Workflow", env="probe", functions={}, definition_file=definition)
 
 
-def test_every_lambda_task_times_out_after_its_function_would(path=None):
-    """A hung invocation ends in States.Timeout, which the task retries (same input, same ClientTokens)."""
+def test_no_task_retries_a_timeout_it_cannot_meet():
+    """A Lambda task is bounded by its function's own timeout, which Step Functions reports as
+    Sandbox.Timedout (retried everywhere); States.Timeout only fires with TimeoutSeconds."""
     import json
-
-    from gpufill_stack.task_permissions import TASKS
 
     from gpufill.local.engine import STATEMACHINE
 
     def tasks(states):
         for state in states.values():
-            if state["Type"] == "Task" and state["Resource"].startswith("${"):
+            if state["Type"] == "Task":
                 yield state
             if state["Type"] == "Map":
                 yield from tasks(state["ItemProcessor"]["States"])
 
-    found = list(tasks(json.loads(STATEMACHINE.read_text())["States"]))
-    assert found
-    for state in found:
-        function_timeout = TASKS[state["Resource"][2:-1]].timeout_seconds
-        assert state["TimeoutSeconds"] > function_timeout
-        assert any("States.Timeout" in r["ErrorEquals"] for r in state["Retry"])
+    for state in tasks(json.loads(STATEMACHINE.read_text())["States"]):
+        names = {e for r in state.get("Retry", []) for e in r["ErrorEquals"]}
+        if state["Resource"].startswith("${"):
+            assert "Sandbox.Timedout" in names and "TransientAwsError" in names
+        if "States.Timeout" in names:
+            assert "TimeoutSeconds" in state or "TimeoutSecondsPath" in state or "HeartbeatSeconds" in state
