@@ -44,7 +44,7 @@ class Mutation:
 
     @property
     def name(self) -> str:
-        return f"{self.module}:: {self.old.strip()} -> {self.new.strip()}"
+        return f"{self.module}:: {' '.join(self.old.split())} -> {' '.join(self.new.split())}"
 
 
 def _group(path: str, tests: list[str], changes: list[tuple[str, str]], confirm: list[str] = FAST_TESTS) -> list[Mutation]:
