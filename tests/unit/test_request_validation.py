@@ -75,6 +75,8 @@ def test_a_type_nothing_like_a_known_one_lists_the_families_gpufill_knows():
 def test_a_name_that_is_no_type_at_all_says_what_a_type_looks_like():
     assert problems({"instance_types": ["G6 XLARGE"]})["instance_types"] == (
         "'G6 XLARGE' is not an EC2 instance type name such as 'g6.xlarge'")
+    assert problems({"instance_types": ["G6.XLARGE"]})["instance_types"] == (
+        "'G6.XLARGE' is not an EC2 instance type name such as 'g6.xlarge'")
 
 
 @pytest.mark.parametrize("arm", ["g5g.xlarge", "g5g.16xlarge", "g5g.metal"])

@@ -21,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGING = ROOT / "build" / "mutation"
+RESULTS = STAGING / "module-level.json"  # what tools/mutation/run.py keeps of the last pass
 FAST_TESTS = ["tests/unit", "tests/workflow/test_bad_requests.py"]
 # The bad-request workflow tests only exercise the request rules; the policy is confirmed by the
 # unit tests alone, which saves ~20 s per surviving policy mutant.
@@ -43,7 +44,7 @@ class Mutation:
 
     @property
     def name(self) -> str:
-        return f"{self.module}:: {self.old.strip()} -> {self.new.strip()}"
+        return f"{self.module}:: {' '.join(self.old.split())} -> {' '.join(self.new.split())}"
 
 
 def _group(path: str, tests: list[str], changes: list[tuple[str, str]], confirm: list[str] = FAST_TESTS) -> list[Mutation]:
@@ -202,13 +203,18 @@ def main() -> int:
 
         stage()
     found: dict[str, dict[str, str]] = {}
+    # --rerun-survivors: keep the last pass's kills, test only what survived it (after new tests).
+    last = json.loads(RESULTS.read_text()) if "--rerun-survivors" in sys.argv and RESULTS.exists() else {}
     for mutation in MUTATIONS:
-        status = run(mutation)
+        previous = last.get(mutation.module, {}).get(mutation.name)
+        status = previous if previous == "killed" else run(mutation)
         found.setdefault(mutation.module, {})[mutation.name] = status
         if not as_json:
             print(f"{status:<9} {mutation.name}", flush=True)
     if as_json:
         print(json.dumps(found))
+    if last:
+        RESULTS.write_text(json.dumps(found))
     return 0
 
 
