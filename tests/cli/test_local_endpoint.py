@@ -8,7 +8,9 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -104,7 +106,9 @@ def test_connect_without_the_plugin_prints_the_command(deployment, capsys, monke
     assert "is not an instance of deployment 'local'" in capsys.readouterr().err
 
 
-AWS_CLI = shutil.which("aws")
+# The AWS CLI pinned in the dev dependencies (the venv's), else one on PATH.
+_VENV_AWS = Path(sys.executable).with_name("aws")
+AWS_CLI = str(_VENV_AWS) if _VENV_AWS.exists() else shutil.which("aws")
 
 
 @pytest.mark.skipif(AWS_CLI is None, reason="the AWS CLI is not installed")
