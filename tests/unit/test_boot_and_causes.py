@@ -144,3 +144,10 @@ def test_a_result_lists_every_instance_and_the_newest_attempts():
     result = fill_result(request(count=2), run, attempts, "FULFILLED")
     assert [a["number"] for a in result["attempts"]][:1] == [101] and result["attempts_total"] == 400
     assert all("connect" in i for i in result["instances"]) and "attempts_note" in result
+
+
+def test_a_market_with_no_pool_at_all_says_nothing_offers_the_types():
+    cause = json.loads(exhaustion_cause(Run(batch=1, remaining=1), [], request(count=1, instance_types=["p5.48xlarge"]), "spot"))
+    assert cause["error"] == "ALL_SPOT_EXHAUSTED" and cause["pools_tried"] == []
+    assert "offers p5.48xlarge" in cause["message"] and "none had capacity" not in cause["message"]
+    assert "plan" in cause["hint"]

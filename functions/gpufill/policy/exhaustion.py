@@ -47,6 +47,14 @@ def exhaustion_cause(run: Run, attempts: list[Attempt], request: ProvisionReques
         error = "ALL_ON_DEMAND_FAILED"
         message = f"Every on-demand pool was tried ({len(pools)}); none could launch {', '.join(request.instance_types)}."
         hint = "Try more regions or instance types, ask for a quota increase where the outcome is 'quota', or retry later."
+    if not pools:
+        # Nothing to try at all: say so, rather than "none had capacity".
+        message = (
+            f"No {market} pool to try: none of the candidate regions ({', '.join(request.regions)}) "
+            f"offers {', '.join(request.instance_types)} in any AZ, or every region was dropped while scoring. "
+            "Nothing was launched."
+        )
+        hint = "Add regions that offer these types, or other instance types; a plan run (\"action\": \"plan\") shows what each region offers."
     cause = {
         "error": error,
         "message": message,
