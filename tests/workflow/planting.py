@@ -82,7 +82,8 @@ def _until_visible(engine, region, ids) -> None:
     ec2 = engine.client("ec2", region)
     for _ in range(10):
         try:
-            ec2.describe_instances(InstanceIds=ids)
+            for start in range(0, len(ids), 1000):
+                ec2.describe_instances(InstanceIds=ids[start : start + 1000])
             return
         except ec2.exceptions.ClientError as error:
             if error.response["Error"]["Code"] != "InvalidInstanceID.NotFound":

@@ -12,7 +12,17 @@ from gpufill import constants
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
 from gpufill.models.request import MAX_TEARDOWN_IDS
-from tests.workflow.planting import DEPLOYMENT, EAST, LOCAL_AMI, WEST, ZONE, engine_table, states, terminated_ids
+from tests.workflow.planting import (
+    DEPLOYMENT,
+    EAST,
+    LOCAL_AMI,
+    WEST,
+    ZONE,
+    _until_visible,
+    engine_table,
+    states,
+    terminated_ids,
+)
 
 MARKET = {
     "description": "room for thousands of planted instances",
@@ -53,6 +63,7 @@ def plant(engine, region, count, request_of) -> list[str]:
                 {"Key": constants.TAG_MANAGED, "Value": "true"}, {"Key": constants.TAG_DEPLOYMENT, "Value": DEPLOYMENT}]}],
         )
         ids += [i["InstanceId"] for i in reply["Instances"]]
+    _until_visible(engine, region, ids)
     by_request: dict[str, list[str]] = {}
     for k, instance_id in enumerate(ids):
         by_request.setdefault(request_of(k), []).append(instance_id)
