@@ -198,3 +198,16 @@ def test_approve_for_the_local_deployment_without_an_endpoint_says_how_to_reach_
     err = capsys.readouterr().err
     assert "Unable to locate credentials" in err
     assert "add --endpoint-url with the endpoint it printed" in err and "Traceback" not in err
+
+
+def test_a_loopback_endpoint_needs_no_region_or_credentials_configured(monkeypatch, tmp_path):
+    from gpufill.cli.aws import session_for
+
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    session = session_for(None, "http://127.0.0.1:4566")
+    assert session.region_name == "us-east-1" and session.get_credentials() is not None
+    monkeypatch.setenv("AWS_REGION", "eu-central-1")
+    assert session_for(None, "http://127.0.0.1:4566").region_name == "eu-central-1"

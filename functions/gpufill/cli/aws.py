@@ -72,7 +72,10 @@ class Deployment:
 def session_for(region: str | None, endpoint_url: str | None):
     import boto3
 
-    session = boto3.Session(region_name=region)
+    session = boto3.Session(region_name=region or os.environ.get("AWS_REGION") or None)
+    if session.region_name is None and endpoint_url and _is_loopback(endpoint_url):
+        # `gpufill local serve` plays its deployment in the local engine's home region.
+        session = boto3.Session(region_name=constants.LOCAL_HOME_REGION)
     if session.region_name is None:
         raise UsageError("no AWS region: pass --region, or set one with `aws configure` or $AWS_REGION")
     if endpoint_url and _is_loopback(endpoint_url) and session.get_credentials() is None:
