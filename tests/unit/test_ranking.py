@@ -72,3 +72,40 @@ def test_a_region_in_aws_top_ten_goes_before_a_cheaper_region_aws_did_not_score(
     assert [p.availability_zone for p in pools][:2] == ["eu-central-1b", "eu-central-1a"]
     east = next(s for s in scores if s.region == "us-east-1")
     assert east.points["capacity"] == 0 and east.placement_score is None
+
+
+def test_azs_without_a_recent_spot_price_are_tried_after_the_priced_ones():
+    facts = [RegionFacts(region="us-west-2", types=[offer("g6.xlarge", [None, 0.50, 0.40], region="us-west-2")])]
+    request = req(instance_types=["g6.xlarge"], regions=["us-west-2"])
+    pools = ranking.spot_pools(facts, ranking.score_all(facts, request), request)
+    assert [p.availability_zone for p in pools] == ["us-west-2c", "us-west-2b", "us-west-2a"]
+    assert pools[-1].price is None
+
+
+def test_on_demand_leaves_out_regions_that_errored_or_offer_none_of_the_types():
+    facts = [
+        RegionFacts(region="us-east-1", error="UnauthorizedOperation: not enabled"),
+        RegionFacts(region="eu-central-1", types=[TypeFacts(instance_type="g6.xlarge", zones=[])]),
+        RegionFacts(region="us-west-2", types=[offer("g5.xlarge", [None], od=1.006, region="us-west-2"),
+                                               offer("g6.xlarge", [None, None], od=0.984, region="us-west-2")]),
+    ]
+    request = req(market="on-demand", instance_types=["g6.xlarge", "g5.xlarge"], regions=["us-east-1", "eu-central-1", "us-west-2"])
+    pools = ranking.on_demand_pools(facts, request)
+    # Only Oregon is left; inside it the preferred type first, its AZs in name order, at the on-demand price.
+    assert [(p.region, p.instance_type, p.availability_zone, p.price) for p in pools] == [
+        ("us-west-2", "g6.xlarge", "us-west-2a", 0.984),
+        ("us-west-2", "g6.xlarge", "us-west-2b", 0.984),
+        ("us-west-2", "g5.xlarge", "us-west-2a", 1.006),
+    ]
+
+
+def test_a_pool_another_run_just_found_empty_goes_last_with_the_reason():
+    pools = ranking.spot_pools(
+        [RegionFacts(region="us-west-2", types=[offer("g6.xlarge", [0.40, 0.41, 0.42], region="us-west-2")])],
+        ranking.score_all([RegionFacts(region="us-west-2", types=[offer("g6.xlarge", [0.40, 0.41, 0.42], region="us-west-2")])],
+                          req(regions=["us-west-2"])),
+        req(regions=["us-west-2"]),
+    )
+    deferred = ranking.defer_recently_full(pools, {pools[0].key: 1000}, now=1030)
+    assert [p.availability_zone for p in deferred] == ["us-west-2b", "us-west-2c", "us-west-2a"]
+    assert deferred[-1].note == "answered capacity 30 s ago in another run; tried last" and deferred[0].note is None
