@@ -22,6 +22,8 @@ def test_run_instances_carries_the_hardened_launch_settings(local_account):
         groups = ec2.describe_security_groups(GroupIds=sent[0]["SecurityGroupIds"])["SecurityGroups"]
         subnet = ec2.describe_subnets(SubnetIds=[sent[0]["SubnetId"]])["Subnets"][0]
     params = sent[0]
+    # The instance profile (SSM core access, the startup bucket) goes with every launch.
+    assert params["IamInstanceProfile"] == {"Arn": "arn:aws:iam::123456789012:instance-profile/gpufill-local-instances"}
     # IMDSv2 only, and one hop: the serving container has no route to the instance's credentials.
     assert params["MetadataOptions"] == {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1}
     tags = {t["Key"]: t["Value"] for t in params["TagSpecifications"][0]["Tags"]}

@@ -58,6 +58,9 @@ ACCOUNT_ENV = {
 }
 
 
+LOCAL_ACCOUNT = "123456789012"  # moto's default account: the simulated account
+
+
 def deployment_env(env: str) -> dict[str, str]:
     """The Environment of every function of deployment `env`, as the stack sets it."""
     return {
@@ -66,7 +69,13 @@ def deployment_env(env: str) -> dict[str, str]:
         constants.ENV_STARTUP_BUCKET: f"gpufill-startup-{env}",
         constants.ENV_CAPACITY_TABLE: constants.capacity_table_name(env),
         constants.ENV_DEPLOYMENT: env,
+        # The instance profile every launch carries (the stack creates it; so does deploy()).
+        constants.ENV_INSTANCE_PROFILE_ARN: f"arn:aws:iam::{LOCAL_ACCOUNT}:instance-profile/{instance_profile_name(env)}",
     }
+
+
+def instance_profile_name(env: str) -> str:
+    return f"gpufill-{env}-instances"
 
 
 def function_name(env: str, task: str) -> str:
@@ -313,6 +322,7 @@ class LocalEngine:
         if env in self.deployments:
             raise ValueError(f"env: deployment {env!r} already exists in this account")
         variables = deployment_env(env)
+        self.client("iam").create_instance_profile(InstanceProfileName=instance_profile_name(env))
         deployment = Deployment(env)
         self.deployments[env] = deployment
         deployment.approval_topic_arn = self.client("sns").create_topic(Name=approval_topic_name(env))["TopicArn"]
