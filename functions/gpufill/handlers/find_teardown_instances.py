@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from gpufill.adapters import instances_table, inventory, managed_instances
 from gpufill.handlers.events import RequestEvent
-from gpufill.handlers.observability import logger, metrics, tracer
+from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.teardown import LiveInstance, TeardownTarget
 from gpufill.policy import teardown
 
@@ -17,6 +17,7 @@ from gpufill.policy import teardown
 @logger.inject_lambda_context(correlation_id_path="request.request_id")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     request = parse(event=event, model=RequestEvent).request
     target = TeardownTarget(request_id=request.target_request_id, instance_ids=request.instance_ids, all=request.all)

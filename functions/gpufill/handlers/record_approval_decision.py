@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill.adapters import approvals
 from gpufill.handlers.events import ApprovalAnswerEvent
-from gpufill.handlers.observability import logger, metrics, tracer
+from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.teardown import ApprovalDecision
 from gpufill.policy import approval
 
@@ -23,6 +23,7 @@ NOBODY = "nobody: no answer came before the deadline"
 @logger.inject_lambda_context(correlation_id_path="execution_name")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=ApprovalAnswerEvent)
     if step.expired:

@@ -13,13 +13,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill.adapters import inventory
 from gpufill.handlers.events import RequestEvent
-from gpufill.handlers.observability import logger, metrics, tracer
+from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.policy import status
 
 
 @logger.inject_lambda_context(correlation_id_path="request.request_id")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     request = parse(event=event, model=RequestEvent).request
     wanted = request.target_request_id

@@ -13,13 +13,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill.adapters import approvals
 from gpufill.handlers.events import ApprovalRequestEvent
-from gpufill.handlers.observability import logger, metrics, tracer
+from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.policy import approval
 
 
 @logger.inject_lambda_context(correlation_id_path="execution_name")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=ApprovalRequestEvent)
     requested_at = _when(step.entered_at)

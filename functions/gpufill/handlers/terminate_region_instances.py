@@ -14,13 +14,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill.adapters import instances_table, managed_instances
 from gpufill.handlers.events import TerminateRegionEvent
-from gpufill.handlers.observability import logger, metrics, tracer
+from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.policy import teardown
 
 
 @logger.inject_lambda_context(correlation_id_path="teardown_id")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=TerminateRegionEvent)
     batch = step.batch
