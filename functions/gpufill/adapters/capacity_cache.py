@@ -6,10 +6,10 @@ A cache problem never fails a run: it only costs the run the knowledge.
 from __future__ import annotations
 
 import os
-import time
 
 from aws_lambda_powertools import Logger
 
+from gpufill.adapters import clock
 from gpufill.adapters.aws import client, resource
 from gpufill.constants import (
     CAPACITY_TABLE_KEY,
@@ -31,7 +31,7 @@ def remember_full(pool_key: str, *, request_id: str, reason: str, now: float | N
     name = os.environ.get(ENV_CAPACITY_TABLE)
     if not name or ttl_seconds() <= 0:
         return
-    now = time.time() if now is None else now
+    now = clock.epoch() if now is None else now
     try:
         resource("dynamodb").Table(name).put_item(
             Item={
@@ -51,7 +51,7 @@ def recently_full(pool_keys: list[str], *, now: float | None = None) -> dict[str
     name = os.environ.get(ENV_CAPACITY_TABLE)
     if not name or ttl_seconds() <= 0 or not pool_keys:
         return {}
-    now = time.time() if now is None else now
+    now = clock.epoch() if now is None else now
     found: dict[str, int] = {}
     unique = list(dict.fromkeys(pool_keys))
     try:

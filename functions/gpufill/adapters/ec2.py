@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
 
+from gpufill.adapters import clock
 from gpufill.adapters.aws import TRANSPORT_ERRORS, TransientAwsError, client, is_transient
 from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_POOL, TAG_REQUEST_ID
 from gpufill.models.run import Instance, LaunchResult, Pool
@@ -34,7 +34,7 @@ def spot_prices(region: str, instance_types: list[str]) -> dict[tuple[str, str],
     pages = client("ec2", region).get_paginator("describe_spot_price_history").paginate(
         InstanceTypes=instance_types,
         ProductDescriptions=["Linux/UNIX"],
-        StartTime=datetime.now(UTC),
+        StartTime=clock.now(),
     )
     prices: dict[tuple[str, str], float] = {}
     for page in pages:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, Field
 
+from gpufill.adapters import clock
 from gpufill.adapters.aws import resource
 
 from gpufill.constants import (
@@ -33,7 +34,7 @@ def _table():
 
 
 def record_launched(instances: list[Instance], *, request_id: str, client_token: str) -> None:
-    now = datetime.now(UTC).isoformat(timespec="seconds")
+    now = clock.iso_now()
     try:
         with _table().batch_writer(overwrite_by_pkeys=["instance_id"]) as batch:
             for instance in instances:
@@ -220,7 +221,7 @@ def mark_ended(instance_id: str, *, state: str, seen_at: datetime) -> None:
 def record_boot_state(instance: Instance, *, lost: bool) -> None:
     """State and private IP after the launch settled; a lost instance is marked so nobody pays attention to it."""
     names = {"#state": "state"}
-    values = {":state": instance.state or "unknown", ":now": datetime.now(UTC).isoformat(timespec="seconds")}
+    values = {":state": instance.state or "unknown", ":now": clock.iso_now()}
     expression = "SET #state = :state, checked_at = :now"
     if instance.private_ip:
         expression += ", private_ip = :ip"

@@ -19,6 +19,7 @@ import time
 from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
+from gpufill.adapters import clock
 from gpufill.adapters.aws import client, resource
 from gpufill.constants import CAPACITY_TABLE_KEY, ENV_CAPACITY_TABLE, INSTANCES_TTL_ATTRIBUTE, LOCAL_HOME_REGION
 
@@ -78,7 +79,7 @@ def _shared(key: str) -> ZoneScores | None:
     except (ClientError, BotoCoreError) as error:
         logger.warning("shared placement scores unreadable", extra={"error": str(error)})
         return None
-    if not item or int(item.get(INSTANCES_TTL_ATTRIBUTE, 0)) < time.time():
+    if not item or int(item.get(INSTANCES_TTL_ATTRIBUTE, 0)) < clock.epoch():
         return None
     return {(region, zone): score for region, zone, score in json.loads(item["scores"])}
 
@@ -92,7 +93,7 @@ def _share(key: str, found: ZoneScores) -> None:
             Item={
                 CAPACITY_TABLE_KEY: key,
                 "scores": json.dumps([[r, z, s] for (r, z), s in sorted(found.items())]),
-                INSTANCES_TTL_ATTRIBUTE: int(time.time() + KEEP_SECONDS),
+                INSTANCES_TTL_ATTRIBUTE: int(clock.epoch() + KEEP_SECONDS),
             }
         )
     except (ClientError, BotoCoreError) as error:

@@ -12,12 +12,11 @@ import gzip
 import hashlib
 import json
 import os
-import time
-from datetime import UTC, datetime
 from functools import lru_cache
 
 from boto3.dynamodb.types import Binary
 
+from gpufill.adapters import clock
 from gpufill.adapters.aws import resource
 from gpufill.constants import (
     ENV_DEPLOYMENT,
@@ -42,7 +41,7 @@ def _table():
 
 
 def _expires() -> int:
-    return int(time.time()) + INTENT_RETENTION_SECONDS
+    return int(clock.epoch()) + INTENT_RETENTION_SECONDS
 
 
 def _pack(value) -> Binary:
@@ -151,7 +150,7 @@ def record_intent(*, request_id: str, region: str, client_token: str) -> None:
             "region": region,
             "client_token": client_token,
             "deployment": os.environ.get(ENV_DEPLOYMENT, ""),
-            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "created_at": clock.iso_now(),
             INSTANCES_TTL_ATTRIBUTE: _expires(),
         }
     )

@@ -5,9 +5,7 @@ from __future__ import annotations
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from datetime import UTC, datetime
-
-from gpufill.adapters import instances_table, inventory, managed_instances
+from gpufill.adapters import clock, instances_table, inventory, managed_instances
 from gpufill.handlers.events import RequestEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.teardown import LiveInstance, TeardownTarget
@@ -23,13 +21,13 @@ def handler(event: dict, context: LambdaContext) -> dict:
     target = TeardownTarget(request_id=request.target_request_id, instance_ids=request.instance_ids, all=request.all)
     if target.all:
         # Every region this deployment ever launched in, every record, every tagged instance.
-        found = inventory.gather(request_id=None, request_regions=request.regions, everything=True, now=datetime.now(UTC))
+        found = inventory.gather(request_id=None, request_regions=request.regions, everything=True, now=clock.now())
         records, live, deployment = found.records, found.live, found.deployment
     elif target.request_id is not None:
         # Every region the request could have launched in: an instance tagged for it whose record
         # was never written is still its own (and is recorded now).
         found = inventory.gather(
-            request_id=target.request_id, request_regions=request.regions, everything=False, now=datetime.now(UTC)
+            request_id=target.request_id, request_regions=request.regions, everything=False, now=clock.now()
         )
         records, live, deployment = found.records, found.live, found.deployment
     else:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import time
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import capacity_cache, placement, run_store
+from gpufill.adapters import capacity_cache, clock, placement, run_store
 from gpufill.constants import LOCAL_HOME_REGION
 
 # A plan's output lists the pools up to this many (the first ones are the ones tried first).
@@ -39,7 +38,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         pools = ranking.spot_pools(facts, scores, request, blended=blended)
     else:
         pools = ranking.on_demand_pools(facts, request)
-    now = time.time()
+    now = clock.epoch()
     pools = ranking.defer_recently_full(pools, capacity_cache.recently_full([p.key for p in pools], now=now), now)
     logger.info("pools ranked", extra={"market": market, "pools": len(pools), "scoring": scoring})
     plan = Plan(request_id=request.request_id, market=market, scoring=scoring, regions=scores, pools=pools)

@@ -6,12 +6,12 @@ With `expired` (the approval timed out) the decision is recorded as expired.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import approvals
+from gpufill.adapters import approvals, clock
 from gpufill.handlers.events import ApprovalAnswerEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.teardown import ApprovalDecision
@@ -47,4 +47,4 @@ def handler(event: dict, context: LambdaContext) -> dict:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    return clock.iso_now()

@@ -6,12 +6,11 @@ so every instance gpufill launched is in the status view within one status run.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import inventory
+from gpufill.adapters import clock, inventory
 from gpufill.handlers.events import RequestEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.policy import status
@@ -24,7 +23,7 @@ from gpufill.policy import status
 def handler(event: dict, context: LambdaContext) -> dict:
     request = parse(event=event, model=RequestEvent).request
     wanted = request.target_request_id
-    now = datetime.now(UTC)
+    now = clock.now()
     found = inventory.gather(request_id=wanted, request_regions=request.regions, everything=wanted is None, now=now)
     result = status.report(
         request_id=request.request_id,

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import approvals
+from gpufill.adapters import approvals, clock
 from gpufill.handlers.events import ApprovalRequestEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.policy import approval
@@ -51,5 +51,5 @@ def _when(timestamp: str) -> datetime:
     try:
         moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
     except ValueError:
-        return datetime.now(UTC)
+        return clock.now()
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -7,12 +7,11 @@ while a person decides). Only the ids of the approved batch are ever sent to Ter
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import instances_table, managed_instances
+from gpufill.adapters import clock, instances_table, managed_instances
 from gpufill.handlers.events import TerminateRegionEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.policy import teardown
@@ -41,7 +40,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         else:
             skipped.append(why)
     previous = managed_instances.terminate(batch.region, to_end) if to_end else {}
-    now = datetime.now(UTC)
+    now = clock.now()
     with managed_instances.retryable("recording the terminations"):
         for instance_id in to_end + ended_before:
             instances_table.mark_terminated(

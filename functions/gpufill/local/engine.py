@@ -7,8 +7,10 @@ before the mock closes (a thread outliving the mock would reach real endpoints).
 
 from __future__ import annotations
 
+import heapq
 import importlib
 import io
+import itertools
 import json
 import logging
 import os
@@ -17,11 +19,13 @@ import time
 import zipfile
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 from unittest import mock
 
 from gpufill import constants
+from gpufill.adapters import clock
 from gpufill.local.metrics import CallLog
 from gpufill.local.scenario import MarketScenario
 
@@ -216,6 +220,11 @@ class LocalEngine:
         self._invocation = threading.local()
         self._answered_tokens: set[str] = set()
         self._role = ""
+        # Modelled time: what the fast-forwarded Wait states and advance() have added, and what
+        # the scenario or a test scheduled to happen at a modelled second.
+        self._elapsed = 0.0
+        self._scheduled: list[tuple[float, int, Callable[[], None]]] = []
+        self._clock_lock = threading.RLock()
         from gpufill.local.faults import Faults
 
         self.faults = Faults()
@@ -248,6 +257,11 @@ class LocalEngine:
         self._forget_caches()
         self._stack.callback(self._forget_caches)
         self.market = SimulatedMarket(self.scenario, visibility_delay_calls=self.visibility_delay_calls)
+        clock.reset()
+        self._stack.callback(clock.reset)
+        for event in self.scenario.restock:
+            self.at(event.at_seconds, partial(self.market.restock, event.zone, event.type,
+                                              spot=event.spot, on_demand=event.on_demand))
         self._stack.enter_context(mock_aws(config={"stepfunctions": {"execute_state_machine": True}}))
         self._stack.callback(self._end_executions)
         self._stack.enter_context(self.market.patches())
@@ -678,14 +692,39 @@ class LocalEngine:
         """Wait states return at once; the seconds they would have waited count in the modelled time."""
         from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
 
-        calls = self.calls
+        engine = self
 
         def wait_interval(function, env, wait_seconds):
-            calls.waited(wait_seconds)
+            engine.calls.waited(wait_seconds)
+            engine.advance(wait_seconds)
 
         return mock.patch.object(WaitFunction, "_wait_interval", wait_interval)
 
+    # --- modelled time -----------------------------------------------------------------
 
+    @property
+    def elapsed(self) -> float:
+        """Modelled seconds since the engine started (Wait states and advance())."""
+        return self._elapsed
+
+    def at(self, seconds: float, action: Callable[[], None]) -> None:
+        """Do `action` once modelled time reaches `seconds` (at once if it already has)."""
+        with self._clock_lock:
+            heapq.heappush(self._scheduled, (seconds, next(_SEQUENCE), action))
+        self.advance(0)
+
+    def advance(self, seconds: float) -> None:
+        """Let `seconds` of modelled time pass: the handlers' clock moves, and what was scheduled
+        by then happens, in time order, before anything reads the clock again."""
+        with self._clock_lock:
+            self._elapsed += max(0.0, seconds)
+            clock.fast_forward(seconds)
+            while self._scheduled and self._scheduled[0][0] <= self._elapsed:
+                _, _, action = heapq.heappop(self._scheduled)
+                action()
+
+
+_SEQUENCE = itertools.count()
 _MODELS: dict[tuple, Any] = {}
 _MODELS_LOCK = threading.Lock()
 

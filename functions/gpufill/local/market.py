@@ -113,6 +113,14 @@ class SimulatedMarket:
     def left(self, region: str, zone: str, instance_type: str, market: str) -> int:
         return self._stock.get((region, zone, instance_type, market), 0)
 
+    def restock(self, zone: str, instance_type: str, *, spot: int = 0, on_demand: int = 0) -> None:
+        """Capacity freed in a zone (the scenario's `restock`, at its modelled time)."""
+        region = zone[:-1]
+        with self._lock:
+            for market, more in (("spot", spot), ("on-demand", on_demand)):
+                key = (region, zone, instance_type, market)
+                self._stock[key] = self._stock.get(key, 0) + more
+
     # --- what moto's responses call -------------------------------------------------
 
     def offerings(self, region: str, location_type: str) -> list[dict]:

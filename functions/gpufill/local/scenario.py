@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, model_validator
 
 
 class _Model(BaseModel):
@@ -35,9 +35,22 @@ class RegionMarket(_Model):
     zones: dict[str, dict[str, ZoneStock]] = Field(default_factory=dict)
 
 
+class Restock(_Model):
+    """Capacity that appears later: `at_seconds` of modelled time after the engine starts, the
+    zone can launch this many more of `type` (a zone and type the scenario already lists)."""
+
+    at_seconds: NonNegativeFloat
+    zone: str
+    type: str
+    spot: NonNegativeInt = 0
+    on_demand: NonNegativeInt = 0
+
+
 class MarketScenario(_Model):
     description: str = ""
     regions: dict[str, RegionMarket] = Field(default_factory=dict)
+    # gpufill's extension: capacity that appears during a run (waits are fast-forwarded).
+    restock: list[Restock] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _zones_belong_to_their_region(self) -> MarketScenario:
@@ -45,6 +58,13 @@ class MarketScenario(_Model):
             for zone in market.zones:
                 if not zone.startswith(region) or len(zone) != len(region) + 1:
                     raise ValueError(f"regions.{region}.zones: {zone!r} is not an availability zone of {region}")
+        for i, event in enumerate(self.restock):
+            region = event.zone[:-1]
+            if event.type not in self.regions.get(region, RegionMarket()).zones.get(event.zone, {}):
+                raise ValueError(
+                    f"restock[{i}]: {event.zone} does not list {event.type}; list it under "
+                    f"regions.{region}.zones.{event.zone} (with spot 0) so the zone offers the type"
+                )
         return self
 
     @classmethod
