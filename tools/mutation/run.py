@@ -179,6 +179,18 @@ def report(results: dict[str, dict[str, str]], baseline: dict) -> bool:
         print(f"{len(new)} surviving mutant(s) (`cd build/mutation && mutmut show NAME` shows one):")
         for module, mutant, status in new:
             print(f"  {status:<10} {mutant}")
+    # mutmut numbers a function's mutants by position, so an edit can shift a listed name onto
+    # another mutant: a listed one that is killed, or no longer exists, means the list is stale.
+    reported = {mutant: status for statuses in results.values() for mutant, status in statuses.items()}
+    stale = sorted(m for m in equivalent if m in reported and reported[m] in ("killed", "timeout", "caught by type check"))
+    stale += sorted(m for m in equivalent if m not in reported and any(m.startswith(module + ".") or
+                                                                        m.startswith(module + "::") for module in results))
+    if stale:
+        ok = False
+        print(f"{len(stale)} mutant(s) listed as equivalent in {BASELINE.relative_to(ROOT)} were killed or no longer exist; "
+              "the code changed under the list, check each against `mutmut show`:")
+        for mutant in stale:
+            print(f"  {mutant}")
     return ok
 
 
