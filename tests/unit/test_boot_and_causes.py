@@ -151,3 +151,13 @@ def test_a_market_with_no_pool_at_all_says_nothing_offers_the_types():
     assert cause["error"] == "ALL_SPOT_EXHAUSTED" and cause["pools_tried"] == []
     assert "offers p5.48xlarge" in cause["message"] and "none had capacity" not in cause["message"]
     assert "plan" in cause["hint"]
+
+
+def test_vt_instances_share_the_g_quota_and_other_families_have_their_own():
+    assert quota_group("vt1.3xlarge") == "G and VT"
+    assert (quota_group("inf2.xlarge"), quota_group("trn1.32xlarge"), quota_group("dl1.24xlarge")) == ("I", "T", "D")
+
+
+@pytest.mark.parametrize("code", ["KMSKeyNotAccessibleFault", "Client.InvalidKMSKey.InvalidState", "KMS.NotFoundException"])
+def test_any_kms_refusal_stops_the_run(code):
+    assert is_rejection(code)
