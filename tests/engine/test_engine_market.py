@@ -156,3 +156,29 @@ def test_distinct_placement_configurations_are_limited_per_day(engine):
         assert code == "MaxConfigLimitExceeded" and "24 hours" in message
     finally:
         engine.market.placement_configurations_per_day = 10_000
+
+
+@pytest.mark.parametrize(("call", "params", "name"), [
+    # The filter the placement scores' AZ ids are read with: moto alone ignores a misspelt one.
+    ("describe_availability_zones", {}, "zone_type"),
+    # moto alone answers a misspelt one with no offerings at all, as if the region had no GPUs.
+    ("describe_instance_type_offerings", {"LocationType": "availability-zone"}, "instance_type"),
+    ("describe_instances", {}, "instance-state"),
+    ("describe_spot_price_history", {}, "product_description"),
+])
+def test_a_filter_name_ec2_does_not_know_is_refused_as_ec2_does(engine, call, params, name):
+    ec2 = engine.client("ec2", WEST)
+    code, message = error_of(lambda: getattr(ec2, call)(Filters=[{"Name": name, "Values": ["x"]}], **params))
+    assert (code, message) == ("InvalidParameterValue", f"The filter '{name}' is invalid")
+
+
+def test_the_filters_gpufill_uses_are_accepted(engine):
+    ec2 = engine.client("ec2", WEST)
+    zones = ec2.describe_availability_zones(Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}])
+    assert zones["AvailabilityZones"]
+    offers = ec2.describe_instance_type_offerings(LocationType="availability-zone",
+                                                  Filters=[{"Name": "instance-type", "Values": ["g6.xlarge"]}])
+    assert offers["InstanceTypeOfferings"]
+    ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": ["running"]},
+                                    {"Name": "tag:gpufill:managed", "Values": ["true"]},
+                                    {"Name": "client-token", "Values": ["none"]}])

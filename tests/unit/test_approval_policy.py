@@ -128,3 +128,23 @@ def test_the_subject_fits_the_notification_limit_and_refusals_keep_the_message_w
     subject, body = approval.message(found, execution_arn=ARN, task_token="tok", expires=EXPIRES)
     assert len(subject) <= 100
     assert body.startswith(f"gpufill teardown {'t' * 80} asks to terminate 1 instance(s)")
+
+
+def test_a_teardown_of_everything_says_so_in_capitals():
+    found = teardown([machine(1), machine(2)], target=TeardownTarget(all=True))
+    assert body_of(found)[0] == (
+        "gpufill teardown tear-1 asks to terminate 2 instance(s): EVERY live instance of this deployment, of every request.")
+
+
+HEAD = "gpufill: approve terminating 3 instance(s)? ("
+
+
+def test_an_execution_name_that_just_fits_is_kept_whole_in_a_99_character_subject():
+    name = "n" * (99 - len(HEAD) - 1)
+    assert approval.subject_line(3, name) == HEAD + name + ")" and len(HEAD + name + ")") == 99
+
+
+def test_one_character_more_and_the_name_is_cut_with_an_ellipsis():
+    name = "n" * (99 - len(HEAD))
+    subject = approval.subject_line(3, name)
+    assert subject == HEAD + name[: 99 - len(HEAD) - 4] + "...)" and len(subject) == 99

@@ -151,3 +151,29 @@ def test_a_market_with_no_pool_at_all_says_nothing_offers_the_types():
     assert cause["error"] == "ALL_SPOT_EXHAUSTED" and cause["pools_tried"] == []
     assert "offers p5.48xlarge" in cause["message"] and "none had capacity" not in cause["message"]
     assert "plan" in cause["hint"]
+
+
+def test_vt_instances_share_the_g_quota_and_other_families_have_their_own():
+    assert quota_group("vt1.3xlarge") == "G and VT"
+    assert (quota_group("inf2.xlarge"), quota_group("trn1.32xlarge"), quota_group("dl1.24xlarge")) == ("I", "T", "D")
+
+
+@pytest.mark.parametrize("code", ["KMSKeyNotAccessibleFault", "Client.InvalidKMSKey.InvalidState", "KMS.NotFoundException"])
+def test_any_kms_refusal_stops_the_run(code):
+    assert is_rejection(code)
+
+
+def test_the_boot_wait_gives_up_after_twenty_rounds():
+    """Twenty rounds with the state machine's 15 s pause: about five minutes, as the docs promise."""
+    pending = {instance(1).instance_id: {"state": "pending", "private_ip": None}}
+    at = lambda rounds: boot.settle(Run(batch=1, remaining=0, launched=1, instances=[instance(1)], boot_rounds=rounds), pending)  # noqa: E731
+    assert (at(18).next, at(18).boot_rounds) == ("wait", 19)
+    assert (at(19).next, at(19).boot_rounds) == ("ready", 20)
+
+
+def test_the_hourly_cost_after_boot_adds_the_known_prices_of_the_instances_kept():
+    kept = [instance(1).model_copy(update={"hourly_price": 0.123456}), instance(2).model_copy(update={"hourly_price": None}),
+            instance(3)]
+    run = Run(batch=3, remaining=0, launched=3, instances=kept)
+    settled = boot.settle(run, {instance(3).instance_id: {"state": "terminated", "private_ip": None}})
+    assert (settled.hourly_cost, settled.launched, settled.remaining) == (0.1235, 2, 1)

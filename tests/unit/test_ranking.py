@@ -1,7 +1,7 @@
 """Pool order: regions by score, types by preference inside a region, AZs by spot price; on-demand by strategy."""
 
 from gpufill.models.request import Request, normalise
-from gpufill.models.run import RegionFacts, TypeFacts, ZoneOffer
+from gpufill.models.run import RegionFacts, RegionScore, TypeFacts, ZoneOffer
 from gpufill.policy import ranking
 
 
@@ -109,3 +109,83 @@ def test_a_pool_another_run_just_found_empty_goes_last_with_the_reason():
     deferred = ranking.defer_recently_full(pools, {pools[0].key: 1000}, now=1030)
     assert [p.availability_zone for p in deferred] == ["us-west-2b", "us-west-2c", "us-west-2a"]
     assert deferred[-1].note == "answered capacity 30 s ago in another run; tried last" and deferred[0].note is None
+
+
+def test_classic_scoring_is_the_default_whatever_placement_scores_the_facts_carry():
+    def zone(region, letter, price, placement=None):
+        return ZoneOffer(availability_zone=f"{region}{letter}", spot_price=price, placement_score=placement)
+
+    facts = [
+        RegionFacts(region="us-east-1", types=[TypeFacts(instance_type="g6.xlarge", advisor_tier=0,
+                    zones=[zone("us-east-1", c, 0.30) for c in "abcde"])]),
+        RegionFacts(region="eu-central-1", types=[TypeFacts(instance_type="g6.xlarge",
+                    zones=[zone("eu-central-1", "a", 0.32, placement=10), zone("eu-central-1", "b", 0.33)])]),
+    ]
+    request = req(instance_types=["g6.xlarge"], regions=["us-east-1", "eu-central-1"])
+    pools = ranking.spot_pools(facts, ranking.score_all(facts, request), request)
+    assert [p.region for p in pools] == ["us-east-1"] * 5 + ["eu-central-1"] * 2
+    blended = ranking.spot_pools(facts, ranking.score_all(facts, request, blended=True), request, blended=True)
+    assert [p.region for p in blended][:1] == ["eu-central-1"]
+
+
+def score(region, itype, points, price, placement=None):
+    return RegionScore(region=region, instance_type=itype, spot_price=price, score=points, placement_score=placement)
+
+
+TWO_TYPES = req(instance_types=["g6.xlarge", "g5.xlarge"], regions=["us-west-2", "us-east-1"])
+FACTS = [RegionFacts(region=r, types=[offer("g6.xlarge", [0.5], region=r), offer("g5.xlarge", [0.6], region=r)])
+         for r in ("us-west-2", "us-east-1")]
+
+
+def regions_of(pools):
+    return list(dict.fromkeys(p.region for p in pools))
+
+
+def test_classic_judges_a_region_by_its_best_type_score_ignoring_placement_scores():
+    scores = [score("us-west-2", "g6.xlarge", 60, 0.5, placement=5), score("us-west-2", "g5.xlarge", 80, 0.6),
+              score("us-east-1", "g6.xlarge", 70, 0.5, placement=3)]
+    assert regions_of(ranking.spot_pools(FACTS, scores, TWO_TYPES)) == ["us-west-2", "us-east-1"]
+
+
+def test_blended_judges_a_region_by_its_best_type_aws_scored_before_a_better_unscored_one():
+    scores = [score("us-west-2", "g6.xlarge", 60, 0.5, placement=5), score("us-west-2", "g5.xlarge", 80, 0.6),
+              score("us-east-1", "g6.xlarge", 40, 0.5, placement=2)]
+    assert regions_of(ranking.spot_pools(FACTS, scores, TWO_TYPES, blended=True)) == ["us-west-2", "us-east-1"]
+
+
+def test_two_types_scoring_alike_the_region_is_judged_by_the_preferred_ones_price():
+    scores = [score("us-west-2", "g6.xlarge", 70, 0.5), score("us-west-2", "g5.xlarge", 70, 0.9),
+              score("us-east-1", "g6.xlarge", 70, 0.7)]
+    assert regions_of(ranking.spot_pools(FACTS, scores, TWO_TYPES)) == ["us-west-2", "us-east-1"]
+
+
+def test_a_region_that_scored_only_a_later_type_still_offers_its_pools_at_their_spot_prices():
+    facts = [RegionFacts(region="us-west-2", types=[offer("g6.xlarge", [0.5], region="us-west-2"),
+                                                    offer("g5.xlarge", [0.61, 0.6], region="us-west-2")])]
+    scores = [RegionScore(region="us-west-2", instance_type="g6.xlarge", dropped="no spot price"),
+              score("us-west-2", "g5.xlarge", 70, 0.6)]
+    pools = ranking.spot_pools(facts, scores, TWO_TYPES)
+    assert [(p.instance_type, p.availability_zone, p.price, p.market) for p in pools] == [
+        ("g5.xlarge", "us-west-2b", 0.6, "spot"), ("g5.xlarge", "us-west-2a", 0.61, "spot")]
+
+
+def test_blended_tries_an_az_aws_scored_even_lowly_before_one_it_did_not_score():
+    zones = [ZoneOffer(availability_zone="us-west-2a", spot_price=0.5),
+             ZoneOffer(availability_zone="us-west-2b", spot_price=0.9, placement_score=1)]
+    facts = [RegionFacts(region="us-west-2", types=[TypeFacts(instance_type="g6.xlarge", zones=zones)])]
+    request = req(instance_types=["g6.xlarge"], regions=["us-west-2"])
+    pools = ranking.spot_pools(facts, [score("us-west-2", "g6.xlarge", 70, 0.5, placement=1)], request, blended=True)
+    assert [p.availability_zone for p in pools] == ["us-west-2b", "us-west-2a"]
+
+
+def test_on_demand_puts_a_region_without_a_price_or_a_known_distance_last(monkeypatch):
+    from gpufill import catalog
+
+    facts = [RegionFacts(region=r, types=[offer("g6.xlarge", [None], od=p, region=r)])
+             for r, p in (("us-east-1", None), ("us-west-2", 0.984), ("eu-central-1", 1.2024))]
+    assert [p.region for p in ranking.on_demand_pools(facts, req(market="on-demand", origin_region="us-west-2"))] == [
+        "us-west-2", "eu-central-1", "us-east-1"]
+    known = catalog.latency_ms
+    monkeypatch.setattr(catalog, "latency_ms", lambda origin, region: None if region == "us-west-2" else known(origin, region))
+    latency = req(market="on-demand", on_demand_strategy="latency", origin_region="us-west-2")
+    assert [p.region for p in ranking.on_demand_pools(facts, latency)] == ["us-east-1", "eu-central-1", "us-west-2"]

@@ -63,3 +63,13 @@ def test_the_largest_run_and_its_result_fit_the_step_functions_payload_limit():
     assert "INSTANCE_ID" in result["connect_template"]
     assert result["attempts_total"] == 4500 and len(result["attempts"]) == 300
     assert len(json.dumps(result)) < 200_000
+
+
+def test_a_steps_token_is_the_same_in_every_release():
+    """A step retried after a redeploy must send the token it sent before, or EC2 launches twice."""
+    assert client_token(DEV, "my-run", 7) == "gpufill-4d206bdb7ec501263bda65ae6ffdadb4efb3849b-7"
+
+
+def test_no_attempt_number_makes_a_token_longer_than_ec2_accepts():
+    token = client_token(DEV, "my-run", 10**16)
+    assert len(token) == 64 and token.startswith("gpufill-")

@@ -278,6 +278,8 @@ def test_length_limits_on_text_and_lists_read_as_musts():
 def test_teardown_and_status_combinations_say_what_goes_with_what():
     assert problems({"action": "teardown", "request_id": "run-a", "instance_ids": ["i-0123456789abcdef0"]}) == {
         "instance_ids": "a teardown names exactly one of request_id, instance_ids or all (this one names request_id, instance_ids)"}
+    assert problems({"action": "teardown", "request_id": "run-a", "instance_ids": ["i-0123456789abcdef0"], "all": True}) == {
+        "all": "a teardown names exactly one of request_id, instance_ids or all (this one names request_id, instance_ids, all)"}
     assert problems({"action": "teardown"}) == {
         "request_id": 'a teardown needs exactly one of request_id, instance_ids or "all": true (what to terminate)'}
     assert problems({"action": "status", "requested_by": "ana"}) == {

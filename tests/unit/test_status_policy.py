@@ -141,3 +141,47 @@ def test_the_hourly_cost_is_rounded_to_four_places():
 @pytest.mark.parametrize(("launched", "hours"), [("2026-02-25T08:00:00+00:00", 100.0), ("2026-03-01T11:59:00+00:00", 0.02)])
 def test_hours_are_whole_hours_of_3600_seconds_shown_to_two_places(launched, hours):
     assert status.hours_since(launched, NOW) == hours
+
+
+def test_records_to_mark_ended_whatever_their_order_in_the_table():
+    records = {
+        "i-0": {"region": "us-west-2", "expires_at": 1772400000},  # already on its way out
+        "i-1": {"region": "us-west-2", "state": "terminated"},  # gpufill saw it end; EC2 forgot it
+        "i-2": {"region": "us-west-2", "launched_at": "2026-03-01T11:00:00+00:00"},  # unseen for exactly an hour
+        "i-3": {"region": "us-west-2", "launched_at": "2026-03-01T11:01:00+00:00"},  # new: maybe not visible yet
+        "i-4": {"region": "us-west-2", "state": "running"},
+    }
+    assert status.ended(records, {"i-4": instance("i-4", state="terminated")}, NOW) == {
+        "i-1": "terminated", "i-2": "gone", "i-4": "terminated"}
+
+
+def test_another_deployments_instance_is_passed_over_and_the_rest_still_reported():
+    live = {"i-1": instance("i-1", tags={**MANAGED, TAG_DEPLOYMENT: "dev"}), "i-2": instance("i-2")}
+    assert [e.instance_id for e in view(live=live).instances] == ["i-2"]
+
+
+def test_by_request_counts_instances_without_a_request_under_a_question_mark():
+    report = view(live={"i-1": instance("i-1", tags=dict(OURS)), "i-2": instance("i-2")})
+    assert report.by_request == {"?": {"running": 1}, "run-a": {"running": 1}} and report.other_requests == 0
+
+
+def test_past_a_hundred_requests_the_biggest_are_counted_one_by_one_and_the_rest_together():
+    live = {f"i-{n:03d}": instance(f"i-{n:03d}", tags={**MANAGED, TAG_REQUEST_ID: f"run-{n:03d}"}) for n in range(100)}
+    live |= {f"i-z{n}": instance(f"i-z{n}", tags={**MANAGED, TAG_REQUEST_ID: "run-zzz"}) for n in range(2)}
+    report = view(live=live)
+    assert list(report.by_request) == [f"run-{n:03d}" for n in range(99)] + ["run-zzz"]
+    assert report.by_request["run-zzz"] == {"running": 2} and report.other_requests == 1
+
+
+def test_the_gone_and_unrecorded_lists_follow_region_then_request_then_id():
+    records = {"i-1": {"region": "us-west-2"}, "i-2": {"region": "us-west-2", "request_id": "Run-1"}}
+    assert view(records=records).gone == ["i-1", "i-2"]
+
+
+def test_past_a_hundred_instances_what_needs_attention_is_listed_before_history():
+    live = {f"i-{n:03d}": instance(f"i-{n:03d}", state="terminated", tags=dict(MANAGED)) for n in range(100)}
+    report = view(records={"i-zzz": {"region": "us-west-2", "request_id": "run-a", "state": "running"}}, live=live)
+    assert "i-zzz" in [e.instance_id for e in report.instances] and report.listed == 100 and report.total == 101
+    assert report.note == (
+        "100 of 101 instances listed (those needing attention and the billed ones first); the counts cover all. "
+        'For one request\'s instances: {"action": "status", "request_id": "<execution name>"}')

@@ -7,11 +7,14 @@ targeted tests run, and when they all pass the fast tests run in full before the
 called a survivor. An entry whose text is no longer in the file fails the run: the list must
 follow the code.
 
-Run by tools/mutation/run.py; `--json` prints {module: {mutant: status}}.
+Run by tools/mutation/run.py; `--json` prints {module: {mutant: status}}; `--only PATTERN`
+(repeatable) runs only the rules of modules whose name matches the glob.
 """
 
 from __future__ import annotations
 
+import argparse
+import fnmatch
 import json
 import os
 import subprocess
@@ -196,7 +199,13 @@ def run(mutation: Mutation) -> str:
 
 
 def main() -> int:
-    as_json = "--json" in sys.argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print {module: {mutant: status}} at the end")
+    parser.add_argument("--rerun-survivors", action="store_true",
+                        help="keep the last pass's kills, test only what survived it (after new tests)")
+    parser.add_argument("--only", action="append", metavar="PATTERN", help="only modules matching this glob")
+    args = parser.parse_args()
+    as_json = args.json
     if not (STAGING / "src" / "gpufill").exists():
         sys.path.insert(0, str(Path(__file__).parent))
         from run import stage  # the staging copy run.py lays out
@@ -204,8 +213,10 @@ def main() -> int:
         stage()
     found: dict[str, dict[str, str]] = {}
     # --rerun-survivors: keep the last pass's kills, test only what survived it (after new tests).
-    last = json.loads(RESULTS.read_text()) if "--rerun-survivors" in sys.argv and RESULTS.exists() else {}
+    last = json.loads(RESULTS.read_text()) if args.rerun_survivors and RESULTS.exists() else {}
     for mutation in MUTATIONS:
+        if args.only and not any(fnmatch.fnmatchcase(mutation.module, pattern) for pattern in args.only):
+            continue
         previous = last.get(mutation.module, {}).get(mutation.name)
         status = previous if previous == "killed" else run(mutation)
         found.setdefault(mutation.module, {})[mutation.name] = status
@@ -214,7 +225,7 @@ def main() -> int:
     if as_json:
         print(json.dumps(found))
     if last:
-        RESULTS.write_text(json.dumps(found))
+        RESULTS.write_text(json.dumps({**{m: s for m, s in last.items() if m not in found}, **found}))
     return 0
 
 

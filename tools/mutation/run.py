@@ -10,6 +10,10 @@ mutmut derives a module's import name from its path and only strips a leading `s
 run happens in a staging copy (build/mutation/) with the package under src/gpufill; the
 staging copy is kept between runs so mutmut only re-tests what changed.
 
+`--only PATTERN` (a glob over module names, e.g. 'gpufill.policy.result*'; repeatable) mutates,
+tests and reports only the matching modules, so one module can be worked on in minutes; the
+other modules' last results are kept for the next full run.
+
 The score per module is compared with tools/mutation/baseline.json: the run fails when a
 module's score falls below its baseline. Mutants the baseline lists as equivalent (with the
 reason each changes nothing a user could see) are left out of the score. `--update-baseline`
@@ -19,6 +23,7 @@ writes the measured scores (the equivalent mutants and their reasons are kept by
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import shutil
@@ -80,11 +85,27 @@ def _write_if_changed(path: Path, content: str | bytes) -> None:
     path.write_bytes(data)
 
 
-def run_mutmut(children: int) -> None:
+def matches(module: str, only: list[str] | None) -> bool:
+    return not only or any(fnmatch.fnmatchcase(module, pattern) for pattern in only)
+
+
+def mutmut_modules() -> list[str]:
+    """The modules mutmut mutates, named as mutmut names them (from their staged path)."""
+    src = STAGING / "src"
+    paths = {path for pattern in MUTATED for path in src.glob(pattern.removeprefix("src/"))}
+    return sorted(path.relative_to(src).with_suffix("").as_posix().replace("/", ".")
+                  for path in paths if path.suffix == ".py" and path.name != "__init__.py")
+
+
+def run_mutmut(children: int, only: list[str] | None = None) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the mutated copy must win
     mutmut = Path(sys.executable).with_name("mutmut")
-    subprocess.run([str(mutmut), "run", "--max-children", str(children)], cwd=STAGING, env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    # Named mutants are always re-tested, so a run with --only never reports a stale result.
+    names = [f"{module}.*" for module in mutmut_modules() if matches(module, only)] if only else []
+    if only and not names:
+        return  # only module-level rules match (constants, launch.user_data)
+    subprocess.run([str(mutmut), "run", "--max-children", str(children), *names], cwd=STAGING, env=env,
+                   check=True, stdout=subprocess.DEVNULL)
 
 
 def mutmut_results() -> dict[str, dict[str, str]]:
@@ -102,15 +123,30 @@ def mutmut_results() -> dict[str, dict[str, str]]:
 MODULE_LEVEL_RESULTS = STAGING / "module-level.json"
 
 
-def module_level_results(*, rerun: bool) -> dict[str, dict[str, str]]:
-    """Run the module-level pass, or read what the last one found (kept in build/mutation/)."""
+def module_level_modules() -> list[str]:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from module_level import MUTATIONS
+
+    return sorted({mutation.module for mutation in MUTATIONS})
+
+
+def module_level_results(*, rerun: bool, only: list[str] | None = None) -> dict[str, dict[str, str]]:
+    """Run the module-level pass, or read what the last one found (kept in build/mutation/).
+
+    With `only`, just the matching modules' rules are run; the other modules keep their last results.
+    """
+    kept = json.loads(MODULE_LEVEL_RESULTS.read_text()) if MODULE_LEVEL_RESULTS.exists() else {}
     if not rerun:
-        return json.loads(MODULE_LEVEL_RESULTS.read_text()) if MODULE_LEVEL_RESULTS.exists() else {}
+        return kept
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([sys.executable, str(Path(__file__).with_name("module_level.py")), "--json"],
+    selection = [arg for pattern in only or [] for arg in ("--only", pattern)]
+    out = subprocess.run([sys.executable, str(Path(__file__).with_name("module_level.py")), "--json", *selection],
                          cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
-    MODULE_LEVEL_RESULTS.write_text(out)
-    return json.loads(out)
+    found = json.loads(out)
+    if only:
+        found = {**{m: s for m, s in kept.items() if not matches(m, only)}, **found}
+    MODULE_LEVEL_RESULTS.write_text(json.dumps(found))
+    return found
 
 
 def report(results: dict[str, dict[str, str]], baseline: dict) -> bool:
@@ -143,6 +179,18 @@ def report(results: dict[str, dict[str, str]], baseline: dict) -> bool:
         print(f"{len(new)} surviving mutant(s) (`cd build/mutation && mutmut show NAME` shows one):")
         for module, mutant, status in new:
             print(f"  {status:<10} {mutant}")
+    # mutmut numbers a function's mutants by position, so an edit can shift a listed name onto
+    # another mutant: a listed one that is killed, or no longer exists, means the list is stale.
+    reported = {mutant: status for statuses in results.values() for mutant, status in statuses.items()}
+    stale = sorted(m for m in equivalent if m in reported and reported[m] in ("killed", "timeout", "caught by type check"))
+    stale += sorted(m for m in equivalent if m not in reported and any(m.startswith(module + ".") or
+                                                                        m.startswith(module + "::") for module in results))
+    if stale:
+        ok = False
+        print(f"{len(stale)} mutant(s) listed as equivalent in {BASELINE.relative_to(ROOT)} were killed or no longer exist; "
+              "the code changed under the list, check each against `mutmut show`:")
+        for mutant in stale:
+            print(f"  {mutant}")
     return ok
 
 
@@ -163,16 +211,22 @@ def main() -> int:
     parser.add_argument("--skip-mutmut", action="store_true", help="report the last mutmut run again")
     parser.add_argument("--skip-module-level", action="store_true",
                         help="report the last module-level pass again instead of running it")
+    parser.add_argument("--only", action="append", metavar="PATTERN",
+                        help="mutate, test and report only modules matching this glob, e.g. 'gpufill.policy.result*' "
+                             "(repeatable; --update-baseline then updates only those modules)")
     args = parser.parse_args()
     stage()
+    if args.only and not any(matches(m, args.only) for m in mutmut_modules() + module_level_modules()):
+        parser.error(f"no mutated module matches {' '.join(args.only)}")
     if not args.skip_mutmut:
-        run_mutmut(args.children)
+        run_mutmut(args.children, args.only)
     results = mutmut_results()
-    for module, statuses in module_level_results(rerun=not args.skip_module_level).items():
+    for module, statuses in module_level_results(rerun=not args.skip_module_level, only=args.only).items():
         results.setdefault(module, {}).update(statuses)
+    results = {module: statuses for module, statuses in results.items() if matches(module, args.only)}
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
     if args.update_baseline:
-        baseline["scores"] = scores(results, baseline.get("equivalent", {}))
+        baseline["scores"] = {**baseline.get("scores", {}), **scores(results, baseline.get("equivalent", {}))}
         BASELINE.write_text(json.dumps(baseline, indent=1, sort_keys=True) + "\n")
         print(f"baseline written to {BASELINE.relative_to(ROOT)}")
     return 0 if report(results, baseline) else 1

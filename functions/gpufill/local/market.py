@@ -16,10 +16,12 @@ from moto.core.responses import ActionResult
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models.instance_types import InstanceTypeOfferingBackend
 from moto.ec2.responses import EC2Response
+from moto.ec2.responses._base_response import EC2BaseResponse
 from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.responses.spot_instances import SpotInstances
 
 from gpufill import catalog
+from gpufill.local import filters
 from gpufill.local.scenario import MarketScenario
 
 DEFAULT_VCPUS = 4
@@ -299,6 +301,7 @@ class SimulatedMarket:
             return market.launch(response, launch_in_moto)
 
         def describe_spot_price_history(response: SpotInstances) -> ActionResult:
+            response._filters_from_querystring()  # refuses a name EC2 does not know; gpufill filters by parameters
             types = response._get_param("InstanceTypes", [])
             return ActionResult({"SpotPriceHistory": market.price_history(response.region, types)})
 
@@ -376,9 +379,17 @@ class SimulatedMarket:
                 }
             ]
 
+        original_filters = EC2BaseResponse._filters_from_querystring
+
+        def strict_filters(response: EC2BaseResponse) -> dict:
+            found = original_filters(response)
+            filters.check(response._get_action(), found)
+            return found
+
         from moto.ec2.models.amis import Ami
 
         stack = ExitStack()
+        stack.enter_context(mock.patch.object(EC2BaseResponse, "_filters_from_querystring", strict_filters))
         stack.enter_context(mock.patch.object(InstanceResponse, "describe_instances", describe_instances))
         stack.enter_context(mock.patch.object(Ami, "block_device_mappings", property(root_snapshot_mappings)))
         stack.enter_context(
