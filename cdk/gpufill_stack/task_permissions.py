@@ -427,6 +427,18 @@ TASKS: dict[str, TaskSpec] = {
         timeout_seconds=30,
         grants=(query_request_instances,),
     ),
+    "RollBackGangFunctionArn": TaskSpec(
+        summary="An all_or_nothing gang that cannot complete: terminates this run's own instances and records them rolled back",
+        memory_mb=256,
+        timeout_seconds=90,
+        grants=(
+            query_request_instances,
+            terminate_managed_instances,
+            update_instance_records,
+            read_instance_record,
+            read_instance_records_by_id,
+        ),
+    ),
     # Teardown, behind a human approval, and the status view.
     "FindTeardownInstancesFunctionArn": TaskSpec(
         summary="Finds the instances a teardown may end, from the records and EC2; records unrecorded ones",
