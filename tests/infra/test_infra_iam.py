@@ -36,8 +36,9 @@ def _env(synthesized):
 def test_terminate_only_this_deployments_managed_instances(synthesized, task_functions):
     by_task = _all_function_statements(synthesized, task_functions)
     holders = {p for p, statements in by_task.items() if statements_with(statements, "ec2:TerminateInstances")}
-    assert holders == {"TerminateRegionInstancesFunctionArn"}
-    for statement in statements_with(by_task["TerminateRegionInstancesFunctionArn"], "ec2:TerminateInstances"):
+    # The approved teardown, and an all_or_nothing run ending its own gang.
+    assert holders == {"TerminateRegionInstancesFunctionArn", "RollBackGangFunctionArn"}
+    for statement in [s for task in sorted(holders) for s in statements_with(by_task[task], "ec2:TerminateInstances")]:
         assert statement["Condition"] == {
             "StringEquals": {MANAGED: constants.TAG_MANAGED_VALUE, DEPLOYMENT: _env(synthesized)}
         }
