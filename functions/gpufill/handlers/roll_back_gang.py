@@ -17,7 +17,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
-from gpufill.adapters import instances_table, managed_instances, run_store
+from gpufill.adapters import instances_table, managed_instances, placement_groups, run_store
 from gpufill.adapters.aws import TransientAwsError
 from gpufill.handlers.events import LoopEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
@@ -43,6 +43,10 @@ def handler(event: dict, context: LambdaContext) -> dict:
         with managed_instances.retryable("recording the rollback"):
             for instance_id in ids:
                 instances_table.mark_rolled_back(instance_id, region=region, request_id=request.request_id, terminated_at=now)
+    if request.placement == "same-az":
+        # Cluster groups this request made: gone once empty (AWS refuses while instances shut down).
+        for region in by_region:
+            placement_groups.remove_empty(region, managed_instances.deployment(), {request.request_id})
     metrics.add_metric(name="InstancesRolledBack", unit="Count", value=len(held))
     pools = run_store.load_plan(step.plan.key).pools if step.plan else []
     run = fill.after_rollback(run, pools, request, len(held))

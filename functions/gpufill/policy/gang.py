@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import json
 
+from gpufill import catalog
 from gpufill.models.request import ProvisionRequest
 from gpufill.models.run import Attempt, Gang, Pool, Run
 
 CAUSE_BUDGET = 30_000  # a Fail state's cause is capped at 32,768 characters
 LISTED_ROLLED_BACK = 250  # ids in the cause; the records hold every one
+MAX_GROUP_NAME = 255  # EC2's limit on a placement group name
 
 
 def place(pool: Pool, placement: str) -> str | None:
@@ -56,6 +58,14 @@ def landed(run: Run, pool: Pool, request: ProvisionRequest) -> Run:
     if where is None or gang.anchor is not None:
         return run
     return run.model_copy(update={"gang": gang.model_copy(update={"anchor": where, "market": pool.market, "resume": run.cursor + 1})})
+
+
+def cluster_group(request: ProvisionRequest, pool: Pool, deployment: str) -> str | None:
+    """The cluster placement group a same-az gang of EFA types launches into, one per deployment,
+    request and AZ (a cluster group lives in one AZ); None when the gang needs none."""
+    if request.placement != "same-az" or not catalog.supports_efa(pool.instance_type):
+        return None
+    return f"gpufill-{deployment}-{request.request_id}-{pool.availability_zone}"[:MAX_GROUP_NAME]
 
 
 def must_roll_back(run: Run, request: ProvisionRequest) -> bool:
