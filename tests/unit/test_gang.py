@@ -243,3 +243,24 @@ def test_a_cause_over_budget_keeps_the_ids_and_the_pools_that_launched():
 def test_a_hand_built_anchor_without_a_market_is_excluded_as_spot():
     run = Run(batch=1, remaining=1, gang=Gang(anchor="us-west-2"))
     assert gang.rolled_back(run, request(), 0).gang.excluded == ["spot:us-west-2"]
+
+
+# --- cluster placement groups ------------------------------------------------------------------------
+
+
+def test_efa_types_are_the_multi_node_sizes_in_the_catalog():
+    from gpufill import catalog
+
+    assert [t for t in ("g6e.12xlarge", "p4d.24xlarge", "p5.48xlarge", "g5.8xlarge") if catalog.supports_efa(t)] == [
+        "g6e.12xlarge", "p4d.24xlarge", "p5.48xlarge", "g5.8xlarge"]
+    assert [t for t in ("g6.xlarge", "g6e.4xlarge", "g5.4xlarge", "no.such") if catalog.supports_efa(t)] == []
+
+
+def test_a_same_az_gang_of_efa_types_gets_one_cluster_group_per_deployment_request_and_zone():
+    efa = pool(zone="b", itype="g6e.12xlarge")
+    assert gang.cluster_group(request(placement="same-az", instance_types=["g6e.12xlarge"]), efa, "prod") == (
+        "gpufill-prod-gang-1-us-west-2b")
+    assert gang.cluster_group(request(placement="same-region", instance_types=["g6e.12xlarge"]), efa, "prod") is None
+    assert gang.cluster_group(request(placement="same-az"), WEST_B, "prod") is None
+    long = gang.cluster_group(request(placement="same-az", instance_types=["g6e.12xlarge"]), efa, "d" * 300)
+    assert long == f"gpufill-{'d' * 300}"[: gang.MAX_GROUP_NAME] and len(long) == 255

@@ -173,3 +173,54 @@ def test_a_rollback_that_keeps_failing_ends_provisioning_failed_naming_what_is_l
     assert cause["launched"] == 2
     assert sum(1 for r in recorded.values() if r.get("rolled_back")) == 7
     assert execution.entered()[-2:] == ["ReportFailure", "PROVISIONING_FAILED"]
+
+
+# --- cluster placement groups (EFA types) --------------------------------------------------------
+
+EFA_MARKET = {
+    "regions": {
+        WEST: {
+            "advisor_tier": {"g6e.12xlarge": 1},
+            "zones": {
+                # 8 in the AZ, but one cluster group there holds only 3 (one network segment's free slots).
+                "us-west-2a": {"g6e.12xlarge": {"spot_price": 4.10, "spot": 8, "cluster": 3}},
+                "us-west-2b": {"g6e.12xlarge": {"spot_price": 4.20, "spot": 4}},
+            },
+        }
+    }
+}
+
+
+def test_a_same_az_gang_of_efa_types_launches_into_a_cluster_group_and_moves_when_the_group_is_full():
+    request = gang(instance_types=["g6e.12xlarge"], regions=[WEST], placement="same-az", all_or_nothing=True)
+    with LocalEngine(MarketScenario.model_validate(EFA_MARKET)) as engine:
+        execution = engine.run(request, name="efa-gang")
+        assert execution.output["status"] == "FULFILLED", execution.cause
+        assert tried(execution) == [("us-west-2a", 4, 3, "launched"), ("us-west-2b", 4, 4, "launched")]
+        groups = engine.market.groups
+        # The 2a group was emptied by the rollback and deleted; the gang's group holds exactly the gang.
+        assert groups.names(WEST) == ["gpufill-local-efa-gang-us-west-2b"]
+        assert groups.members(WEST, "gpufill-local-efa-gang-us-west-2b") == sorted(
+            i["instance_id"] for i in execution.output["instances"]
+        )
+        tags = engine.client("ec2", WEST).describe_placement_groups(GroupNames=["gpufill-local-efa-gang-us-west-2b"])
+        [group] = tags["PlacementGroups"]
+        assert group["Strategy"] == "cluster"
+        assert {t["Key"]: t["Value"] for t in group["Tags"]} == {
+            constants.TAG_MANAGED: "true", constants.TAG_DEPLOYMENT: "local", constants.TAG_REQUEST_ID: "efa-gang",
+        }
+
+        teardown = engine.run({"action": "teardown", "request_id": "efa-gang"}, name="efa-gang-down", decision="approved")
+        assert teardown.output["status"] == "TERMINATED"
+        assert groups.names(WEST) == []
+
+
+def test_a_gang_that_needs_no_cluster_group_makes_none():
+    with LocalEngine(MarketScenario.model_validate(MARKET)) as engine:
+        execution = engine.run(gang(placement="same-az", all_or_nothing=True), name="plain-gang")
+        assert execution.output["status"] == "FULFILLED"
+        assert engine.market.groups.names(WEST) == [] and execution.metrics["ec2_calls"].get("CreatePlacementGroup") is None
+    with LocalEngine(MarketScenario.model_validate(EFA_MARKET)) as engine:
+        execution = engine.run(gang(instance_types=["g6e.12xlarge"], regions=[WEST], placement="same-region"), name="region-gang")
+        assert execution.output["launched"] == 4
+        assert engine.market.groups.names(WEST) == []

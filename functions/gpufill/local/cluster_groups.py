@@ -31,6 +31,10 @@ class ClusterGroups:
     def names(self, region: str) -> list[str]:
         return sorted(name for r, name in self._groups if r == region)
 
+    def members(self, region: str, name: str) -> list[str]:
+        """The ids of every instance launched into the group, ended or not."""
+        return sorted(i.id for i in self._get(region, name)["members"])
+
     def room(self, region: str, name: str, zone: str, instance_type: str) -> int:
         group = self._get(region, name)
         stock = self.scenario.regions.get(region)
