@@ -113,6 +113,11 @@ def not_placed_cause(request: ProvisionRequest, attempts: list[Attempt], rolled:
         + (f"{len(rolled)} instance(s) this run launched were terminated (rolled back); nothing keeps running."
            if rolled else "Nothing was launched, so nothing was rolled back.")
     )
+    if not pools:
+        message = (
+            f"No pool to try: none of the candidate regions ({', '.join(request.regions)}) offers "
+            f"{', '.join(request.instance_types)} in any AZ, so the gang of {request.count} could not be placed. Nothing was launched."
+        )
     cause = {
         "error": "GANG_NOT_PLACED",
         "message": message,
