@@ -224,3 +224,17 @@ def test_a_gang_that_needs_no_cluster_group_makes_none():
         execution = engine.run(gang(instance_types=["g6e.12xlarge"], regions=[WEST], placement="same-region"), name="region-gang")
         assert execution.output["launched"] == 4
         assert engine.market.groups.names(WEST) == []
+
+
+def test_a_gang_member_reclaimed_before_it_ran_rolls_the_whole_gang_back():
+    market = {"regions": {WEST: {"advisor_tier": {"g6.xlarge": 0}, "zones": {
+        "us-west-2a": {"g6.xlarge": {"spot_price": 0.40, "spot": 4, "reclaimed_at_launch": 1}}}}}}
+    execution, live, recorded, _ = run(gang(regions=[WEST], placement="same-az", all_or_nothing=True), market)
+    assert execution.error == "GANG_NOT_PLACED"
+    assert live == []
+    assert execution.entered()[-6:] == ["WaitUntilRunning", "InstancesRunning", "IsFulfilled", "RollBackGang", "NextMove", "GANG_NOT_PLACED"]
+    assert sorted(r["state"] for r in recorded.values()) == ["terminated"] * 4
+    # EC2 ended one (recorded lost); the run rolled back the other three.
+    assert sorted((bool(r.get("rolled_back")), "lost_reason" in r) for r in recorded.values()) == [
+        (False, True), (True, False), (True, False), (True, False)]
+    assert execution.cause["rolled_back_count"] == 3
