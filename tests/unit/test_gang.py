@@ -225,9 +225,12 @@ def test_the_cause_of_a_spread_gang_that_launched_nothing_says_nothing_was_rolle
                              "without \"all_or_nothing\" the run keeps a partial gang.")
     anywhere = json.loads(gang.not_placed_cause(request(count=2, all_or_nothing=True), [attempt(WEST_A, 0, "capacity")], [], []))
     assert anywhere["message"].startswith("The gang of 2 x g6.xlarge could not be placed after trying 1 pool(s). ")
-    nowhere = json.loads(gang.not_placed_cause(request(count=2, all_or_nothing=True), [], [], []))
-    assert nowhere["message"] == ("No pool to try: none of the candidate regions (us-west-2) offers g6.xlarge in any AZ, "
-                                  "so the gang of 2 could not be placed. Nothing was launched.")
+    two = request(count=2, all_or_nothing=True, instance_types=["g6.xlarge", "g5.xlarge"], regions=["us-west-2", "us-east-1"])
+    nowhere = json.loads(gang.not_placed_cause(two, [], [], []))
+    assert nowhere["message"] == ("No pool to try: none of the candidate regions (us-west-2, us-east-1) offers g6.xlarge, "
+                                  "g5.xlarge in any AZ, so the gang of 2 could not be placed. Nothing was launched.")
+    spread = json.loads(gang.not_placed_cause(two, [attempt(WEST_A, 0, "capacity")], [], []))
+    assert spread["message"].startswith("The gang of 2 x g6.xlarge, g5.xlarge could not be placed after trying 1 pool(s).")
 
 
 def test_a_cause_over_budget_keeps_the_ids_and_the_pools_that_launched():

@@ -130,12 +130,12 @@ def not_placed_cause(request: ProvisionRequest, attempts: list[Attempt], rolled:
         "rolled_back": [_rolled(r) for r in sorted(rolled, key=lambda r: r["instance_id"])[:LISTED_ROLLED_BACK]],
         "hint": _hint(request),
     }
-    text = json.dumps(cause, default=str)
+    text = json.dumps(cause)
     if len(text) > CAUSE_BUDGET:
         cause["rolled_back"] = [r["instance_id"] for r in cause["rolled_back"]]
         cause["pools_tried"] = [p["pool"] for p in cause["pools_tried"] if p["launched"]]
         cause["pools_note"] = f"{len(pools)} pools tried; only those that launched are listed (the execution history holds all)"
-        text = json.dumps(cause, default=str)
+        text = json.dumps(cause)
     return text
 
 
