@@ -238,3 +238,16 @@ def test_a_gang_member_reclaimed_before_it_ran_rolls_the_whole_gang_back():
     assert sorted((bool(r.get("rolled_back")), "lost_reason" in r) for r in recorded.values()) == [
         (False, True), (True, False), (True, False), (True, False)]
     assert execution.cause["rolled_back_count"] == 3
+
+
+def test_after_every_spot_place_failed_the_on_demand_path_places_the_gang_whole():
+    regions = {**MARKET["regions"], WEST: {**MARKET["regions"][WEST], "zones": {
+        **MARKET["regions"][WEST]["zones"], "us-west-2b": zone(0.41, spot=1, on_demand=5)}}}
+    execution, live, recorded, _ = run(
+        gang(count=5, placement="same-az", all_or_nothing=True, market="spot-then-on-demand"), {"regions": regions})
+    assert execution.output["status"] == "FULFILLED", execution.cause
+    assert {(i["market"], i["availability_zone"]) for i in execution.output["instances"]} == {("on-demand", "us-west-2b")}
+    assert sorted(i["Placement"]["AvailabilityZone"] for i in live) == ["us-west-2b"] * 5
+    # Every spot gang (2 + 1 + 4 in Oregon, 2 + 2 in Virginia) was rolled back first.
+    assert sum(1 for r in recorded.values() if r.get("rolled_back")) == 11
+    assert execution.entered().count("RankOnDemandPools") == 1

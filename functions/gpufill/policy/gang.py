@@ -9,9 +9,10 @@ its region and AZ); every pool tried after it must be in that place. When that p
   excluded, and starts the gang again from scratch in the next pool, in rank order, that it
   has not tried yet in this market; when no place is left the run ends GANG_NOT_PLACED.
 
-`any` with all_or_nothing: the fill runs as usual and only an incomplete end rolls back.
-A gang completes within one market: a spot-then-on-demand run rolls back a spot gang it
-cannot complete before its On-Demand path starts a new one.
+`any` with all_or_nothing: the fill runs as usual (spot-then-on-demand keeps its spot
+instances while the On-Demand path fills the rest) and only an incomplete end rolls back.
+A same-region or same-az gang completes within one market: a spot-then-on-demand run rolls
+back a spot gang it cannot complete before its On-Demand path starts a new one.
 """
 
 from __future__ import annotations
