@@ -103,6 +103,7 @@ def test_a_gang_is_rolled_back_only_with_all_or_nothing_an_anchor_and_something_
     strict = request(placement="same-region", all_or_nothing=True, count=4)
     assert gang.must_roll_back(anchored, strict) is True
     assert gang.must_roll_back(anchored, request(placement="same-region", count=4)) is False
+    assert gang.must_roll_back(anchored.model_copy(update={"launched": 1}), strict) is True
     assert gang.must_roll_back(anchored.model_copy(update={"launched": 0}), strict) is False
     assert gang.must_roll_back(anchored.model_copy(update={"gang": Gang()}), strict) is False
     assert gang.must_roll_back(anchored.model_copy(update={"gang": None}), strict) is False
