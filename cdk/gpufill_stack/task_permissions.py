@@ -115,6 +115,7 @@ def run_tagged_instances(r: TaskResources) -> Grant:
         r.ec2_arn("network-interface/*"),
         r.ec2_arn("volume/*"),
         r.ec2_arn("spot-instances-request/*"),
+        r.ec2_arn("placement-group/*"),  # a same-az gang of EFA types launches into its cluster group
     ]
     tagged = [instances, r.ec2_arn("volume/*")]
     stack = Stack.of(r.scope)
@@ -275,6 +276,63 @@ def terminate_managed_instances(r: TaskResources) -> Grant:
     )
 
 
+def create_cluster_groups(r: TaskResources) -> Grant:
+    """CreatePlacementGroup, only tagged gpufill:managed=true and gpufill:deployment=<env>, tags only on create (adapters.placement_groups)."""
+    groups = r.ec2_arn("placement-group/*")
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=["ec2:CreatePlacementGroup"],
+                resources=[groups],
+                conditions={
+                    "StringEquals": {
+                        f"aws:RequestTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE,
+                        f"aws:RequestTag/{constants.TAG_DEPLOYMENT}": r.env,
+                    }
+                },
+            ),
+            iam.PolicyStatement(
+                actions=["ec2:CreateTags"],
+                resources=[groups],
+                conditions={"StringEquals": {"ec2:CreateAction": "CreatePlacementGroup"}},
+            ),
+        ],
+        {
+            nag.wildcard_resource(r.scope, groups): (
+                "A same-az gang's cluster placement group is named at run time in whichever region "
+                "and AZ it lands; it must carry this deployment's tags, which it can only get at creation."
+            )
+        },
+    )
+
+
+def delete_cluster_groups(r: TaskResources) -> Grant:
+    """DeletePlacementGroup, only of groups tagged for this deployment; DescribePlacementGroups to find them."""
+    groups = r.ec2_arn("placement-group/*")
+    return Grant(
+        [
+            iam.PolicyStatement(actions=["ec2:DescribePlacementGroups"], resources=["*"]),
+            iam.PolicyStatement(
+                actions=["ec2:DeletePlacementGroup"],
+                resources=[groups],
+                conditions={
+                    "StringEquals": {
+                        f"aws:ResourceTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE,
+                        f"aws:ResourceTag/{constants.TAG_DEPLOYMENT}": r.env,
+                    }
+                },
+            ),
+        ],
+        {
+            "Resource::*": _EC2_DESCRIBE,
+            nag.wildcard_resource(r.scope, groups): (
+                "Cluster groups are created at run time in any region; the aws:ResourceTag conditions "
+                "confine deletion to this deployment's own groups."
+            ),
+        },
+    )
+
+
 # What EC2 does with a customer-managed key when it creates and attaches an encrypted volume
 # on the caller's behalf (AWS: "Required KMS key policy for use with encrypted volumes").
 EBS_KMS_ACTIONS = [
@@ -407,6 +465,7 @@ TASKS: dict[str, TaskSpec] = {
             remember_full_pools,
             read_instance_records_by_id,
             use_ebs_kms_key,
+            create_cluster_groups,
         ),
     ),
     "WaitUntilRunningFunctionArn": TaskSpec(
@@ -426,6 +485,19 @@ TASKS: dict[str, TaskSpec] = {
         memory_mb=256,
         timeout_seconds=30,
         grants=(query_request_instances,),
+    ),
+    "RollBackGangFunctionArn": TaskSpec(
+        summary="An all_or_nothing gang that cannot complete: terminates this run's own instances and records them rolled back",
+        memory_mb=256,
+        timeout_seconds=90,
+        grants=(
+            query_request_instances,
+            terminate_managed_instances,
+            update_instance_records,
+            read_instance_record,
+            read_instance_records_by_id,
+            delete_cluster_groups,
+        ),
     ),
     # Teardown, behind a human approval, and the status view.
     "FindTeardownInstancesFunctionArn": TaskSpec(
@@ -458,7 +530,7 @@ TASKS: dict[str, TaskSpec] = {
         summary="Terminates one region's approved instances, only those still tagged for this deployment and request",
         memory_mb=256,
         timeout_seconds=90,
-        grants=(describe_instances, terminate_managed_instances, update_instance_records),
+        grants=(describe_instances, terminate_managed_instances, update_instance_records, delete_cluster_groups),
     ),
     "ReportInstanceStatusFunctionArn": TaskSpec(
         summary="Lists this deployment's instances: records next to EC2 in each region; records unrecorded ones",

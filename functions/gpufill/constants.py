@@ -116,6 +116,7 @@ LAMBDA_TASKS = {
     "WaitUntilRunningFunctionArn": "gpufill.handlers.wait_until_running.handler",
     "ReportResultFunctionArn": "gpufill.handlers.report_result.handler",
     "ReportFailureFunctionArn": "gpufill.handlers.report_failure.handler",
+    "RollBackGangFunctionArn": "gpufill.handlers.roll_back_gang.handler",
     # Teardown (behind a human approval) and the status view.
     "FindTeardownInstancesFunctionArn": "gpufill.handlers.find_teardown_instances.handler",
     "RequestTeardownApprovalFunctionArn": "gpufill.handlers.request_teardown_approval.handler",

@@ -48,3 +48,30 @@ def test_a_summary_from_aws_history_has_no_local_metrics():
     assert "FAILED with ALL_SPOT_EXHAUSTED" in text and "hint: try on-demand" in text
     assert "Metrics:" not in text
     assert view.summary()["execution"]["cause"]["hint"] == "try on-demand"
+
+
+def test_each_gang_rollback_says_what_it_ended_and_where_the_gang_goes():
+    first = {"run": {"next": "launch", "gang": {"rolled_back": 2, "excluded": ["spot:us-west-2/us-west-2a"]}}}
+    second = {"run": {"next": "prepare", "gang": {"rolled_back": 3, "excluded": ["spot:us-west-2/us-west-2a", "spot:us-east-1"]}}}
+    last = {"run": {"next": "not_placed", "gang": {"rolled_back": 3, "excluded": ["spot:us-east-1"]}}}
+    assert lines(exited("RollBackGang", first), exited("RollBackGang", second), exited("RollBackGang", last)) == [
+        "  > RollBackGang   terminated 2 instance(s) of this run; the gang could not complete in us-west-2/us-west-2a, trying elsewhere",
+        "  > RollBackGang   terminated 1 instance(s) of this run; the gang could not complete in us-east-1, trying elsewhere",
+        "  > RollBackGang   nothing to terminate; no place is left for the whole gang",
+    ]
+
+
+def test_a_gang_not_placed_summary_lists_pools_with_what_they_launched_and_the_rollback():
+    cause = {"message": "The gang of 4 could not be placed", "rolled_back_count": 3, "hint": "h",
+             "pools_tried": [{"pool": "us-west-2/us-west-2a/g6.xlarge", "launched": 3, "outcome": "capacity"},
+                             {"pool": "us-west-2/us-west-2b/g6.xlarge", "launched": 0, "outcome": "capacity"}]}
+    view = ExecutionView.from_aws(
+        {"name": "g", "executionArn": "arn:aws:states:us-east-1:1:execution:m:g", "status": "FAILED",
+         "error": "GANG_NOT_PLACED", "cause": json.dumps(cause)}, [])
+    text = render_summary(view).splitlines()
+    assert text[-4:] == [
+        "  The gang of 4 could not be placed",
+        "  pools tried: us-west-2/us-west-2a/g6.xlarge (launched 3), us-west-2/us-west-2b/g6.xlarge (capacity)",
+        "  rolled back: 3 instance(s), nothing left running",
+        "  hint: h",
+    ]

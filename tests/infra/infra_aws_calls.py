@@ -30,6 +30,9 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     # request has EC2 create its Spot service-linked role.
     "run_instances": ("ec2:RunInstances", "ec2:CreateTags", "iam:PassRole", "iam:CreateServiceLinkedRole"),
     "terminate_instances": ("ec2:TerminateInstances",),
+    "create_placement_group": ("ec2:CreatePlacementGroup", "ec2:CreateTags"),
+    "describe_placement_groups": ("ec2:DescribePlacementGroups",),
+    "delete_placement_group": ("ec2:DeletePlacementGroup",),
     "get_spot_placement_scores": ("ec2:GetSpotPlacementScores",),
     "get_parameter": ("ssm:GetParameter",),
     "get_item": ("dynamodb:GetItem",),

@@ -36,8 +36,9 @@ def _env(synthesized):
 def test_terminate_only_this_deployments_managed_instances(synthesized, task_functions):
     by_task = _all_function_statements(synthesized, task_functions)
     holders = {p for p, statements in by_task.items() if statements_with(statements, "ec2:TerminateInstances")}
-    assert holders == {"TerminateRegionInstancesFunctionArn"}
-    for statement in statements_with(by_task["TerminateRegionInstancesFunctionArn"], "ec2:TerminateInstances"):
+    # The approved teardown, and an all_or_nothing run ending its own gang.
+    assert holders == {"TerminateRegionInstancesFunctionArn", "RollBackGangFunctionArn"}
+    for statement in [s for task in sorted(holders) for s in statements_with(by_task[task], "ec2:TerminateInstances")]:
         assert statement["Condition"] == {
             "StringEquals": {MANAGED: constants.TAG_MANAGED_VALUE, DEPLOYMENT: _env(synthesized)}
         }
@@ -57,7 +58,7 @@ def test_run_instances_requires_the_managed_and_deployment_tags_and_tags_only_on
             }
         }
     for statement in statements_with(statements, "ec2:CreateTags"):
-        assert statement["Condition"]["StringEquals"]["ec2:CreateAction"] in ("RunInstances", "CreateSecurityGroup")
+        assert statement["Condition"]["StringEquals"]["ec2:CreateAction"] in ("RunInstances", "CreateSecurityGroup", "CreatePlacementGroup")
     by_task = _all_function_statements(synthesized, task_functions)
     assert {p for p, s in by_task.items() if statements_with(s, "ec2:RunInstances")} == {"LaunchBatchFunctionArn"}
 
@@ -154,3 +155,19 @@ def test_each_role_holds_exactly_the_calls_its_handler_makes(synthesized, task_f
         if granted - reach.actions:
             problems.append(f"{placeholder} may but never calls: {sorted(granted - reach.actions)}")
     assert not problems, "\n".join(problems)
+
+
+def test_cluster_groups_are_created_and_deleted_only_with_this_deployments_tags(synthesized, task_functions):
+    by_task = _all_function_statements(synthesized, task_functions)
+    creators = {p for p, statements in by_task.items() if statements_with(statements, "ec2:CreatePlacementGroup")}
+    deleters = {p for p, statements in by_task.items() if statements_with(statements, "ec2:DeletePlacementGroup")}
+    assert creators == {"LaunchBatchFunctionArn"}
+    assert deleters == {"RollBackGangFunctionArn", "TerminateRegionInstancesFunctionArn"}
+    env = _env(synthesized)
+    for statement in statements_with(by_task["LaunchBatchFunctionArn"], "ec2:CreatePlacementGroup"):
+        assert statement["Condition"] == {"StringEquals": {
+            f"aws:RequestTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE, f"aws:RequestTag/{constants.TAG_DEPLOYMENT}": env}}
+    for task in sorted(deleters):
+        for statement in statements_with(by_task[task], "ec2:DeletePlacementGroup"):
+            assert statement["Condition"] == {"StringEquals": {MANAGED: constants.TAG_MANAGED_VALUE, DEPLOYMENT: env}}
+            assert actions(statement) == ["ec2:DeletePlacementGroup"]

@@ -102,14 +102,42 @@ def test_watchdog_units_written_and_enabled(sandbox):
     assert (sandbox.path("GPUFILL_STATE_DIR") / "last-activity").exists()
 
 
+def step_lines(lines):
+    """Each step's messages in the order they were written: `image` and `model` run in
+    parallel, so only the order within a step is promised, not how the two interleave."""
+    steps = {}
+    for line in lines:
+        message = line.split(" gpufill-startup: ", 1)[1]
+        steps.setdefault(message.split(":", 1)[0], []).append(line)
+    return steps
+
+
 def test_every_step_is_logged_with_a_timestamp(sandbox):
     result = start(sandbox)
     log = sandbox.path("GPUFILL_LOG_FILE").read_text().splitlines()
     assert log and all(TIMESTAMPED.match(line) for line in log), log
-    assert result.stdout.splitlines() == log
-    steps = " ".join(line.split(": ", 1)[1].split(":", 1)[0] for line in log)
-    for step in ("starting", "storage", "watchdog", "image", "model", "server", "ready"):
-        assert step in steps
+    # stdout and the log carry the same lines; the parallel steps may interleave differently.
+    assert sorted(result.stdout.splitlines()) == sorted(log)
+    steps = step_lines(log)
+    assert step_lines(result.stdout.splitlines()) == steps
+    assert list(steps) in (
+        ["starting", "storage", "watchdog", "image", "model", "server", "ready"],
+        ["starting", "storage", "watchdog", "model", "image", "server", "ready"],
+    ), list(steps)
+    messages = {step: [line.split(f"gpufill-startup: {step}: ", 1)[1] for line in lines]
+                for step, lines in steps.items()}
+    assert messages["image"] == [f"pulling {IMAGE}", f"pulled {IMAGE}"]
+    assert [m.split(" ", 1)[0] for m in messages["model"]] == ["syncing", "synced"]
+    # Sequential steps come whole: nothing of a later step is logged before an earlier one ends.
+    position = {line: i for i, line in enumerate(log)}
+    order = ["starting", "storage", "watchdog", ("image", "model"), "server", "ready"]
+    for before, after in zip(order, order[1:]):
+        before_lines = [ln for s in (before if isinstance(before, tuple) else (before,)) for ln in steps[s]]
+        after_lines = [ln for s in (after if isinstance(after, tuple) else (after,)) for ln in steps[s]]
+        assert max(map(position.get, before_lines)) < min(map(position.get, after_lines)), (before, after)
+    for lines in steps.values():
+        stamps = [line.split(" ", 1)[0] for line in lines]
+        assert stamps == sorted(stamps), lines
 
 
 def test_second_run_is_idempotent(sandbox):

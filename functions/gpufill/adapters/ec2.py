@@ -59,6 +59,8 @@ class LaunchSpec:
     user_data: str | None = None
     root_volume_gib: int = 200
     kms_key_id: str | None = None
+    # A same-az gang of EFA types: its cluster placement group (policy/gang.py).
+    placement_group: str | None = None
 
 
 def run_instances(pool: Pool, *, min_count: int, max_count: int, client_token: str, spec: LaunchSpec) -> dict:
@@ -92,6 +94,8 @@ def run_instances(pool: Pool, *, min_count: int, max_count: int, client_token: s
         params["SubnetId"] = spec.subnet_id
     else:
         params["Placement"] = {"AvailabilityZone": pool.availability_zone}
+    if spec.placement_group:
+        params["Placement"] = {**params.get("Placement", {}), "GroupName": spec.placement_group}
     if spec.security_group_ids:
         params["SecurityGroupIds"] = list(spec.security_group_ids)
     if spec.instance_profile_arn:

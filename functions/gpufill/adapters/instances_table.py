@@ -198,6 +198,27 @@ def mark_terminated(
     )
 
 
+def mark_rolled_back(instance_id: str, *, region: str, request_id: str, terminated_at: datetime) -> None:
+    """An all_or_nothing run terminated its own instance: ended, by the run itself, with no approval."""
+    _table().update_item(
+        Key={"instance_id": instance_id},
+        UpdateExpression=(
+            "SET #state = :state, rolled_back = :yes, terminated_at = :at, terminated_by = :by, "
+            "#region = if_not_exists(#region, :region), request_id = if_not_exists(request_id, :request), #ttl = :ttl"
+        ),
+        ExpressionAttributeNames={"#state": "state", "#region": "region", "#ttl": INSTANCES_TTL_ATTRIBUTE},
+        ExpressionAttributeValues={
+            ":state": "terminated",
+            ":yes": True,
+            ":at": terminated_at.isoformat(timespec="seconds"),
+            ":by": f"rollback:{request_id}",
+            ":region": region,
+            ":request": request_id,
+            ":ttl": int(terminated_at.timestamp()) + TERMINATED_RECORD_RETENTION_SECONDS,
+        },
+    )
+
+
 def mark_ended(instance_id: str, *, state: str, seen_at: datetime) -> None:
     """A status run saw this record's instance ended (terminated, or long gone from EC2): say so,
     and give the record its TTL so the table does not grow forever."""

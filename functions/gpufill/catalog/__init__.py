@@ -41,3 +41,9 @@ def known_instance_types() -> tuple[str, ...]:
 def architecture(instance_type: str) -> str | None:
     spec = _load("instance_types.json")["types"].get(instance_type)
     return spec["architecture"] if spec else None
+
+
+def supports_efa(instance_type: str) -> bool:
+    """Types built for tightly coupled multi-node work (EFA): a same-az gang of them goes in a cluster placement group."""
+    spec = _load("instance_types.json")["types"].get(instance_type)
+    return bool(spec and spec.get("efa"))

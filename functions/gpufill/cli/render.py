@@ -110,7 +110,7 @@ class Progress:
         if kind.endswith("StateEntered"):
             name = _details(event, "stateEnteredEventDetails").get("name")
             self.entered = name
-            if name not in QUIET_STATES | REPORTED_ON_EXIT and name not in ("LaunchBatch", "PrepareRegion"):
+            if name not in QUIET_STATES | REPORTED_ON_EXIT and name not in ("LaunchBatch", "PrepareRegion", "RollBackGang"):
                 self._line(f"  > {name}")
         elif kind == "MapStateStarted":
             length = _details(event, "mapStateStartedEventDetails").get("length")
@@ -166,9 +166,25 @@ class Progress:
                 )
             elif name == "PrepareRegion" and run.get("next") == "exhausted":
                 self._line("  > PrepareRegion  no pool left in this market")
+        elif name == "RollBackGang":
+            self._line(f"  > RollBackGang   {rollback_line(run, self.rolled_back)}")
+            self.rolled_back = (run.get("gang") or {}).get("rolled_back", 0)
 
     def _line(self, text: str) -> None:
         print(text, file=self.out, flush=True)
+
+    rolled_back = 0  # instances rolled back by the RollBackGang steps shown so far
+
+
+def rollback_line(run: dict, before: int) -> str:
+    """What one RollBackGang step ended, and where the gang goes next."""
+    gang = run.get("gang") or {}
+    ended = gang.get("rolled_back", 0) - before
+    where = (gang.get("excluded") or ["?"])[-1].split(":", 1)[-1] if run.get("next") != "not_placed" else None
+    what = f"terminated {ended} instance(s) of this run" if ended else "nothing to terminate"
+    if where is None:
+        return f"{what}; no place is left for the whole gang"
+    return f"{what}; the gang could not complete in {where}, trying elsewhere"
 
 
 def plans_from(history: list[dict]) -> list[dict]:
@@ -247,8 +263,13 @@ def render_summary(execution: Any) -> str:
             for field in cause.get("fields", []):
                 lines.append(f"  - {field['field']}: {field['problem']}")
             if cause.get("pools_tried"):
-                tried = ", ".join(f"{p['pool']} ({p['outcome']})" for p in cause["pools_tried"])
+                tried = ", ".join(
+                    f"{p['pool']} ({'launched ' + str(p['launched']) if p.get('launched') else p['outcome']})"
+                    for p in cause["pools_tried"] if isinstance(p, dict)
+                )
                 lines.append(f"  pools tried: {tried}")
+            if "rolled_back_count" in cause:
+                lines.append(f"  rolled back: {cause['rolled_back_count']} instance(s), nothing left running")
             if cause.get("hint"):
                 lines.append(f"  hint: {cause['hint']}")
         elif execution.cause:

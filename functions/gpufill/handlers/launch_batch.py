@@ -15,7 +15,7 @@ import os
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import capacity_cache, ec2, instances_table, run_store
+from gpufill.adapters import capacity_cache, ec2, instances_table, placement_groups, run_store
 from gpufill.constants import (
     ENV_DEPLOYMENT,
     ENV_EBS_KMS_KEY_ARN,
@@ -29,7 +29,7 @@ from gpufill.handlers.observability import logger, metrics, tracer, transient_aw
 from gpufill.launch.user_data import render_user_data
 from gpufill.models.request import ProvisionRequest
 from gpufill.models.run import LaunchResult, Pool, RegionLaunch
-from gpufill.policy import fill
+from gpufill.policy import fill, gang
 from gpufill.policy.tokens import client_token
 
 # Stop starting calls when less than this is left of the function's time: a call may take 20 s.
@@ -72,10 +72,15 @@ def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: in
     subnet = setup.subnets.get(pool.availability_zone)
     if subnet is None:
         return LaunchResult(outcome="error", reason="NoSubnet", message=f"no subnet to launch into in {pool.availability_zone}")
+    deployment = os.environ.get(ENV_DEPLOYMENT, "")
+    group = gang.cluster_group(request, pool, deployment)
+    if group:
+        placement_groups.ensure(pool.region, group, request_id=request.request_id, deployment=deployment)
     spec = ec2.LaunchSpec(
         image_id=setup.image_id,
         request_id=request.request_id,
-        deployment=os.environ.get(ENV_DEPLOYMENT, ""),
+        deployment=deployment,
+        placement_group=group,
         user_tags=request.tags,
         subnet_id=subnet,
         security_group_ids=(setup.security_group_id,) if setup.security_group_id else (),

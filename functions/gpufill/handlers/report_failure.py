@@ -20,7 +20,13 @@ def handler(event: dict, context: LambdaContext) -> dict:
     request_id = step.request.request_id if step.request else None
     # The table knows instances the state does not: a step that launched, recorded, then failed.
     recorded = instances_table.records_for_request(request_id) if request_id else []
-    cause = failure_cause(request_id, step.run, [r for r in recorded if "kind" not in r], step.failure)
+    # A gang rollback that failed part-way: what it already ended is no longer the user's to end.
+    ended = {r["instance_id"] for r in recorded if r.get("rolled_back")}
+    run = step.run
+    if run is not None and ended:
+        run = run.model_copy(update={"instances": [i for i in run.instances if i.instance_id not in ended]})
+    live = [r for r in recorded if "kind" not in r and r["instance_id"] not in ended]
+    cause = failure_cause(request_id, run, live, step.failure)
     logger.error("run failed", extra={"error": step.failure.get("Error"), "request_id": request_id})
     metrics.add_metric(name="RunsFailed", unit="Count", value=1)
     return {"cause": cause}

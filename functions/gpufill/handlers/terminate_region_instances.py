@@ -11,7 +11,7 @@ from __future__ import annotations
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import clock, instances_table, managed_instances
+from gpufill.adapters import clock, instances_table, managed_instances, placement_groups
 from gpufill.handlers.events import TerminateRegionEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.policy import teardown
@@ -50,6 +50,8 @@ def handler(event: dict, context: LambdaContext) -> dict:
                 terminated_at=now,
                 terminated_by=step.teardown_id,
             )
+    # The torn-down requests' cluster placement groups in this region that no instance holds any more.
+    placement_groups.remove_empty(batch.region, deployment, set(batch.requests) - {""})
     result = teardown.region_termination(
         batch.region, terminated=to_end, previous=previous, already_ended=ended_before, skipped=skipped, at=now
     )

@@ -20,6 +20,8 @@ from moto.ec2.responses._base_response import EC2BaseResponse
 from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.responses.spot_instances import SpotInstances
 
+from gpufill.local.cluster_groups import ClusterGroups
+
 from gpufill import catalog
 from gpufill.local import filters
 from gpufill.local.scenario import MarketScenario
@@ -93,6 +95,7 @@ class SimulatedMarket:
         self._hidden: dict[tuple[str, str], int] = {}  # (region, instance id) -> describe calls left
         self._token_instances: dict[tuple[str, str], list[str]] = {}  # (region, token) -> instance ids
         self._placement_configurations: set[tuple] = set()
+        self.groups = ClusterGroups(scenario)
         self.placement_configurations_per_day = PLACEMENT_CONFIGURATIONS_PER_DAY
         self._stock = {
             (region, zone, itype, market): getattr(stock, "spot" if market == "spot" else "on_demand")
@@ -241,14 +244,19 @@ class SimulatedMarket:
             _check_launch_parameters(response)
             self._check_quota(region, market, itype, high)
             left = self.left(region, zone, itype, market)
-            if left < low or left == 0:
+            group = response._get_param("Placement.GroupName")
+            room = self.groups.room(region, group, zone, itype) if group else left
+            if min(left, room) < low or min(left, room) == 0:
                 raise EC2ClientError(
                     "InsufficientInstanceCapacity",
-                    f"We currently do not have sufficient {itype} capacity in the Availability Zone you requested ({zone}).",
+                    f"We currently do not have sufficient {itype} capacity in the Availability Zone you requested ({zone})"
+                    + (f" for placement group {group}." if group and room < left else "."),
                 )
-            count = min(high, left)
+            count = min(high, left, room)
             self._stock[(region, zone, itype, market)] = left - count
             result = launch_in_moto(count)
+            if group:
+                self.groups.joined(region, group, result.result.instances)
             if market == "spot" and self._reclaims.get((region, zone, itype)):
                 doomed = [i.id for i in result.result.instances][: self._reclaims[(region, zone, itype)]]
                 self._reclaims[(region, zone, itype)] -= len(doomed)
@@ -396,6 +404,8 @@ class SimulatedMarket:
             mock.patch.object(EC2Response, "get_spot_placement_scores", get_spot_placement_scores, create=True)
         )
         stack.enter_context(mock.patch.object(InstanceResponse, "run_instances", run_instances))
+        for name, method in market.groups.api().items():
+            stack.enter_context(mock.patch.object(EC2Response, name, method, create=True))
         stack.enter_context(mock.patch.object(SpotInstances, "describe_spot_price_history", describe_spot_price_history))
         stack.enter_context(
             mock.patch.object(InstanceTypeOfferingBackend, "describe_instance_type_offerings", describe_instance_type_offerings)

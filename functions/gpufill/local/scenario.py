@@ -21,6 +21,9 @@ class ZoneStock(_Model):
     reclaimed_at_launch: NonNegativeInt = 0
     # gpufill's extension: an AZ-level spot placement score (1-10); the region's placement_score otherwise.
     placement_score: int | None = Field(default=None, ge=1, le=10)
+    # gpufill's extension: how many instances one cluster placement group can hold here (the free
+    # slots of one network segment, in both markets); unset: as many as the zone has.
+    cluster: NonNegativeInt | None = None
 
 
 class Quota(_Model):

@@ -63,6 +63,7 @@ Market = Literal["spot", "on-demand", "spot-then-on-demand"]
 LaunchMode = Literal["partial", "exact"]
 OnDemandStrategy = Literal["cost", "latency"]
 Scoring = Literal["blended", "classic"]
+Placement = Literal["any", "same-region", "same-az"]
 
 
 class Request(BaseModel):
@@ -89,6 +90,10 @@ class Request(BaseModel):
     root_volume_gib: StrictInt = Field(default=DEFAULT_ROOT_VOLUME_GIB, ge=1, le=MAX_ROOT_VOLUME_GIB)
     # blended: spot placement scores are the capacity signal; classic: the AZ-count formula alone.
     scoring: Scoring = "blended"
+    # Gang placement (policy/gang.py): once the first instance lands, the rest must share its
+    # region or AZ; all_or_nothing rolls back a gang that cannot complete.
+    placement: Placement = "any"
+    all_or_nothing: StrictBool = False
     # teardown / status only: which instances to act on, and how long a teardown waits for a person.
     request_id: StrictStr | None = None
     instance_ids: list[StrictStr] | None = Field(default=None, min_length=1, max_length=MAX_TEARDOWN_IDS)
@@ -196,6 +201,7 @@ class Request(BaseModel):
         if self.instance_types is not None and self.instance_type is not None:
             problems.append(("instance_type", "give either instance_type or instance_types, not both"))
         problems += self._teardown_and_status_problems()
+        problems += self._gang_problems()
         if problems:
             raise RequestProblems(problems)
         return self
@@ -229,6 +235,13 @@ class Request(BaseModel):
                     ("request_id", 'a teardown needs exactly one of request_id, instance_ids or "all": true (what to terminate)')
                 )
         return problems
+
+    def _gang_problems(self) -> list[tuple[str, str]]:
+        """A gang is something a provisioning run places; a teardown or a status view has none."""
+        if self.action in ("provision", "plan"):
+            return []
+        given = [n for n, v in (("placement", self.placement != "any"), ("all_or_nothing", self.all_or_nothing)) if v]
+        return [(name, f"only goes with action 'provision' (this request's action is {self.action!r})") for name in given]
 
     def types(self) -> list[str]:
         if self.instance_types is not None:
@@ -327,6 +340,8 @@ class ProvisionRequest(BaseModel):
     image: str = DEFAULT_IMAGE
     root_volume_gib: int = DEFAULT_ROOT_VOLUME_GIB
     scoring: Scoring = "blended"
+    placement: Placement = "any"
+    all_or_nothing: bool = False
     # teardown / status: the provisioning run or the instances to act on (request_id above is this run's own id).
     target_request_id: str | None = None
     instance_ids: list[str] | None = None
@@ -352,6 +367,8 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
         image=request.image,
         root_volume_gib=request.root_volume_gib,
         scoring=request.scoring,
+        placement=request.placement,
+        all_or_nothing=request.all_or_nothing,
         target_request_id=request.request_id,
         instance_ids=list(request.instance_ids) if request.instance_ids is not None else None,
         all=request.all,

@@ -11,7 +11,11 @@ Outcome = Literal["launched", "capacity", "quota", "throttled", "error"]
 # What the state machine does after a step: launch again in this region, prepare the next region
 # (or the same one with a fresh AMI), stop because the fill is done, the market is exhausted or
 # EC2 rejected the launch itself; after the fill, wait for the instances to run.
-NextMove = Literal["launch", "prepare", "refresh", "done", "exhausted", "rejected", "wait", "ready"]
+# A gang (placement, all_or_nothing) adds: roll back what this run launched, then try elsewhere or
+# end GANG_NOT_PLACED.
+NextMove = Literal[
+    "launch", "prepare", "refresh", "done", "exhausted", "rejected", "wait", "ready", "rollback", "not_placed"
+]
 
 
 class _Model(BaseModel):
@@ -136,6 +140,22 @@ class RegionLaunch(_Model):
     ami_refreshed: bool = False
 
 
+class Gang(_Model):
+    """Where a gang landed and where it could not complete (policy/gang.py).
+
+    `anchor` is the place ("region" or "region/az") of the first instance; the pools tried
+    after it must share it. `resume` is where the cursor goes back to after a rollback: the
+    pools before it were tried before the anchor was set. `excluded` holds "market:place" of
+    each gang rolled back. The ids rolled back are in the table.
+    """
+
+    anchor: str | None = None
+    market: MarketName | None = None  # where the anchor's instance landed
+    resume: int = 0
+    excluded: list[str] = Field(default_factory=list)
+    rolled_back: int = 0
+
+
 class Run(_Model):
     """The fill loop's cursor and what it holds so far.
 
@@ -160,6 +180,7 @@ class Run(_Model):
     boot_rounds: int = 0
     # For fleets too large to list a command per instance: the command with REGION and INSTANCE_ID to fill in.
     connect_template: str | None = None
+    gang: Gang | None = None
 
 
 class LaunchResult(_Model):

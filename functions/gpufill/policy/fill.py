@@ -7,13 +7,15 @@ halve in both modes; at batch 1 a quota error closes that quota group (G and VT,
 that region and market, since EC2 counts vCPU quotas per group, region and market. EC2
 refusing the launch itself (LAUNCH_REJECTED) stops the run; a stale AMI is resolved again
 once per region; a region that cannot be reached is skipped.
-The cursor only moves forward, so no pool is tried twice after the cursor left it.
+The cursor only moves forward, so no pool is tried twice after the cursor left it; a gang
+rolled back (policy/gang.py) resumes after the pool where it first landed, in places not tried.
 """
 
 from __future__ import annotations
 
 from gpufill.models.request import ProvisionRequest
 from gpufill.models.run import Attempt, LaunchResult, Pool, RegionLaunch, Run
+from gpufill.policy import gang
 from gpufill.policy.errors import is_rejection, is_stale_ami, quota_group, region_unusable
 
 # Launch calls one LaunchBatch step may make before handing back to the state machine. Several
@@ -39,9 +41,13 @@ def is_open(pool: Pool, blocked: list[str]) -> bool:
     return region_key(pool.market, pool.region) not in blocked and quota_key(pool) not in blocked
 
 
+def may_try(pool: Pool, run: Run, request: ProvisionRequest) -> bool:
+    return is_open(pool, run.blocked) and gang.allows(pool, run.gang, request.placement)
+
+
 def prepare(run: Run, pools: list[Pool], request: ProvisionRequest) -> Run:
     """Where the run stands when a region is about to be entered: an open pool to prepare, or nothing left."""
-    if run.cursor < len(pools) and is_open(pools[run.cursor], run.blocked):
+    if run.cursor < len(pools) and may_try(pools[run.cursor], run, request):
         return run.model_copy(update={"next": "prepare"})
     return _advance_from(run.model_copy(update={"launch": None}), pools, request, run.cursor)
 
@@ -82,6 +88,8 @@ def after_attempt(run: Run, pools: list[Pool], result: LaunchResult, request: Pr
             "hourly_cost": round(run.hourly_cost + spent, 4),
         }
     )
+    if launched:
+        moved = gang.landed(moved, pool, request)
     return _next_move(moved, pools, pool, result, request)
 
 
@@ -131,14 +139,30 @@ def advance(run: Run, pools: list[Pool], request: ProvisionRequest) -> Run:
 def _advance_from(run: Run, pools: list[Pool], request: ProvisionRequest, start_index: int) -> Run:
     fresh_batch = min(request.batch_max, run.remaining) if run.remaining else run.batch
     for index in range(start_index, len(pools)):
-        if is_open(pools[index], run.blocked):
+        if may_try(pools[index], run, request):
             same_region = run.launch is not None and run.launch.region == pools[index].region
             return run.model_copy(
                 update={"cursor": index, "batch": fresh_batch, "next": "launch" if same_region else "prepare"}
             )
+    if gang.must_roll_back(run, request):
+        return run.model_copy(update={"next": "rollback"})
     return run.model_copy(
-        update={"cursor": 0, "batch": fresh_batch, "next": "exhausted", "blocked": [], "launch": None}
+        update={
+            "cursor": 0, "batch": fresh_batch, "next": "exhausted", "blocked": [], "launch": None,
+            "gang": gang.for_next_market(run.gang),
+        }
     )
+
+
+def after_rollback(run: Run, pools: list[Pool], request: ProvisionRequest, count: int) -> Run:
+    """Start the gang again after the pool where it first landed (the pools before it were
+    tried already), outside every place rolled back; an incomplete end of the fill is final."""
+    final = run.next != "rollback"
+    resume = run.gang.resume if run.gang else 0
+    cleared = gang.rolled_back(run, request, count)
+    if final:
+        return cleared.model_copy(update={"next": "not_placed"})
+    return _advance_from(cleared, pools, request, resume)
 
 
 def after_market(run: Run) -> Run:
