@@ -473,4 +473,10 @@ TASKS: dict[str, TaskSpec] = {
             update_instance_records,
         ),
     ),
+    "WaitForCapacityFunctionArn": TaskSpec(
+        summary="wait_for_capacity: schedules the next try or gives up at the deadline; keeps the wait item status reads",
+        memory_mb=256,
+        timeout_seconds=30,
+        grants=(read_instance_record, update_instance_records, read_instance_records_by_id),
+    ),
 }

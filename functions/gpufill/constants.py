@@ -122,6 +122,8 @@ LAMBDA_TASKS = {
     "RecordApprovalDecisionFunctionArn": "gpufill.handlers.record_approval_decision.handler",
     "TerminateRegionInstancesFunctionArn": "gpufill.handlers.terminate_region_instances.handler",
     "ReportInstanceStatusFunctionArn": "gpufill.handlers.report_instance_status.handler",
+    # wait_for_capacity: PlanNextTry and StartNextTry (one function, two phases).
+    "WaitForCapacityFunctionArn": "gpufill.handlers.wait_for_capacity.handler",
 }
 
 # --- Teardown approval ------------------------------------------------------------------
@@ -222,3 +224,23 @@ OUTPUT_INSTANCES_TABLE = "InstancesTableName"
 OUTPUT_STARTUP_BUCKET = "StartupBucketName"
 OUTPUT_APPROVAL_TOPIC_ARN = "ApprovalTopicArn"
 OUTPUT_START_EXECUTION_COMMAND = "StartExecutionCommand"
+
+
+# --- Waiting for capacity (wait_for_capacity; issue 13 item 1) ----------------------------
+# The longest a run may wait: Step Functions keeps an execution for up to a year, but a wait
+# past a week is a reservation, not a fill.
+MAX_WAIT_FOR_CAPACITY_SECONDS = 7 * 24 * 3600
+# Capped exponential backoff between tries: 60 s, 120 s, 240 s, ... at most 15 minutes.
+WAIT_FIRST_DELAY_SECONDS = 60
+WAIT_MAX_DELAY_SECONDS = 900
+# Tries one execution makes before it continues as a new execution `<request>-c<n>`. A try of
+# the default candidate regions costs at most WAIT_EVENTS_PER_TRY_BOUND history events (measured
+# on the local engine, docs/state-machine.md), so this many stay well under 25,000.
+WAIT_EVENTS_PER_TRY_BOUND = 400
+DEFAULT_TRIES_PER_EXECUTION = 40
+ENV_TRIES_PER_EXECUTION = "WAIT_TRIES_PER_EXECUTION"
+ENV_STATE_MACHINE_ARN = "STATE_MACHINE_ARN"
+# What a waiting run shows `gpufill status`: one item per request, keyed "wait#<request id>".
+WAIT_KEY_PREFIX = "wait#"
+KIND_WAIT = "wait"
+CONTINUATION_SUFFIX = "-c"

@@ -8,12 +8,13 @@ import os
 from aws_lambda_powertools.utilities.parser import ValidationError, parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import regions_config
+from gpufill.adapters import clock, regions_config
 from gpufill.constants import LOCAL_HOME_REGION
 from gpufill.handlers.events import ValidateEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
-from gpufill.models.request import Request, describe_problems, normalise, not_an_object
-from gpufill.policy import fill
+from gpufill.models.request import ProvisionRequest, Request, describe_problems, normalise, not_an_object
+from gpufill.models.run import Run
+from gpufill.policy import fill, waiting
 
 
 @logger.inject_lambda_context(correlation_id_path="request_id")
@@ -22,6 +23,8 @@ from gpufill.policy import fill
 @transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=ValidateEvent)
+    if isinstance(step.input, dict) and CONTINUATION in step.input:
+        return _continued(step.input[CONTINUATION])
     if not isinstance(step.input, dict):
         return _invalid(step.request_id, not_an_object(step.input), changes="launched")
     # A bad teardown or status would have changed nothing, not launched nothing: say so.
@@ -34,11 +37,27 @@ def handler(event: dict, context: LambdaContext) -> dict:
     home = os.environ.get("AWS_REGION", LOCAL_HOME_REGION)
     normalised = normalise(request, request_id=step.request_id, default_regions=default_regions, home_region=home)
     logger.info("request accepted", extra={"request": normalised.model_dump()})
+    run = fill.start(normalised)
+    if normalised.wait_for_capacity_seconds is not None:
+        # The deadline is fixed here, once: every later try and every continued execution keeps it.
+        run = run.model_copy(update={"wait": waiting.begin(normalised.wait_for_capacity_seconds, clock.epoch())})
     return {
         "valid": True,
         "request": normalised.model_dump(mode="json"),
-        "run": fill.start(normalised).model_dump(mode="json"),
+        "run": run.model_dump(mode="json", exclude_none=True),
     }
+
+
+# The input of a continued execution `<request>-c<n>` (ContinueAsNew): the accepted request and
+# the run as its predecessor left it. It was checked when the chain started, so it is only parsed.
+CONTINUATION = "gpufill_continuation"
+
+
+def _continued(carried: dict) -> dict:
+    request = ProvisionRequest.model_validate(carried["request"])
+    run = Run.model_validate(carried["run"]).model_copy(update={"next": "prepare"})
+    logger.info("continued", extra={"request_id": request.request_id, "tries": run.wait.tries if run.wait else None})
+    return {"valid": True, "request": request.model_dump(mode="json"), "run": run.model_dump(mode="json", exclude_none=True)}
 
 
 def _invalid(request_id: str, problems: list[dict[str, str]], *, changes: str) -> dict:

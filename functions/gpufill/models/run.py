@@ -11,7 +11,12 @@ Outcome = Literal["launched", "capacity", "quota", "throttled", "error"]
 # What the state machine does after a step: launch again in this region, prepare the next region
 # (or the same one with a fresh AMI), stop because the fill is done, the market is exhausted or
 # EC2 rejected the launch itself; after the fill, wait for the instances to run.
-NextMove = Literal["launch", "prepare", "refresh", "done", "exhausted", "rejected", "wait", "ready"]
+# With wait_for_capacity, an exhausted market leads to "retry" (wait, then try again), "handover"
+# (wait, then continue as a new execution), "expired" (the deadline passed) or "stopped" (torn down).
+NextMove = Literal[
+    "launch", "prepare", "refresh", "done", "exhausted", "rejected", "wait", "ready",
+    "retry", "handover", "expired", "stopped",
+]
 
 
 class _Model(BaseModel):
@@ -136,6 +141,23 @@ class RegionLaunch(_Model):
     ami_refreshed: bool = False
 
 
+class Waiting(_Model):
+    """wait_for_capacity's progress, carried in the run (and into a continued execution).
+
+    The deadline is absolute, fixed once when the request was accepted, so a continued
+    execution keeps it; `tries` counts the fills made so far across the whole chain.
+    """
+
+    deadline: str
+    deadline_epoch: float
+    tries: int = 1
+    tries_here: int = 1  # in this execution: the continue-as-new threshold counts these
+    generation: int = 0  # 0 for the original execution, n for `<request>-c<n>`
+    delay_seconds: int = 0
+    next_try_at: str | None = None
+    successor: str | None = None  # the execution this one hands over to
+
+
 class Run(_Model):
     """The fill loop's cursor and what it holds so far.
 
@@ -160,6 +182,7 @@ class Run(_Model):
     boot_rounds: int = 0
     # For fleets too large to list a command per instance: the command with REGION and INSTANCE_ID to fill in.
     connect_template: str | None = None
+    wait: Waiting | None = None
 
 
 class LaunchResult(_Model):
