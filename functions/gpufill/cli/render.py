@@ -70,6 +70,9 @@ QUIET_STATES = {
 # Teardown and status: choices stay quiet, and these report on exit, with what they found.
 QUIET_STATES |= {"AnythingToTerminate", "IsTeardownApproved"}
 REPORTED_ON_EXIT = {"FindTeardownInstances", "RecordApprovalDecision", "RecordApprovalExpiry", "TerminateRegionInstances"}
+# wait_for_capacity: the loop's steps report on exit, with the wait, the next try and the deadline.
+QUIET_STATES |= {"WaitOrGiveUp", "TryAgain", "WaitForCapacity"}
+WAIT_STEPS = {"PlanNextTry", "StartNextTry"}
 
 
 def _details(event: dict, kind: str) -> dict:
@@ -110,7 +113,7 @@ class Progress:
         if kind.endswith("StateEntered"):
             name = _details(event, "stateEnteredEventDetails").get("name")
             self.entered = name
-            if name not in QUIET_STATES | REPORTED_ON_EXIT and name not in ("LaunchBatch", "PrepareRegion"):
+            if name not in QUIET_STATES | REPORTED_ON_EXIT | WAIT_STEPS and name not in ("LaunchBatch", "PrepareRegion"):
                 self._line(f"  > {name}")
         elif kind == "MapStateStarted":
             length = _details(event, "mapStateStartedEventDetails").get("length")
@@ -124,6 +127,8 @@ class Progress:
             name = _details(event, "stateExitedEventDetails").get("name")
             if name in REPORTED_ON_EXIT:
                 self._teardown_exited(name, _state_output(event))
+            elif name in WAIT_STEPS:
+                self._wait_exited(name, _state_output(event))
             else:
                 self._exited(name, _state_output(event))
 
@@ -145,6 +150,25 @@ class Progress:
                 f"  > TerminateRegionInstances  {state.get('region')}: terminated {state.get('terminated_count', 0)}, "
                 f"skipped {state.get('skipped_count', 0)}"
             )
+
+    def _wait_exited(self, name: str, state: dict) -> None:
+        run = state.get("run") or {}
+        wait = run.get("wait") or {}
+        move, tries = run.get("next"), wait.get("tries")
+        if name == "PlanNextTry" and move == "expired":
+            self._line(f"  > PlanNextTry    try {tries} came up short; the deadline {wait.get('deadline')} has passed")
+        elif name == "PlanNextTry":
+            then = "; then continues as a new execution" if move == "handover" else ""
+            self._line(
+                f"  > PlanNextTry    try {tries} came up short ({run.get('launched', 0)} launched so far); "
+                f"waiting {wait.get('delay_seconds')} s until {wait.get('next_try_at')} (deadline {wait.get('deadline')}){then}"
+            )
+        elif move == "stopped":
+            self._line("  > StartNextTry   a teardown of this request was asked: the wait ends, nothing more is launched")
+        elif move == "handover":
+            self._line(f"  > StartNextTry   try {tries} goes on in execution {wait.get('successor')}")
+        else:
+            self._line(f"  > StartNextTry   try {tries}: scoring and ranking again")
 
     def _exited(self, name: str | None, state: dict) -> None:
         run = state.get("run") or {}
@@ -222,6 +246,13 @@ def render_summary(execution: Any) -> str:
         lines += render_teardown(result, getattr(execution, "notifications", None) or [])
     elif result and result.get("action") == "status":
         lines += render_status(result)
+    elif result and result.get("status") == "CONTINUED":
+        lines.append(
+            f"CONTINUED as {result['continued_as']}: {result['launched']} of {result['requested']} launched so far, "
+            f"{result['tries']} tries, waiting until {result['deadline']}"
+        )
+    elif result and result.get("status") == "WAIT_ENDED":
+        lines.append(f"WAIT_ENDED: {result['reason']}; {result['launched']} of {result['requested']} launched, after {result['tries']} tries")
     elif result and result.get("status") == "PLANNED":
         lines.append(f"Plan: {len(result.get('pools', []))} pool(s) in order; nothing launched.")
     elif result:
@@ -246,8 +277,14 @@ def render_summary(execution: Any) -> str:
             lines.append(f"  {cause.get('message', '')}")
             for field in cause.get("fields", []):
                 lines.append(f"  - {field['field']}: {field['problem']}")
+            if execution.error == "CAPACITY_WAIT_EXPIRED" and cause.get("instances"):
+                lines.append(f"  kept ({len(cause['instances'])} running):")
+                lines += [f"    {i['instance_id']}  {i['pool']}" for i in cause["instances"]]
             if cause.get("pools_tried"):
-                tried = ", ".join(f"{p['pool']} ({p['outcome']})" for p in cause["pools_tried"])
+                tried = ", ".join(
+                    f"{p['pool']} ({p['outcome']})" if "pool" in p else f"{p['pools']} ({p['zones_tried']} AZs)"
+                    for p in cause["pools_tried"]
+                )
                 lines.append(f"  pools tried: {tried}")
             if cause.get("hint"):
                 lines.append(f"  hint: {cause['hint']}")
