@@ -1,0 +1,178 @@
+"""wait_for_capacity on the real state machine: a run keeps what it launched, waits (modelled
+time, no real sleeping), re-scores and tries again until the market restocks or the deadline
+passes; a long wait continues as new executions that stay one request."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import boto3
+import pytest
+
+from gpufill.adapters import run_store
+from gpufill.local.engine import LocalEngine
+from gpufill.local.scenario import MarketScenario
+
+ROOT = Path(__file__).resolve().parents[2]
+RESTOCK = ROOT / "examples/markets/restock-after-2h.json"
+TABLE = "GpuProvisioningInstances-local"
+TWO_HOURS = 7200
+
+
+def request(deadline: str, **fields) -> dict:
+    body = json.loads((ROOT / "examples/requests/provision-wait-for-capacity.json").read_text())
+    return {**body, "wait_for_capacity": {"deadline": deadline}, **fields}
+
+
+def records(request_id: str) -> dict[str, dict]:
+    table = boto3.resource("dynamodb", region_name="us-east-1").Table(TABLE)
+    return {i["instance_id"]: i for i in table.scan()["Items"] if "kind" not in i and i.get("request_id") == request_id}
+
+
+def running_in_ec2() -> dict[str, dict]:
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+    ec2.describe_instances()  # EC2 shows a new instance to DescribeInstances after a lag (the engine models one call)
+    reservations = ec2.describe_instances()["Reservations"]
+    return {
+        i["InstanceId"]: {t["Key"]: t["Value"] for t in i["Tags"]}
+        for r in reservations
+        for i in r["Instances"]
+        if i["State"]["Name"] in ("pending", "running")
+    }
+
+
+def tries_of(execution) -> list[int]:
+    """The try number of each PlanNextTry, in order, from the history."""
+    found = []
+    for event in execution.history:
+        details = event.get("stateExitedEventDetails") or {}
+        if details.get("name") == "PlanNextTry":
+            found.append(json.loads(details["output"])["run"]["wait"]["tries"])
+    return found
+
+
+def scheduled_tries(execution) -> list[str]:
+    return [
+        json.loads(e["stateExitedEventDetails"]["output"])["run"]["wait"]["next_try_at"]
+        for e in execution.history
+        if (e.get("stateExitedEventDetails") or {}).get("name") == "PlanNextTry"
+        and json.loads(e["stateExitedEventDetails"]["output"])["run"]["next"] != "expired"
+    ]
+
+
+def test_capacity_restocked_after_two_hours_is_found_by_a_six_hour_wait():
+    with LocalEngine(MarketScenario.load(RESTOCK)) as account:
+        execution = account.run(request("PT6H"), name="waits-6h")
+        elapsed = account.elapsed
+        recorded = records("waits-6h")
+        live = running_in_ec2()
+
+    assert execution.status == "SUCCEEDED", execution.cause
+    result = execution.output
+    assert (result["status"], result["launched"], result["requested"]) == ("FULFILLED", 4, 4)
+    zones = sorted(i["availability_zone"] for i in result["instances"])
+    # The first try took the one instance us-west-2a had; the restock in us-west-2b gave the rest.
+    assert zones == ["us-west-2a", "us-west-2b", "us-west-2b", "us-west-2b"]
+    assert TWO_HOURS <= elapsed < TWO_HOURS + 900 + 60  # found at the first try after the restock
+    tries = tries_of(execution)
+    assert tries == list(range(1, len(tries) + 1)) and len(tries) >= 8
+    # Every instance of every try is recorded and tagged with the request id.
+    ids = {i["instance_id"] for i in result["instances"]}
+    assert set(recorded) == ids
+    assert all(live[i]["gpufill:request-id"] == "waits-6h" for i in ids)
+
+
+def test_a_one_hour_wait_expires_keeping_what_it_launched_and_naming_it():
+    with LocalEngine(MarketScenario.load(RESTOCK)) as account:
+        execution = account.run(request("PT1H"), name="waits-1h")
+        elapsed = account.elapsed
+        recorded = records("waits-1h")
+        live = running_in_ec2()
+        wait_item = run_store.load_wait("waits-1h")
+
+    assert (execution.status, execution.error) == ("FAILED", "CAPACITY_WAIT_EXPIRED")
+    cause = execution.cause
+    assert (cause["requested"], cause["launched"]) == (4, 1)
+    [kept] = cause["instances"]
+    assert kept["pool"] == "spot/us-west-2/us-west-2a/g6.xlarge"
+    # Kept: still running, recorded, tagged with the request; the cause says how to end it.
+    assert kept["instance_id"] in live and live[kept["instance_id"]]["gpufill:request-id"] == "waits-1h"
+    assert set(recorded) == {kept["instance_id"]}
+    assert cause["teardown"] == {"action": "teardown", "request_id": "waits-1h"}
+    assert "gpufill teardown waits-1h" in cause["hint"]
+    assert {p["pool"] for p in cause["pools_tried"]} == {
+        "spot/us-west-2/us-west-2a/g6.xlarge", "spot/us-west-2/us-west-2b/g6.xlarge",
+        "spot/us-west-2/us-west-2c/g6.xlarge", "spot/us-east-1/us-east-1a/g6.xlarge",
+        "spot/us-east-1/us-east-1b/g6.xlarge", "spot/ap-northeast-1/ap-northeast-1a/g6.xlarge",
+    }
+    assert cause["tries"] == tries_of(execution)[-1] and cause["tries"] >= 5
+    # The waits add up to the hour (the rest of it passed in the tries themselves), and no try
+    # was ever scheduled past the deadline.
+    assert 3600 - 120 < elapsed <= 3600
+    assert all(at <= cause["deadline"] for at in scheduled_tries(execution))
+    assert (wait_item["phase"], wait_item["tries"]) == ("expired", cause["tries"])
+
+
+def test_without_wait_for_capacity_the_same_market_ends_partial_at_once():
+    with LocalEngine(MarketScenario.load(RESTOCK)) as account:
+        body = request("PT1H")
+        del body["wait_for_capacity"]
+        execution = account.run(body, name="no-wait")
+        elapsed = account.elapsed
+    assert execution.status == "SUCCEEDED"
+    assert (execution.output["status"], execution.output["launched"]) == ("PARTIAL", 1)
+    assert "PlanNextTry" not in execution.entered() and elapsed < 600
+
+
+def test_a_chain_that_continues_as_new_keeps_one_request(monkeypatch):
+    monkeypatch.setenv("WAIT_TRIES_PER_EXECUTION", "3")
+    with LocalEngine(MarketScenario.load(RESTOCK)) as account:
+        execution = account.run(request("PT6H"), name="chained")
+        recorded = records("chained")
+        live = running_in_ec2()
+        wait_item = run_store.load_wait("chained")
+        status = account.run({"action": "status", "request_id": "chained"}, name="status-chained").output
+
+    names = [e.name for e in execution.continued_from] + [execution.name]
+    assert names[:3] == ["chained", "chained-c1", "chained-c2"] and len(names) >= 3
+    for before, after in zip(execution.continued_from, names[1:]):
+        assert before.status == "SUCCEEDED"
+        assert (before.output["status"], before.output["continued_as"], before.output["request_id"]) == (
+            "CONTINUED", after, "chained")
+    assert execution.output["status"] == "FULFILLED" and execution.output["request_id"] == "chained"
+    # The first instance (launched by the first execution) is carried to the end, and every
+    # instance of every execution is recorded and tagged with the original request id.
+    ids = {i["instance_id"] for i in execution.output["instances"]}
+    assert len(ids) == 4 and set(recorded) == ids
+    assert {live[i]["gpufill:request-id"] for i in ids} == {"chained"}
+    # One status view: every instance of the chain under the one request id.
+    assert {i["instance_id"] for i in status["instances"]} == ids
+    # Tries are counted across the chain: three per execution, then the next one carries on.
+    first = execution.continued_from[0]
+    assert tries_of(first) == [1, 2, 3]
+    assert tries_of(execution.continued_from[1]) == [4, 5, 6]
+    assert wait_item["execution"] == names[-1]
+
+
+@pytest.mark.parametrize(
+    ("deadline", "problem"),
+    [
+        ("PT0S", "at least one second"),
+        ("P8D", "at most 7 days"),
+        ("6 hours", "ISO 8601 duration"),
+        (21600, "ISO 8601 duration"),
+    ],
+)
+def test_bad_deadlines_are_refused_naming_the_field(simulate, deadline, problem):
+    execution = simulate(request(deadline), json.loads(RESTOCK.read_text()))
+    assert (execution.status, execution.error) == ("FAILED", "InvalidRequest")
+    [field] = execution.cause["fields"]
+    assert field["field"] == "wait_for_capacity.deadline" and problem in field["problem"]
+    assert "RunInstances" not in execution.metrics["ec2_calls"]
+
+
+def test_wait_for_capacity_with_a_plan_is_refused(simulate):
+    execution = simulate(request("PT1H", action="plan"), json.loads(RESTOCK.read_text()))
+    assert execution.error == "InvalidRequest"
+    assert [f["field"] for f in execution.cause["fields"]] == ["wait_for_capacity"]
