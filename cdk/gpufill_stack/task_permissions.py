@@ -228,7 +228,7 @@ def update_instance_records(r: TaskResources) -> Grant:
 
 
 def read_instance_record(r: TaskResources) -> Grant:
-    """One item by key: a run's plan (run_store.load_plan)."""
+    """One item by key: a run's plan (run_store.load_plan), a request's wait item (run_store.load_wait)."""
     return Grant([iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[r.table.table_arn])])
 
 
@@ -416,10 +416,10 @@ TASKS: dict[str, TaskSpec] = {
         grants=(describe_instances, update_instance_records),
     ),
     "ReportResultFunctionArn": TaskSpec(
-        summary="Builds the result from the run and its attempt log",
+        summary="Builds the result from the run and its attempt log; marks a wait for capacity ended",
         memory_mb=256,
         timeout_seconds=30,
-        grants=(read_instance_records_by_id,),
+        grants=(read_instance_records_by_id, update_instance_records),
     ),
     "ReportFailureFunctionArn": TaskSpec(
         summary="Names every instance a failed run launched, from the records, and the teardown that ends them",
@@ -461,10 +461,11 @@ TASKS: dict[str, TaskSpec] = {
         grants=(describe_instances, terminate_managed_instances, update_instance_records),
     ),
     "ReportInstanceStatusFunctionArn": TaskSpec(
-        summary="Lists this deployment's instances: records next to EC2 in each region; records unrecorded ones",
+        summary="Lists this deployment's instances: records next to EC2 in each region; records unrecorded ones; a request's wait for capacity",
         memory_mb=512,
         timeout_seconds=120,
         grants=(
+            read_instance_record,
             read_regions_config,
             query_request_instances,
             scan_instance_records,

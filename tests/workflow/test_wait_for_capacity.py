@@ -176,3 +176,47 @@ def test_wait_for_capacity_with_a_plan_is_refused(simulate):
     execution = simulate(request("PT1H", action="plan"), json.loads(RESTOCK.read_text()))
     assert execution.error == "InvalidRequest"
     assert [f["field"] for f in execution.cause["fields"]] == ["wait_for_capacity"]
+
+
+def test_status_shows_a_waiting_request_its_deadline_next_try_and_tries():
+    seen: dict = {}
+    with LocalEngine(MarketScenario.load(RESTOCK)) as account:
+        # Half an hour in, the request is between tries: ask for its status as a user would.
+        account.at(1800, lambda: seen.update(account.run({"action": "status", "request_id": "watched"}, name="status-mid").output))
+        execution = account.run(request("PT1H"), name="watched")
+        after = account.run({"action": "status", "request_id": "watched"}, name="status-after").output
+
+    assert execution.error == "CAPACITY_WAIT_EXPIRED"
+    deadline = execution.cause["deadline"]
+    line = seen["waiting"]
+    assert line.startswith(f"waiting for capacity until {deadline}; next try at 20")
+    tries = int(line.rsplit("; ", 1)[1].split()[0])
+    assert 3 <= tries < execution.cause["tries"]
+    assert [i["instance_id"] for i in seen["instances"]] == [i["instance_id"] for i in execution.cause["instances"]]
+    assert after["waiting"] == (
+        f"the wait for capacity expired at {deadline} after {execution.cause['tries']} tries (CAPACITY_WAIT_EXPIRED)"
+    )
+
+
+def test_a_teardown_ends_the_wait_at_its_next_try_without_launching_more():
+    asked: dict = {}
+
+    def tear_down():
+        done = account.run({"action": "teardown", "request_id": "torn"}, name="teardown-torn", decision="approved")
+        asked.update(done.output)
+
+    with LocalEngine(MarketScenario.load(RESTOCK)) as account:
+        account.at(1800, tear_down)
+        execution = account.run(request("PT6H"), name="torn")
+        elapsed = account.elapsed
+        status = account.run({"action": "status", "request_id": "torn"}, name="status-torn").output
+
+    assert asked["status"] == "TERMINATED" and asked["instance_count"] == 1
+    assert "its wait ends at its next try" in asked["note"]
+    assert execution.status == "SUCCEEDED", execution.cause
+    assert (execution.output["status"], execution.output["launched"]) == ("WAIT_ENDED", 1)
+    assert execution.entered()[-3:] == ["StartNextTry", "TryAgain", "WaitEndedByTeardown"]
+    # Ended at the first try after the teardown, long before the restock at two hours.
+    assert elapsed < 1800 + 900
+    assert status["waiting"].startswith("the wait for capacity was ended by teardown teardown-torn after ")
+    assert [i["state"] for i in status["instances"]] == ["terminated"]

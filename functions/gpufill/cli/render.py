@@ -363,6 +363,8 @@ def render_status(result: dict) -> list[str]:
             f"{i.get('instance_type') or '-':<13} {i.get('market') or '-':<9} {i['state']:<13} {price:>8} {hours:>6}  {i['finding']}"
         )
     counts = ", ".join(f"{n} {state}" for state, n in (result.get("counts") or {}).items()) or "none"
+    if result.get("waiting"):
+        lines += ["", f"Waiting: {result['waiting']}"]
     lines += [
         "",
         f"Counts: {counts}",

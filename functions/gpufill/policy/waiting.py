@@ -100,6 +100,26 @@ def status_line(wait: Waiting) -> str:
     return f"waiting for capacity until {wait.deadline}; next try at {wait.next_try_at}; {tries}"
 
 
+def view_line(view: dict | None) -> str | None:
+    """The status view's line for a request's wait item (run_store.save_wait), whatever its phase."""
+    if not view:
+        return None
+    tries = int(view.get("tries", 1))
+    counted = f"{tries} {'try' if tries == 1 else 'tries'} so far"
+    phase, deadline = view.get("phase"), view.get("deadline")
+    if phase == "waiting":
+        return f"waiting for capacity until {deadline}; next try at {view.get('next_try_at')}; {counted}"
+    if phase == "trying":
+        return f"waiting for capacity until {deadline}; try {tries} under way in {view.get('execution')}; {counted}"
+    if phase == "stopped":
+        return f"the wait for capacity was ended by teardown {view.get('stopped_by')} after {tries} {'try' if tries == 1 else 'tries'}"
+    if phase == "expired":
+        return f"the wait for capacity expired at {deadline} after {tries} {'try' if tries == 1 else 'tries'} (CAPACITY_WAIT_EXPIRED)"
+    if phase == "ended":
+        return f"the wait for capacity ended {view.get('status', 'fulfilled').lower()} after {tries} {'try' if tries == 1 else 'tries'}"
+    return None
+
+
 def teardown_command(request_id: str) -> dict:
     return {"action": "teardown", "request_id": request_id}
 
