@@ -416,10 +416,10 @@ TASKS: dict[str, TaskSpec] = {
         grants=(describe_instances, update_instance_records),
     ),
     "ReportResultFunctionArn": TaskSpec(
-        summary="Builds the result from the run and its attempt log; marks a wait for capacity ended",
+        summary="Builds the result from the run and its attempt log",
         memory_mb=256,
         timeout_seconds=30,
-        grants=(read_instance_records_by_id, update_instance_records),
+        grants=(read_instance_records_by_id,),
     ),
     "ReportFailureFunctionArn": TaskSpec(
         summary="Names every instance a failed run launched, from the records, and the teardown that ends them",

@@ -233,11 +233,13 @@ MAX_WAIT_FOR_CAPACITY_SECONDS = 7 * 24 * 3600
 # Capped exponential backoff between tries: 60 s, 120 s, 240 s, ... at most 15 minutes.
 WAIT_FIRST_DELAY_SECONDS = 60
 WAIT_MAX_DELAY_SECONDS = 900
-# Tries one execution makes before it continues as a new execution `<request>-c<n>`. A try of
-# the default candidate regions costs at most WAIT_EVENTS_PER_TRY_BOUND history events (measured
-# on the local engine, docs/state-machine.md), so this many stay well under 25,000.
-WAIT_EVENTS_PER_TRY_BOUND = 400
-DEFAULT_TRIES_PER_EXECUTION = 40
+# When a waiting execution continues as a new one: before its history could pass this many
+# events (Step Functions stops an execution at 25,000; the rest is headroom for task retries,
+# each of which adds 3 events). A try's events are bounded by a formula measured on the local
+# engine (policy/waiting.py, docs/state-machine.md); WAIT_TRIES_PER_EXECUTION also caps the
+# tries per execution (tests set it low to force continuations).
+WAIT_HISTORY_BUDGET = 20_000
+DEFAULT_TRIES_PER_EXECUTION = 100
 ENV_TRIES_PER_EXECUTION = "WAIT_TRIES_PER_EXECUTION"
 ENV_STATE_MACHINE_ARN = "STATE_MACHINE_ARN"
 # What a waiting run shows `gpufill status`: one item per request, keyed "wait#<request id>".

@@ -96,27 +96,27 @@ def test_delays_never_shrink_from_one_try_to_the_next_before_jitter(tries):
 
 
 def test_a_try_that_ends_short_before_the_deadline_waits_its_backoff():
-    move, after = waiting.next_try(wait(tries=2, tries_here=2), now=START + 200, spread=0.0, tries_per_execution=40)
+    move, after = waiting.next_try(wait(tries=2, tries_here=2), now=START + 200, spread=0.0, tries_per_execution=40, regions=3, attempts_total=6)
     assert move == "retry"
     assert (after.delay_seconds, after.next_try_at) == (120, waiting.iso(START + 320))
     assert (after.tries, after.tries_here) == (2, 2)  # counted when the try starts
 
 
 def test_the_last_wait_ends_on_the_deadline_never_after_it():
-    move, after = waiting.next_try(wait(tries=6), now=START + 3500.5, spread=0.0, tries_per_execution=40)
+    move, after = waiting.next_try(wait(tries=6), now=START + 3500.5, spread=0.0, tries_per_execution=40, regions=3, attempts_total=6)
     assert move == "retry"
     assert (after.delay_seconds, after.next_try_at) == (99, waiting.iso(START + 3599.5))
 
 
 def test_past_the_deadline_the_wait_expires_unchanged():
     before = wait(tries=7, delay_seconds=900, next_try_at="x")
-    assert waiting.next_try(before, now=START + 3600, spread=0.0, tries_per_execution=40) == ("expired", before)
+    assert waiting.next_try(before, now=START + 3600, spread=0.0, tries_per_execution=40, regions=3, attempts_total=6) == ("expired", before)
 
 
 def test_an_execution_hands_over_once_it_has_made_its_share_of_tries():
-    assert waiting.next_try(wait(tries=9, tries_here=2), now=START, spread=0, tries_per_execution=3)[0] == "retry"
-    assert waiting.next_try(wait(tries=9, tries_here=3), now=START, spread=0, tries_per_execution=3)[0] == "handover"
-    assert waiting.next_try(wait(tries=9, tries_here=4), now=START, spread=0, tries_per_execution=3)[0] == "handover"
+    assert waiting.next_try(wait(tries=9, tries_here=2), now=START, spread=0, tries_per_execution=3, regions=3, attempts_total=6)[0] == "retry"
+    assert waiting.next_try(wait(tries=9, tries_here=3), now=START, spread=0, tries_per_execution=3, regions=3, attempts_total=6)[0] == "handover"
+    assert waiting.next_try(wait(tries=9, tries_here=4), now=START, spread=0, tries_per_execution=3, regions=3, attempts_total=6)[0] == "handover"
 
 
 @given(
@@ -128,7 +128,7 @@ def test_an_execution_hands_over_once_it_has_made_its_share_of_tries():
 def test_a_scheduled_try_never_lies_past_the_deadline(seconds, elapsed, tries, spread):
     begun = waiting.begin(seconds, START).model_copy(update={"tries": tries})
     now = START + elapsed
-    move, after = waiting.next_try(begun, now=now, spread=spread, tries_per_execution=40)
+    move, after = waiting.next_try(begun, now=now, spread=spread, tries_per_execution=40, regions=3, attempts_total=6)
     if now >= begun.deadline_epoch:
         assert move == "expired"
     else:
@@ -138,11 +138,37 @@ def test_a_scheduled_try_never_lies_past_the_deadline(seconds, elapsed, tries, s
 
 
 def test_starting_a_try_counts_it_here_and_across_the_chain():
-    w = wait(tries=4, tries_here=2, generation=1, next_try_at="2026-05-28T20:30:00Z")
-    started = waiting.start_try(w, handover=False)
+    w = wait(tries=4, tries_here=2, generation=1, next_try_at="2026-05-28T20:30:00Z", attempts_before=10, events_here=500)
+    started = waiting.start_try(w, handover=False, attempts_total=16)
     assert (started.tries, started.tries_here, started.generation, started.next_try_at) == (5, 3, 1, None)
-    handed = waiting.start_try(w, handover=True)
+    assert (started.attempts_before, started.events_here) == (16, 500)
+    handed = waiting.start_try(w, handover=True, attempts_total=16)
     assert (handed.tries, handed.tries_here, handed.generation, handed.next_try_at) == (5, 1, 2, None)
+    assert (handed.attempts_before, handed.events_here) == (16, waiting.EVENTS_AT_START)
+
+
+def test_a_try_is_bounded_by_its_regions_and_attempts():
+    assert waiting.try_events(0, 0) == 29
+    assert waiting.try_events(3, 6) == 29 + 42 + 42
+    assert waiting.try_events(1, 0) == 43 and waiting.try_events(0, 1) == 36
+
+
+def test_each_try_adds_its_bound_to_the_execution_s_events():
+    first, after = waiting.next_try(wait(attempts_before=0), now=START, spread=0, tries_per_execution=40, regions=3, attempts_total=6)
+    assert (first, after.events_here) == ("retry", waiting.EVENTS_AT_START + 113)
+    second, again = waiting.next_try(
+        after.model_copy(update={"attempts_before": 6}), now=START, spread=0, tries_per_execution=40, regions=3, attempts_total=8
+    )
+    assert (second, again.events_here) == ("retry", waiting.EVENTS_AT_START + 113 + 85)
+
+
+def test_an_execution_hands_over_before_another_such_try_could_pass_the_history_budget():
+    # A try of 15 regions and 600 attempts is bounded by 29 + 210 + 4200 = 4439 events.
+    big = waiting.try_events(15, 600)
+    fits = wait(events_here=20_000 - 2 * big)
+    assert waiting.next_try(fits, now=START, spread=0, tries_per_execution=100, regions=15, attempts_total=600)[0] == "retry"
+    over = wait(events_here=20_000 - 2 * big + 1)
+    assert waiting.next_try(over, now=START, spread=0, tries_per_execution=100, regions=15, attempts_total=600)[0] == "handover"
 
 
 def test_successor_names_fit_step_functions_eighty_characters():

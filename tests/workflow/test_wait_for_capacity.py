@@ -220,3 +220,17 @@ def test_a_teardown_ends_the_wait_at_its_next_try_without_launching_more():
     assert elapsed < 1800 + 900
     assert status["waiting"].startswith("the wait for capacity was ended by teardown teardown-torn after ")
     assert [i["state"] for i in status["instances"]] == ["terminated"]
+
+
+def test_the_event_bound_a_waiting_execution_carries_is_never_below_its_real_history(monkeypatch):
+    """The continue-as-new threshold counts on policy/waiting.py's bound; check it against the
+    history Step Functions (here the local engine) really keeps, try by try."""
+    monkeypatch.setenv("WAIT_TRIES_PER_EXECUTION", "4")
+    with LocalEngine(MarketScenario.load(RESTOCK)) as account:
+        execution = account.run(request("PT6H"), name="counted")
+    for run in [*execution.continued_from, execution]:
+        for n, event in enumerate(run.history, 1):
+            details = event.get("stateExitedEventDetails") or {}
+            if details.get("name") == "PlanNextTry":
+                bound = json.loads(details["output"])["run"]["wait"]["events_here"]
+                assert n <= bound, (run.name, n, bound)

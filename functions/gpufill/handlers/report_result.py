@@ -18,11 +18,4 @@ from gpufill.policy.result import fill_result
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=ReportEvent)
     attempts = run_store.load_attempts(step.request.request_id, step.run.attempts_total)
-    result = fill_result(step.request, step.run, attempts, step.status)
-    if step.run.wait is not None:
-        # The wait is over: `gpufill status` stops saying it waits.
-        run_store.save_wait(
-            step.request.request_id,
-            {"phase": "ended", "status": result["status"], "tries": step.run.wait.tries, "next_try_at": None},
-        )
-    return result
+    return fill_result(step.request, step.run, attempts, step.status)

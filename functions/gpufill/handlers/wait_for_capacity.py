@@ -39,6 +39,8 @@ def plan(step: WaitEvent) -> Run:
         now=clock.epoch(),
         spread=waiting.jitter(request.request_id, run.wait.tries),
         tries_per_execution=int(os.environ.get(ENV_TRIES_PER_EXECUTION, DEFAULT_TRIES_PER_EXECUTION)),
+        regions=len(request.regions),
+        attempts_total=run.attempts_total,
     )
     run = run.model_copy(update={"wait": wait, "next": move, "cause": None})
     if move == "expired":
@@ -60,7 +62,7 @@ def start(step: WaitEvent) -> Run:
         logger.info("capacity wait ended by a teardown", extra={"teardown": view["stopped_by"]})
         return run
     handover = run.next == "handover"
-    wait = waiting.start_try(run.wait, handover=handover)
+    wait = waiting.start_try(run.wait, handover=handover, attempts_total=run.attempts_total)
     run = run.model_copy(update={"wait": wait})
     if handover:
         successor = waiting.successor_name(request.request_id, wait.generation)

@@ -153,6 +153,8 @@ class Waiting(_Model):
     tries: int = 1
     tries_here: int = 1  # in this execution: the continue-as-new threshold counts these
     generation: int = 0  # 0 for the original execution, n for `<request>-c<n>`
+    attempts_before: int = 0  # the run's attempts_total when the current try started
+    events_here: int = 0  # a bound on this execution's history events so far (policy/waiting.py)
     delay_seconds: int = 0
     next_try_at: str | None = None
     successor: str | None = None  # the execution this one hands over to

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from gpufill.constants import (
     CONTINUATION_SUFFIX,
     WAIT_FIRST_DELAY_SECONDS,
+    WAIT_HISTORY_BUDGET,
     WAIT_MAX_DELAY_SECONDS,
 )
 from gpufill.models.request import ProvisionRequest
@@ -24,6 +25,17 @@ from gpufill.models.run import Attempt, Run, Waiting
 
 # The share of a delay that jitter may take off: a delay lies in [3/4, 1] of its nominal value.
 JITTER_SHARE = 0.25
+# History events of one try, measured on the local engine (docs/state-machine.md): the wait
+# loop's own states (MarketExhausted, PlanNextTry, WaitOrGiveUp, WaitForCapacity, StartNextTry,
+# TryAgain), the ScoreRegions Map's frame and RankPools come to 29; each region adds 7 to score
+# (a Map iteration) and at most 7 to prepare (PrepareRegion and NextMove); each LaunchBatch
+# step adds 7 and makes at least one attempt. So a try with R regions and A attempts has at most
+# 29 + 14 R + 7 A events, before task retries (3 each), which WAIT_HISTORY_BUDGET leaves room for.
+EVENTS_PER_TRY = 29
+EVENTS_PER_REGION = 14
+EVENTS_PER_ATTEMPT = 7
+# Before the first try: the execution's start, ValidateRequest and RouteByAction.
+EVENTS_AT_START = 12
 # Step Functions caps an execution name at 80 characters.
 MAX_EXECUTION_NAME = 80
 # A Fail state's cause is capped at 32,768 characters; keep headroom for the JSON framing.
@@ -58,6 +70,11 @@ def delay(tries: int, spread: float) -> int:
     return nominal - math.floor(nominal * JITTER_SHARE * spread)
 
 
+def try_events(regions: int, attempts: int) -> int:
+    """A bound on the history events of one try over `regions` regions making `attempts` launch calls."""
+    return EVENTS_PER_TRY + EVENTS_PER_REGION * regions + EVENTS_PER_ATTEMPT * attempts
+
+
 def deadline_reached(wait: Waiting, now: float) -> bool:
     return now >= wait.deadline_epoch
 
@@ -68,28 +85,43 @@ def successor_name(request_id: str, generation: int) -> str:
     return request_id[: MAX_EXECUTION_NAME - len(suffix)] + suffix
 
 
-def next_try(wait: Waiting, *, now: float, spread: float, tries_per_execution: int) -> tuple[str, Waiting]:
+def next_try(
+    wait: Waiting, *, now: float, spread: float, tries_per_execution: int, regions: int, attempts_total: int
+) -> tuple[str, Waiting]:
     """After a try that ended short: "expired", or "retry"/"handover" with the wait before the next try.
 
     A scheduled try never lies past the deadline: the last wait is cut to end on it. "handover"
-    means this execution has made its share of tries: after the wait it continues as a new one.
+    means this execution has made its share of tries, or another try like this one could take
+    its history past WAIT_HISTORY_BUDGET: after the wait it continues as a new execution.
     """
     if deadline_reached(wait, now):
         return "expired", wait
+    this_try = try_events(regions, attempts_total - wait.attempts_before)
+    events = (wait.events_here or EVENTS_AT_START) + this_try
     seconds = min(delay(wait.tries, spread), math.floor(wait.deadline_epoch - now))
-    scheduled = wait.model_copy(update={"delay_seconds": seconds, "next_try_at": iso(now + seconds)})
-    if wait.tries_here >= tries_per_execution:
+    scheduled = wait.model_copy(
+        update={"delay_seconds": seconds, "next_try_at": iso(now + seconds), "events_here": events}
+    )
+    if wait.tries_here >= tries_per_execution or events + this_try > WAIT_HISTORY_BUDGET:
         return "handover", scheduled
     return "retry", scheduled
 
 
-def start_try(wait: Waiting, *, handover: bool) -> Waiting:
+def start_try(wait: Waiting, *, handover: bool, attempts_total: int) -> Waiting:
     """The try after a wait: counted across the chain, and from 1 again in a new execution."""
     if handover:
         return wait.model_copy(
-            update={"tries": wait.tries + 1, "tries_here": 1, "generation": wait.generation + 1, "next_try_at": None}
+            update={
+                "tries": wait.tries + 1, "tries_here": 1, "generation": wait.generation + 1, "next_try_at": None,
+                "attempts_before": attempts_total, "events_here": EVENTS_AT_START,
+            }
         )
-    return wait.model_copy(update={"tries": wait.tries + 1, "tries_here": wait.tries_here + 1, "next_try_at": None})
+    return wait.model_copy(
+        update={
+            "tries": wait.tries + 1, "tries_here": wait.tries_here + 1, "next_try_at": None,
+            "attempts_before": attempts_total,
+        }
+    )
 
 
 def status_line(wait: Waiting) -> str:
@@ -116,7 +148,7 @@ def view_line(view: dict | None) -> str | None:
     if phase == "expired":
         return f"the wait for capacity expired at {deadline} after {tries} {'try' if tries == 1 else 'tries'} (CAPACITY_WAIT_EXPIRED)"
     if phase == "ended":
-        return f"the wait for capacity ended {view.get('status', 'fulfilled').lower()} after {tries} {'try' if tries == 1 else 'tries'}"
+        return f"the wait for capacity ended: try {tries} filled the request"
     return None
 
 
