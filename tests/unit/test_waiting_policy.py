@@ -139,10 +139,10 @@ def test_a_scheduled_try_never_lies_past_the_deadline(seconds, elapsed, tries, s
 
 def test_starting_a_try_counts_it_here_and_across_the_chain():
     w = wait(tries=4, tries_here=2, generation=1, next_try_at="2026-05-28T20:30:00Z", attempts_before=10, events_here=500)
-    started = waiting.start_try(w, handover=False, attempts_total=16)
+    started = waiting.begin_try(w, handover=False, attempts_total=16)
     assert (started.tries, started.tries_here, started.generation, started.next_try_at) == (5, 3, 1, None)
     assert (started.attempts_before, started.events_here) == (16, 500)
-    handed = waiting.start_try(w, handover=True, attempts_total=16)
+    handed = waiting.begin_try(w, handover=True, attempts_total=16)
     assert (handed.tries, handed.tries_here, handed.generation, handed.next_try_at) == (5, 1, 2, None)
     assert (handed.attempts_before, handed.events_here) == (16, waiting.EVENTS_AT_START)
 

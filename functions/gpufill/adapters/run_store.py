@@ -197,7 +197,7 @@ def load_wait(request_id: str) -> dict | None:
     return {k: _plain(v) for k, v in item.items()} if item else None
 
 
-def stop_wait(request_id: str, *, by: str) -> bool:
+def mark_wait_stopped(request_id: str, *, by: str) -> bool:
     """A teardown of a waiting request: its next try ends the wait instead of launching. False if it does not wait."""
     try:
         _table().update_item(

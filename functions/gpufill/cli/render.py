@@ -205,6 +205,15 @@ def plans_from(history: list[dict]) -> list[dict]:
     return plans
 
 
+def tries_waited(history: list[dict]) -> int | None:
+    """wait_for_capacity: the number of the try that ended the run (None if it never waited)."""
+    tries = None
+    for event in history:
+        if event["type"] == "TaskStateExited" and _details(event, "stateExitedEventDetails").get("name") == "StartNextTry":
+            tries = ((_state_output(event).get("run") or {}).get("wait") or {}).get("tries", tries)
+    return tries
+
+
 def render_regions(plan: dict) -> list[str]:
     lines = [f"Ranked regions ({plan.get('market')} market, {plan.get('scoring', 'classic')} scoring)"]
     lines.append(f"  {'rank':<4} {'score':>5}  {'region':<15} {'type':<13} {'spot $/h':>8}  {'AZs':>3}  {'tier':>4}  points")
@@ -267,6 +276,9 @@ def render_summary(execution: Any) -> str:
             lines.append(f"Reach the model server (port 8000) through SSM, e.g. {reachable[0]['instance_id']}:")
             lines.append(f"  {reachable[0]['connect']}")
         lines.append("")
+        waited = tries_waited(execution.history)
+        if waited:
+            lines.append(f"Waited for capacity: filled at try {waited}")
         lines.append(
             f"{result['status']}: {result['launched']} of {result['requested']} launched, "
             f"${result['hourly_cost']:.4f}/h in all"

@@ -62,7 +62,7 @@ def start(step: WaitEvent) -> Run:
         logger.info("capacity wait ended by a teardown", extra={"teardown": view["stopped_by"]})
         return run
     handover = run.next == "handover"
-    wait = waiting.start_try(run.wait, handover=handover, attempts_total=run.attempts_total)
+    wait = waiting.begin_try(run.wait, handover=handover, attempts_total=run.attempts_total)
     run = run.model_copy(update={"wait": wait})
     if handover:
         successor = waiting.successor_name(request.request_id, wait.generation)

@@ -107,7 +107,7 @@ def next_try(
     return "retry", scheduled
 
 
-def start_try(wait: Waiting, *, handover: bool, attempts_total: int) -> Waiting:
+def begin_try(wait: Waiting, *, handover: bool, attempts_total: int) -> Waiting:
     """The try after a wait: counted across the chain, and from 1 again in a new execution."""
     if handover:
         return wait.model_copy(
