@@ -151,6 +151,9 @@ def test_a_try_is_bounded_by_its_regions_and_attempts():
     assert waiting.try_events(0, 0) == 29
     assert waiting.try_events(3, 6) == 29 + 42 + 42
     assert waiting.try_events(1, 0) == 43 and waiting.try_events(0, 1) == 36
+    # spot-then-on-demand: each region is prepared once per market, and the second market costs 16.
+    assert waiting.try_events(3, 6, markets=2) == 29 + 16 + 21 * 3 + 42
+    assert waiting.try_events(0, 0, markets=2) == 45 and waiting.try_events(1, 0, markets=2) == 45 + 21
 
 
 def test_each_try_adds_its_bound_to_the_execution_s_events():
@@ -169,6 +172,13 @@ def test_an_execution_hands_over_before_another_such_try_could_pass_the_history_
     assert waiting.next_try(fits, now=START, spread=0, tries_per_execution=100, regions=15, attempts_total=600)[0] == "retry"
     over = wait(events_here=20_000 - 2 * big + 1)
     assert waiting.next_try(over, now=START, spread=0, tries_per_execution=100, regions=15, attempts_total=600)[0] == "handover"
+    two = waiting.try_events(15, 600, markets=2)
+    both = wait(events_here=20_000 - 2 * two)
+    assert waiting.next_try(both, now=START, spread=0, tries_per_execution=100, regions=15, attempts_total=600, markets=2)[0] == "retry"
+    assert waiting.next_try(
+        both.model_copy(update={"events_here": both.events_here + 1}),
+        now=START, spread=0, tries_per_execution=100, regions=15, attempts_total=600, markets=2,
+    )[0] == "handover"
 
 
 def test_successor_names_fit_step_functions_eighty_characters():

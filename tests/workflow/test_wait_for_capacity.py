@@ -222,12 +222,14 @@ def test_a_teardown_ends_the_wait_at_its_next_try_without_launching_more():
     assert [i["state"] for i in status["instances"]] == ["terminated"]
 
 
-def test_the_event_bound_a_waiting_execution_carries_is_never_below_its_real_history(monkeypatch):
+@pytest.mark.parametrize("market", ["spot", "spot-then-on-demand"])
+def test_the_event_bound_a_waiting_execution_carries_is_never_below_its_real_history(monkeypatch, market):
     """The continue-as-new threshold counts on policy/waiting.py's bound; check it against the
     history Step Functions (here the local engine) really keeps, try by try."""
     monkeypatch.setenv("WAIT_TRIES_PER_EXECUTION", "4")
     with LocalEngine(MarketScenario.load(RESTOCK)) as account:
-        execution = account.run(request("PT6H"), name="counted")
+        execution = account.run(request("PT6H", market=market), name="counted")
+    assert execution.output["status"] == "FULFILLED" and len(execution.continued_from) >= 2
     for run in [*execution.continued_from, execution]:
         for n, event in enumerate(run.history, 1):
             details = event.get("stateExitedEventDetails") or {}

@@ -41,6 +41,7 @@ def plan(step: WaitEvent) -> Run:
         tries_per_execution=int(os.environ.get(ENV_TRIES_PER_EXECUTION, DEFAULT_TRIES_PER_EXECUTION)),
         regions=len(request.regions),
         attempts_total=run.attempts_total,
+        markets=2 if request.market == "spot-then-on-demand" else 1,
     )
     run = run.model_copy(update={"wait": wait, "next": move, "cause": None})
     if move == "expired":

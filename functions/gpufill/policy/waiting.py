@@ -28,11 +28,15 @@ JITTER_SHARE = 0.25
 # History events of one try, measured on the local engine (docs/state-machine.md): the wait
 # loop's own states (MarketExhausted, PlanNextTry, WaitOrGiveUp, WaitForCapacity, StartNextTry,
 # TryAgain), the ScoreRegions Map's frame and RankPools come to 29; each region adds 7 to score
-# (a Map iteration) and at most 7 to prepare (PrepareRegion and NextMove); each LaunchBatch
-# step adds 7 and makes at least one attempt. So a try with R regions and A attempts has at most
-# 29 + 14 R + 7 A events, before task retries (3 each), which WAIT_HISTORY_BUDGET leaves room for.
+# (a Map iteration) and at most 7 per market to prepare (PrepareRegion and NextMove); each
+# LaunchBatch step adds 7 and makes at least one attempt; spot-then-on-demand's second market
+# adds RankOnDemandPools and another MarketExhausted (16 with headroom). So a try with R regions,
+# M markets and A attempts has at most 29 + 16 (M - 1) + (7 + 7 M) R + 7 A events, before task
+# retries (3 each), which WAIT_HISTORY_BUDGET leaves room for.
 EVENTS_PER_TRY = 29
-EVENTS_PER_REGION = 14
+EVENTS_PER_MARKET = 16
+EVENTS_TO_SCORE_A_REGION = 7
+EVENTS_TO_PREPARE_A_REGION = 7
 EVENTS_PER_ATTEMPT = 7
 # Before the first try: the execution's start, ValidateRequest and RouteByAction.
 EVENTS_AT_START = 12
@@ -70,9 +74,15 @@ def delay(tries: int, spread: float) -> int:
     return nominal - math.floor(nominal * JITTER_SHARE * spread)
 
 
-def try_events(regions: int, attempts: int) -> int:
-    """A bound on the history events of one try over `regions` regions making `attempts` launch calls."""
-    return EVENTS_PER_TRY + EVENTS_PER_REGION * regions + EVENTS_PER_ATTEMPT * attempts
+def try_events(regions: int, attempts: int, markets: int = 1) -> int:
+    """A bound on the history events of one try over `regions` regions and `markets` markets
+    making `attempts` launch calls."""
+    return (
+        EVENTS_PER_TRY
+        + EVENTS_PER_MARKET * (markets - 1)
+        + (EVENTS_TO_SCORE_A_REGION + EVENTS_TO_PREPARE_A_REGION * markets) * regions
+        + EVENTS_PER_ATTEMPT * attempts
+    )
 
 
 def deadline_reached(wait: Waiting, now: float) -> bool:
@@ -86,7 +96,14 @@ def successor_name(request_id: str, generation: int) -> str:
 
 
 def next_try(
-    wait: Waiting, *, now: float, spread: float, tries_per_execution: int, regions: int, attempts_total: int
+    wait: Waiting,
+    *,
+    now: float,
+    spread: float,
+    tries_per_execution: int,
+    regions: int,
+    attempts_total: int,
+    markets: int = 1,
 ) -> tuple[str, Waiting]:
     """After a try that ended short: "expired", or "retry"/"handover" with the wait before the next try.
 
@@ -96,7 +113,7 @@ def next_try(
     """
     if deadline_reached(wait, now):
         return "expired", wait
-    this_try = try_events(regions, attempts_total - wait.attempts_before)
+    this_try = try_events(regions, attempts_total - wait.attempts_before, markets)
     events = (wait.events_here or EVENTS_AT_START) + this_try
     seconds = min(delay(wait.tries, spread), math.floor(wait.deadline_epoch - now))
     scheduled = wait.model_copy(
