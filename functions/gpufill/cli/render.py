@@ -105,6 +105,7 @@ class Progress:
         """A long wait: what is being waited for, and since when."""
         what = {
             "AwaitTeardownApproval": "an answer to the teardown approval (gpufill approve|reject)",
+            "WaitForCapacity": "the next try for capacity (wait_for_capacity)",
         }.get(state or "", f"{state or 'the next step'} to finish")
         self._line(f"    still waiting for {what}, since {since:%H:%M:%S %Z}")
 
