@@ -250,3 +250,62 @@ def test_a_cause_with_thousands_of_pools_groups_them_and_stays_within_the_budget
     assert len(cause["instances"]) == 250
     assert {"pools": "spot/us-west-2/type000.xlarge", "zones_tried": 6} in cause["pools_tried"]
     assert len(cause["pools_tried"]) == 3 * 40
+
+
+def test_jitter_is_pinned_so_a_redeployed_step_waits_the_same():
+    # The first 8 bytes of sha256("run-w#3"), big-endian, over 2**64.
+    assert waiting.jitter("run-w", 3) == 0.7375247124644928
+    assert waiting.jitter("a", 1) == 0.6243185559747767
+
+
+def test_iso_says_utc_whatever_the_machine_s_time_zone(monkeypatch):
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        assert waiting.iso(START) == "2026-05-28T20:26:40Z"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_the_cause_is_grouped_only_when_it_is_over_its_budget():
+    run = Run(batch=1, remaining=3, launched=1, instances=[machine(1)], wait=wait(tries=2))
+    attempts = [attempt(1, "us-west-2a"), attempt(2, "us-west-2b")]
+    whole = waiting.expired_cause(run, provision(), attempts)
+    at_budget = json.loads(waiting.expired_cause(run, provision(), attempts, budget=len(whole)))
+    assert [p["pool"] for p in at_budget["pools_tried"]] == [
+        "spot/us-west-2/us-west-2a/g6.xlarge", "spot/us-west-2/us-west-2b/g6.xlarge"]
+    over = json.loads(waiting.expired_cause(run, provision(), attempts, budget=len(whole) - 1))
+    assert over["pools_tried"] == [{"pools": "spot/us-west-2/g6.xlarge", "zones_tried": 2}]
+    assert over["instances"] == at_budget["instances"]
+
+
+# --- the status view's line for a wait item ------------------------------------------------
+
+
+@pytest.mark.parametrize(("view", "line"), [
+    (None, None),
+    ({}, None),
+    ({"phase": "waiting", "deadline": "T", "next_try_at": "T2", "tries": 3},
+     "waiting for capacity until T; next try at T2; 3 tries so far"),
+    ({"phase": "waiting", "deadline": "T", "next_try_at": "T2", "tries": 1},
+     "waiting for capacity until T; next try at T2; 1 try so far"),
+    ({"phase": "waiting", "deadline": "T", "next_try_at": "T2"},
+     "waiting for capacity until T; next try at T2; 1 try so far"),
+    ({"phase": "trying", "deadline": "T", "tries": 4, "execution": "r-c1"},
+     "waiting for capacity until T; try 4 under way in r-c1; 4 tries so far"),
+    ({"phase": "stopped", "stopped_by": "teardown-r", "tries": 5},
+     "the wait for capacity was ended by teardown teardown-r after 5 tries"),
+    ({"phase": "stopped", "stopped_by": "teardown-r", "tries": 1},
+     "the wait for capacity was ended by teardown teardown-r after 1 try"),
+    ({"phase": "expired", "deadline": "T", "tries": 9},
+     "the wait for capacity expired at T after 9 tries (CAPACITY_WAIT_EXPIRED)"),
+    ({"phase": "expired", "deadline": "T", "tries": 1},
+     "the wait for capacity expired at T after 1 try (CAPACITY_WAIT_EXPIRED)"),
+    ({"phase": "ended", "tries": 14}, "the wait for capacity ended: try 14 filled the request"),
+    ({"phase": "something else", "tries": 2}, None),
+])
+def test_the_status_line_of_each_phase(view, line):
+    assert waiting.view_line(view) == line

@@ -173,7 +173,7 @@ def teardown_command(request_id: str) -> dict:
     return {"action": "teardown", "request_id": request_id}
 
 
-def expired_cause(run: Run, request: ProvisionRequest, attempts: list[Attempt]) -> str:
+def expired_cause(run: Run, request: ProvisionRequest, attempts: list[Attempt], budget: int = CAUSE_BUDGET) -> str:
     """CAPACITY_WAIT_EXPIRED: every instance kept, the tries, every pool tried, how to end them."""
     wait = run.wait
     assert wait is not None
@@ -207,7 +207,7 @@ def expired_cause(run: Run, request: ProvisionRequest, attempts: list[Attempt]) 
         ),
     }
     text = json.dumps({k: v for k, v in cause.items() if v is not None})
-    if len(text) > CAUSE_BUDGET:
+    if len(text) > budget:
         # Thousands of pools: one entry per market, region and type, with how many AZs were tried.
         grouped: dict[str, int] = {}
         for key in pools:
