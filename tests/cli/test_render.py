@@ -102,3 +102,14 @@ def test_a_continued_execution_names_its_successor():
         [],
     )
     assert "CONTINUED as r1-c1: 1 of 4 launched so far, 40 tries, waiting until 2026-12-09T00:00:00Z" in render_summary(view)
+
+
+def test_the_status_of_a_waiting_request_says_so():
+    from gpufill.cli.render import render_status
+
+    result = {"filter": {"request_id": "r1"}, "regions": ["us-west-2"], "instances": [], "counts": {"running": 1},
+              "running": 1, "hourly_cost": 0.4264,
+              "waiting": "waiting for capacity until T; next try at T2; 3 tries so far"}
+    printed = render_status(result)
+    assert printed[2:5] == ["", "Waiting: waiting for capacity until T; next try at T2; 3 tries so far", ""]
+    assert not any(line.startswith("Waiting:") for line in render_status({**result, "waiting": None}))
