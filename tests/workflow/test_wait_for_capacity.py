@@ -236,3 +236,26 @@ def test_the_event_bound_a_waiting_execution_carries_is_never_below_its_real_his
             if details.get("name") == "PlanNextTry":
                 bound = json.loads(details["output"])["run"]["wait"]["events_here"]
                 assert n <= bound, (run.name, n, bound)
+
+
+def test_a_hand_written_continuation_is_checked_like_a_request(simulate):
+    carried = {
+        "request": {"request_id": "forged", "action": "provision", "instance_types": ["g6.xlarge"], "count": 4,
+                    "batch_max": 4, "launch_mode": "partial", "market": "spot", "on_demand_strategy": "cost",
+                    "origin_region": "us-east-1", "regions": ["us-west-2"], "tags": {},
+                    "wait_for_capacity_seconds": 3600},
+        "run": {"batch": 4, "remaining": 4, "wait": {"deadline": "2030-01-01T00:00:00Z", "deadline_epoch": 1893456000,
+                                                     "generation": 1}},
+    }
+    market = json.loads(RESTOCK.read_text())
+    # Named as no predecessor would name it.
+    misnamed = simulate({"gpufill_continuation": carried}, market, name="forged-c7")
+    assert misnamed.error == "InvalidRequest"
+    assert misnamed.cause["fields"][0]["field"] == "gpufill_continuation"
+    assert "should be 'forged-c1'" in misnamed.cause["fields"][0]["problem"]
+    # A request field no request may hold.
+    carried["request"]["count"] = 251
+    oversized = simulate({"gpufill_continuation": carried}, market, name="forged-c1")
+    assert oversized.error == "InvalidRequest" and [f["field"] for f in oversized.cause["fields"]] == ["count"]
+    assert "RunInstances" not in oversized.metrics["ec2_calls"]
+    assert simulate({"gpufill_continuation": "nonsense"}, market, name="forged-c1").error == "InvalidRequest"

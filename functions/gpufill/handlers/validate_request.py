@@ -24,7 +24,7 @@ from gpufill.policy import fill, waiting
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=ValidateEvent)
     if isinstance(step.input, dict) and CONTINUATION in step.input:
-        return _continued(step.input[CONTINUATION])
+        return _continued(step.request_id, step.input[CONTINUATION])
     if not isinstance(step.input, dict):
         return _invalid(step.request_id, not_an_object(step.input), changes="launched")
     # A bad teardown or status would have changed nothing, not launched nothing: say so.
@@ -49,15 +49,44 @@ def handler(event: dict, context: LambdaContext) -> dict:
 
 
 # The input of a continued execution `<request>-c<n>` (ContinueAsNew): the accepted request and
-# the run as its predecessor left it. It was checked when the chain started, so it is only parsed.
+# the run as its predecessor left it. Whoever may start executions could write one by hand, so
+# the request passes the same checks again and the name must be the one its run hands over to.
 CONTINUATION = "gpufill_continuation"
 
 
-def _continued(carried: dict) -> dict:
-    request = ProvisionRequest.model_validate(carried["request"])
-    run = Run.model_validate(carried["run"]).model_copy(update={"next": "prepare"})
+def _continued(execution_name: str, carried: object) -> dict:
+    problem = "must be the request and run a waiting execution hands over to its successor"
+    try:
+        request = ProvisionRequest.model_validate(carried["request"])  # type: ignore[index]
+        run = Run.model_validate(carried["run"]).model_copy(update={"next": "prepare"})  # type: ignore[index]
+    except (TypeError, KeyError, ValidationError):
+        return _invalid(execution_name, [{"field": CONTINUATION, "problem": problem}], changes="launched")
+    try:
+        parse(event=user_fields(request), model=Request)
+    except ValidationError as error:
+        return _invalid(execution_name, describe_problems(error), changes="launched")
+    expected = waiting.successor_name(request.request_id, run.wait.generation) if run.wait else None
+    if execution_name != expected:
+        return _invalid(
+            execution_name,
+            [{"field": CONTINUATION, "problem": f"{problem}; this execution's name should be {expected!r}"}],
+            changes="launched",
+        )
     logger.info("continued", extra={"request_id": request.request_id, "tries": run.wait.tries if run.wait else None})
     return {"valid": True, "request": request.model_dump(mode="json"), "run": run.model_dump(mode="json", exclude_none=True)}
+
+
+def user_fields(request: ProvisionRequest) -> dict:
+    """The request as a user would have written it, for the same checks again."""
+    fields = request.model_dump(
+        include={
+            "action", "instance_types", "count", "batch_max", "launch_mode", "market", "on_demand_strategy",
+            "origin_region", "regions", "tags", "model_id", "image", "root_volume_gib", "scoring",
+        }
+    )
+    if request.wait_for_capacity_seconds is not None:
+        fields["wait_for_capacity"] = {"deadline": f"PT{request.wait_for_capacity_seconds}S"}
+    return fields
 
 
 def _invalid(request_id: str, problems: list[dict[str, str]], *, changes: str) -> dict:
