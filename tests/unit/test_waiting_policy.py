@@ -309,3 +309,12 @@ def test_the_cause_is_grouped_only_when_it_is_over_its_budget():
 ])
 def test_the_status_line_of_each_phase(view, line):
     assert waiting.view_line(view) == line
+
+
+@pytest.mark.parametrize(("name", "kept"), [
+    ("run-c1", True), ("run-c12", True), ("a-c0", True), ("run-c1-c2", True),
+    ("run-c", False), ("-c1", False), ("run-cx", False), ("run-c1x", False), ("run", False), ("runc1", False),
+    ("run-c١", False),  # an Arabic-Indic digit is a digit to str.isdigit, not to a name a run hands over to
+])
+def test_names_of_the_form_request_c_n_are_kept_for_continued_executions(name, kept):
+    assert waiting.is_successor_name(name) is kept

@@ -265,3 +265,39 @@ def test_a_hand_written_continuation_is_checked_like_a_request(simulate):
     assert oversized.error == "InvalidRequest" and [f["field"] for f in oversized.cause["fields"]] == ["count"]
     assert "RunInstances" not in oversized.metrics["ec2_calls"]
     assert simulate({"gpufill_continuation": "nonsense"}, market, name="forged-c1").error == "InvalidRequest"
+
+
+def test_a_run_may_not_take_a_name_kept_for_continued_executions(simulate):
+    execution = simulate({"instance_type": "g6.xlarge"}, json.loads(RESTOCK.read_text()), name="train-c1")
+    assert execution.error == "InvalidRequest"
+    [field] = execution.cause["fields"]
+    assert field["field"] == "(execution name)" and "'train-c1' ends like a continued execution's name" in field["problem"]
+
+
+def test_a_lost_reply_to_the_hand_over_still_continues_once(monkeypatch):
+    monkeypatch.setenv("WAIT_TRIES_PER_EXECUTION", "2")
+    with LocalEngine(restocked_after(1200)) as account:
+        # Once the run waits, the next StartExecution starts the successor but its reply is lost;
+        # the step is tried again with the same name and input, which AWS answers as a success.
+        account.at(30, lambda: account.faults.aws("stepfunctions", "StartExecution", error="InternalError", after=True))
+        execution = account.run(request("PT6H"), name="lossy")
+        injected = dict(account.faults.injected)
+        names = [e["name"] for e in account.client("stepfunctions").list_executions(
+            stateMachineArn=account.deployments[account.env_names[0]].state_machine_arn)["executions"]]
+    assert injected == {"aws:sfn:StartExecution": 1}
+    assert sorted(n for n in names if n.startswith("lossy")) == ["lossy", "lossy-c1", "lossy-c2"]
+    assert execution.output["status"] == "FULFILLED" and execution.continued_from[0].output["continued_as"] == "lossy-c1"
+
+
+def test_a_successor_that_already_exists_is_the_one_this_run_started(monkeypatch):
+    """A retried hand-over whose successor has already ended is answered ExecutionAlreadyExists:
+    no other run may hold that name, so the hand-over is done."""
+    monkeypatch.setenv("WAIT_TRIES_PER_EXECUTION", "2")
+    with LocalEngine(restocked_after(1200)) as account:
+        account.at(30, lambda: account.faults.aws(
+            "stepfunctions", "StartExecution", error="ExecutionAlreadyExists", after=True))
+        execution = account.run(request("PT6H"), name="exists")
+        assert dict(account.faults.injected) == {"aws:sfn:StartExecution": 1}
+    first = execution.continued_from[0]
+    assert (first.status, first.output["status"], first.output["continued_as"]) == ("SUCCEEDED", "CONTINUED", "exists-c1")
+    assert execution.output["status"] == "FULFILLED" and len(execution.output["instances"]) == 4

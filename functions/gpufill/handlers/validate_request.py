@@ -29,6 +29,13 @@ def handler(event: dict, context: LambdaContext) -> dict:
         return _invalid(step.request_id, not_an_object(step.input), changes="launched")
     # A bad teardown or status would have changed nothing, not launched nothing: say so.
     changes = "changed" if step.input.get("action") in ("teardown", "status") else "launched"
+    if waiting.is_successor_name(step.request_id):
+        # Kept for continued executions: a run of that name would take a waiting request's successor's.
+        problem = (
+            f"{step.request_id!r} ends like a continued execution's name (<request>-c<n>), which wait_for_capacity "
+            "keeps for itself; choose a name that does not end in -c and a number"
+        )
+        return _invalid(step.request_id, [{"field": "(execution name)", "problem": problem}], changes=changes)
     try:
         request = parse(event=step.input, model=Request)
     except ValidationError as error:

@@ -89,6 +89,12 @@ def deadline_reached(wait: Waiting, now: float) -> bool:
     return now >= wait.deadline_epoch
 
 
+def is_successor_name(execution_name: str) -> bool:
+    """A name of the form `<request>-c<n>`: kept for continued executions, so no other run may take one."""
+    stem, suffix, number = execution_name.rpartition(CONTINUATION_SUFFIX)
+    return bool(stem and suffix and number.isdigit() and number.isascii())
+
+
 def successor_name(request_id: str, generation: int) -> str:
     """`<request>-c<n>`, with the request part shortened so the name fits in 80 characters."""
     suffix = f"{CONTINUATION_SUFFIX}{generation}"
