@@ -229,7 +229,7 @@ def update_instance_records(r: TaskResources) -> Grant:
 
 
 def read_instance_record(r: TaskResources) -> Grant:
-    """One item by key: a run's plan (run_store.load_plan)."""
+    """One item by key: a run's plan (run_store.load_plan), a request's wait item (run_store.load_wait)."""
     return Grant([iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[r.table.table_arn])])
 
 
@@ -533,10 +533,11 @@ TASKS: dict[str, TaskSpec] = {
         grants=(describe_instances, terminate_managed_instances, update_instance_records, delete_cluster_groups),
     ),
     "ReportInstanceStatusFunctionArn": TaskSpec(
-        summary="Lists this deployment's instances: records next to EC2 in each region; records unrecorded ones",
+        summary="Lists this deployment's instances: records next to EC2 in each region; records unrecorded ones; a request's wait for capacity",
         memory_mb=512,
         timeout_seconds=120,
         grants=(
+            read_instance_record,
             read_regions_config,
             query_request_instances,
             scan_instance_records,
@@ -544,5 +545,11 @@ TASKS: dict[str, TaskSpec] = {
             put_instance_records,
             update_instance_records,
         ),
+    ),
+    "WaitForCapacityFunctionArn": TaskSpec(
+        summary="wait_for_capacity: schedules the next try or gives up at the deadline; keeps the wait item status reads",
+        memory_mb=256,
+        timeout_seconds=30,
+        grants=(read_instance_record, update_instance_records, read_instance_records_by_id),
     ),
 }

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -76,6 +76,22 @@ class Workflow(Construct):
             iam.PolicyStatement(
                 actions=["lambda:InvokeFunction"],
                 resources=[fn.function_arn for fn in invoked.values()],
+            )
+        )
+        # wait_for_capacity continues a long wait as a new execution of this same state machine
+        # (ContinueAsNew): StartExecution on this one ARN, spelt from its name, since a reference
+        # to the state machine itself would make its role's policy depend on it, a cycle.
+        self.state_machine.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["states:StartExecution"],
+                resources=[
+                    Stack.of(self).format_arn(
+                        service="states",
+                        resource="stateMachine",
+                        resource_name=constants.state_machine_name(env),
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
             )
         )
         nag.acknowledge_wildcards(

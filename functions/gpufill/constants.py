@@ -123,6 +123,8 @@ LAMBDA_TASKS = {
     "RecordApprovalDecisionFunctionArn": "gpufill.handlers.record_approval_decision.handler",
     "TerminateRegionInstancesFunctionArn": "gpufill.handlers.terminate_region_instances.handler",
     "ReportInstanceStatusFunctionArn": "gpufill.handlers.report_instance_status.handler",
+    # wait_for_capacity: PlanNextTry and StartNextTry (one function, two phases).
+    "WaitForCapacityFunctionArn": "gpufill.handlers.wait_for_capacity.handler",
 }
 
 # --- Teardown approval ------------------------------------------------------------------
@@ -223,3 +225,25 @@ OUTPUT_INSTANCES_TABLE = "InstancesTableName"
 OUTPUT_STARTUP_BUCKET = "StartupBucketName"
 OUTPUT_APPROVAL_TOPIC_ARN = "ApprovalTopicArn"
 OUTPUT_START_EXECUTION_COMMAND = "StartExecutionCommand"
+
+
+# --- Waiting for capacity (wait_for_capacity; issue 13 item 1) ----------------------------
+# The longest a run may wait: Step Functions keeps an execution for up to a year, but a wait
+# past a week is a reservation, not a fill.
+MAX_WAIT_FOR_CAPACITY_SECONDS = 7 * 24 * 3600
+# Capped exponential backoff between tries: 60 s, 120 s, 240 s, ... at most 15 minutes.
+WAIT_FIRST_DELAY_SECONDS = 60
+WAIT_MAX_DELAY_SECONDS = 900
+# When a waiting execution continues as a new one: before its history could pass this many
+# events (Step Functions stops an execution at 25,000; the rest is headroom for task retries,
+# each of which adds 3 events). A try's events are bounded by a formula measured on the local
+# engine (policy/waiting.py, docs/state-machine.md); WAIT_TRIES_PER_EXECUTION also caps the
+# tries per execution (tests set it low to force continuations).
+WAIT_HISTORY_BUDGET = 20_000
+DEFAULT_TRIES_PER_EXECUTION = 100
+ENV_TRIES_PER_EXECUTION = "WAIT_TRIES_PER_EXECUTION"
+ENV_STATE_MACHINE_ARN = "STATE_MACHINE_ARN"
+# What a waiting run shows `gpufill status`: one item per request, keyed "wait#<request id>".
+WAIT_KEY_PREFIX = "wait#"
+KIND_WAIT = "wait"
+CONTINUATION_SUFFIX = "-c"

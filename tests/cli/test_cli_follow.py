@@ -63,3 +63,53 @@ def test_connect_runs_the_port_forward_when_the_plugin_is_installed(tmp_path, mo
     assert "ssm start-session --region us-west-2 --target i-0123456789abcdef0" in args
     assert '{"portNumber":["8001"],"localPortNumber":["8001"]}' in args
     assert "forwarding localhost:8001 to i-0123456789abcdef0 (us-west-2)" in capsys.readouterr().out
+
+
+class Chain:
+    """A Step Functions client with a waiting run that continued as new once, then filled."""
+
+    def __init__(self):
+        self.described = []
+
+    def describe_execution(self, executionArn):
+        self.described.append(executionArn.rsplit(":", 1)[-1])
+        if executionArn.endswith(":r1"):
+            output = {"request_id": "r1", "status": "CONTINUED", "continued_as": "r1-c1", "launched": 1, "requested": 4,
+                      "tries": 3, "deadline": "2026-12-03T09:00:00Z"}
+        else:
+            output = {"request_id": "r1", "status": "FULFILLED", "launched": 4, "requested": 4, "instances": [],
+                      "hourly_cost": 1.7764}
+        return {"name": executionArn.rsplit(":", 1)[-1], "executionArn": executionArn, "status": "SUCCEEDED",
+                "output": json.dumps(output)}
+
+    def get_execution_history(self, executionArn, maxResults, **kwargs):
+        return {"events": []}
+
+
+def test_following_a_run_that_continued_as_new_follows_its_successor_to_the_end(capsys):
+    from gpufill.cli import runs
+
+    chain = Chain()
+
+    class Deployment:
+        state_machine_arn = "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-provisioner-dev"
+        execution_arn = aws.Deployment.execution_arn
+
+        def client(self, service):
+            return chain
+
+    view = runs.follow(Deployment(), f"{Deployment.state_machine_arn.replace('stateMachine', 'execution')}:r1",
+                       header="gpufill watch r1", quiet=False)
+    assert chain.described == ["r1", "r1-c1"]
+    assert view.output["status"] == "FULFILLED"
+    assert "  continued as r1-c1; following it" in capsys.readouterr().out
+
+
+def test_only_a_succeeded_continuation_names_a_successor():
+    from gpufill.cli.runs import continued_as
+
+    done = {"status": "SUCCEEDED", "output": json.dumps({"status": "CONTINUED", "continued_as": "r1-c2"})}
+    assert continued_as(done) == "r1-c2"
+    assert continued_as({**done, "status": "FAILED"}) is None
+    assert continued_as({"status": "SUCCEEDED", "output": json.dumps({"status": "FULFILLED", "continued_as": "x"})}) is None
+    assert continued_as({"status": "SUCCEEDED", "output": "[1]"}) is None

@@ -75,3 +75,68 @@ def test_a_gang_not_placed_summary_lists_pools_with_what_they_launched_and_the_r
         "  rolled back: 3 instance(s), nothing left running",
         "  hint: h",
     ]
+
+
+WAIT = {"deadline": "2026-12-03T09:00:00Z", "deadline_epoch": 0, "tries": 3, "delay_seconds": 195,
+        "next_try_at": "2026-12-03T03:27:27Z"}
+
+
+def test_the_wait_loop_says_how_long_it_waits_until_when_and_what_comes_next():
+    printed = lines(
+        {"type": "ChoiceStateEntered", "stateEnteredEventDetails": {"name": "WaitOrGiveUp"}},
+        exited("PlanNextTry", {"run": {"next": "retry", "launched": 1, "wait": WAIT}}),
+        exited("PlanNextTry", {"run": {"next": "handover", "launched": 1, "wait": WAIT}}),
+        exited("StartNextTry", {"run": {"next": "prepare", "wait": {**WAIT, "tries": 4}}}),
+        exited("StartNextTry", {"run": {"next": "handover", "wait": {**WAIT, "tries": 4, "successor": "r-c1"}}}),
+        exited("StartNextTry", {"run": {"next": "stopped", "wait": WAIT}}),
+        exited("PlanNextTry", {"run": {"next": "expired", "wait": WAIT}}),
+    )
+    assert printed == [
+        "  > PlanNextTry    try 3 came up short (1 launched so far); waiting 195 s until 2026-12-03T03:27:27Z "
+        "(deadline 2026-12-03T09:00:00Z)",
+        "  > PlanNextTry    try 3 came up short (1 launched so far); waiting 195 s until 2026-12-03T03:27:27Z "
+        "(deadline 2026-12-03T09:00:00Z); then continues as a new execution",
+        "  > StartNextTry   try 4: scoring and ranking again",
+        "  > StartNextTry   try 4 goes on in execution r-c1",
+        "  > StartNextTry   a teardown of this request was asked: the wait ends, nothing more is launched",
+        "  > PlanNextTry    try 3 came up short; the deadline 2026-12-03T09:00:00Z has passed",
+    ]
+
+
+def test_an_expired_wait_lists_what_it_kept_and_the_teardown():
+    cause = {"message": "Waited for capacity until T over 9 tries; 1 of 4 launched.",
+             "instances": [{"instance_id": "i-0123456789abcdef0", "pool": "spot/us-west-2/us-west-2a/g6.xlarge"}],
+             "pools_tried": [{"pools": "spot/us-east-1/g6.xlarge", "zones_tried": 2}],
+             "hint": "End the kept instances with `gpufill teardown r1` (asks for approval)"}
+    view = ExecutionView.from_aws(
+        {"name": "r1", "executionArn": "arn", "status": "FAILED", "error": "CAPACITY_WAIT_EXPIRED", "cause": json.dumps(cause)}, []
+    )
+    text = render_summary(view).splitlines()
+    assert text[1:6] == [
+        "FAILED with CAPACITY_WAIT_EXPIRED",
+        "  Waited for capacity until T over 9 tries; 1 of 4 launched.",
+        "  kept (1 running):",
+        "    i-0123456789abcdef0  spot/us-west-2/us-west-2a/g6.xlarge",
+        "  pools tried: spot/us-east-1/g6.xlarge (2 AZs)",
+    ]
+
+
+def test_a_continued_execution_names_its_successor():
+    view = ExecutionView.from_aws(
+        {"name": "r1", "executionArn": "arn", "status": "SUCCEEDED",
+         "output": json.dumps({"status": "CONTINUED", "continued_as": "r1-c1", "launched": 1, "requested": 4,
+                               "tries": 40, "deadline": "2026-12-09T00:00:00Z"})},
+        [],
+    )
+    assert "CONTINUED as r1-c1: 1 of 4 launched so far, 40 tries, waiting until 2026-12-09T00:00:00Z" in render_summary(view)
+
+
+def test_the_status_of_a_waiting_request_says_so():
+    from gpufill.cli.render import render_status
+
+    result = {"filter": {"request_id": "r1"}, "regions": ["us-west-2"], "instances": [], "counts": {"running": 1},
+              "running": 1, "hourly_cost": 0.4264,
+              "waiting": "waiting for capacity until T; next try at T2; 3 tries so far"}
+    printed = render_status(result)
+    assert printed[2:5] == ["", "Waiting: waiting for capacity until T; next try at T2; 3 tries so far", ""]
+    assert not any(line.startswith("Waiting:") for line in render_status({**result, "waiting": None}))

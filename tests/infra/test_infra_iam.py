@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from gpufill import constants
 
 from infra_aws_calls import reachable
@@ -132,6 +134,18 @@ def test_step_functions_may_invoke_exactly_the_workflow_lambdas(synthesized, tas
     expected = [get_att(task_functions[p][0]) for p in used]
     granted = as_list(invoke[0]["Resource"])
     assert sorted(map(str, granted)) == sorted(map(str, expected))
+
+
+def test_step_functions_may_start_only_its_own_state_machine_to_continue_a_wait(synthesized):
+    (machine,) = synthesized.resources("AWS::StepFunctions::StateMachine").values()
+    statements = statements_of_role(synthesized.json, role_of(machine, "RoleArn"))
+    states = [s for s in statements if any(a.startswith("states:") for a in actions(s))]
+    assert len(states) == 1 and actions(states[0]) == ["states:StartExecution"]
+    [arn] = as_list(states[0]["Resource"])
+    text = json.dumps(arn)
+    # Its own name, spelt out (no wildcard, no other state machine, no reference back to itself).
+    assert f":stateMachine:{machine['Properties']['StateMachineName']}" in text and "*" not in text
+    assert "Ref" not in text.replace('"Ref": "AWS::', "")
 
 
 # Granted by CDK to every function for its own logs and for X-Ray; not calls the handler makes.

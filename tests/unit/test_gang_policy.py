@@ -271,3 +271,9 @@ def test_a_same_az_gang_of_efa_types_gets_one_cluster_group_per_deployment_reque
     assert gang.cluster_group(request(placement="same-az"), WEST_B, "prod") is None
     long = gang.cluster_group(request(placement="same-az", instance_types=["g6e.12xlarge"]), efa, "d" * 300)
     assert long == f"gpufill-{'d' * 300}"[: gang.MAX_GROUP_NAME] and len(long) == 255
+
+
+def test_a_gang_that_must_land_whole_cannot_also_wait_for_capacity():
+    found = problems({"all_or_nothing": True, "wait_for_capacity": {"deadline": "PT6H"}})
+    assert found == {"wait_for_capacity": "does not go with all_or_nothing yet: give one or the other"}
+    assert Request.model_validate({"placement": "same-az", "wait_for_capacity": {"deadline": "PT6H"}}).placement == "same-az"

@@ -70,6 +70,9 @@ QUIET_STATES = {
 # Teardown and status: choices stay quiet, and these report on exit, with what they found.
 QUIET_STATES |= {"AnythingToTerminate", "IsTeardownApproved"}
 REPORTED_ON_EXIT = {"FindTeardownInstances", "RecordApprovalDecision", "RecordApprovalExpiry", "TerminateRegionInstances"}
+# wait_for_capacity: the loop's steps report on exit, with the wait, the next try and the deadline.
+QUIET_STATES |= {"WaitOrGiveUp", "TryAgain", "WaitForCapacity"}
+WAIT_STEPS = {"PlanNextTry", "StartNextTry"}
 
 
 def _details(event: dict, kind: str) -> dict:
@@ -102,6 +105,7 @@ class Progress:
         """A long wait: what is being waited for, and since when."""
         what = {
             "AwaitTeardownApproval": "an answer to the teardown approval (gpufill approve|reject)",
+            "WaitForCapacity": "the next try for capacity (wait_for_capacity)",
         }.get(state or "", f"{state or 'the next step'} to finish")
         self._line(f"    still waiting for {what}, since {since:%H:%M:%S %Z}")
 
@@ -110,7 +114,7 @@ class Progress:
         if kind.endswith("StateEntered"):
             name = _details(event, "stateEnteredEventDetails").get("name")
             self.entered = name
-            if name not in QUIET_STATES | REPORTED_ON_EXIT and name not in ("LaunchBatch", "PrepareRegion", "RollBackGang"):
+            if name not in QUIET_STATES | REPORTED_ON_EXIT | WAIT_STEPS and name not in ("LaunchBatch", "PrepareRegion", "RollBackGang"):
                 self._line(f"  > {name}")
         elif kind == "MapStateStarted":
             length = _details(event, "mapStateStartedEventDetails").get("length")
@@ -124,6 +128,8 @@ class Progress:
             name = _details(event, "stateExitedEventDetails").get("name")
             if name in REPORTED_ON_EXIT:
                 self._teardown_exited(name, _state_output(event))
+            elif name in WAIT_STEPS:
+                self._wait_exited(name, _state_output(event))
             else:
                 self._exited(name, _state_output(event))
 
@@ -145,6 +151,25 @@ class Progress:
                 f"  > TerminateRegionInstances  {state.get('region')}: terminated {state.get('terminated_count', 0)}, "
                 f"skipped {state.get('skipped_count', 0)}"
             )
+
+    def _wait_exited(self, name: str, state: dict) -> None:
+        run = state.get("run") or {}
+        wait = run.get("wait") or {}
+        move, tries = run.get("next"), wait.get("tries")
+        if name == "PlanNextTry" and move == "expired":
+            self._line(f"  > PlanNextTry    try {tries} came up short; the deadline {wait.get('deadline')} has passed")
+        elif name == "PlanNextTry":
+            then = "; then continues as a new execution" if move == "handover" else ""
+            self._line(
+                f"  > PlanNextTry    try {tries} came up short ({run.get('launched', 0)} launched so far); "
+                f"waiting {wait.get('delay_seconds')} s until {wait.get('next_try_at')} (deadline {wait.get('deadline')}){then}"
+            )
+        elif move == "stopped":
+            self._line("  > StartNextTry   a teardown of this request was asked: the wait ends, nothing more is launched")
+        elif move == "handover":
+            self._line(f"  > StartNextTry   try {tries} goes on in execution {wait.get('successor')}")
+        else:
+            self._line(f"  > StartNextTry   try {tries}: scoring and ranking again")
 
     def _exited(self, name: str | None, state: dict) -> None:
         run = state.get("run") or {}
@@ -197,6 +222,15 @@ def plans_from(history: list[dict]) -> list[dict]:
     return plans
 
 
+def tries_waited(history: list[dict]) -> int | None:
+    """wait_for_capacity: the number of the try that ended the run (None if it never waited)."""
+    tries = None
+    for event in history:
+        if event["type"] == "TaskStateExited" and _details(event, "stateExitedEventDetails").get("name") == "StartNextTry":
+            tries = ((_state_output(event).get("run") or {}).get("wait") or {}).get("tries", tries)
+    return tries
+
+
 def render_regions(plan: dict) -> list[str]:
     lines = [f"Ranked regions ({plan.get('market')} market, {plan.get('scoring', 'classic')} scoring)"]
     lines.append(f"  {'rank':<4} {'score':>5}  {'region':<15} {'type':<13} {'spot $/h':>8}  {'AZs':>3}  {'tier':>4}  points")
@@ -224,6 +258,13 @@ def render_attempts(attempts: list[dict]) -> list[str]:
     return lines
 
 
+def pool_tried(p: dict) -> str:
+    """One pool of a cause (what it launched or why not), or a group of them when the cause ran long."""
+    if "pool" not in p:
+        return f"{p['pools']} ({p['zones_tried']} AZs)"
+    return f"{p['pool']} ({'launched ' + str(p['launched']) if p.get('launched') else p['outcome']})"
+
+
 def render_summary(execution: Any) -> str:
     lines: list[str] = [""]
     plans = plans_from(execution.history)
@@ -238,6 +279,13 @@ def render_summary(execution: Any) -> str:
         lines += render_teardown(result, getattr(execution, "notifications", None) or [])
     elif result and result.get("action") == "status":
         lines += render_status(result)
+    elif result and result.get("status") == "CONTINUED":
+        lines.append(
+            f"CONTINUED as {result['continued_as']}: {result['launched']} of {result['requested']} launched so far, "
+            f"{result['tries']} tries, waiting until {result['deadline']}"
+        )
+    elif result and result.get("status") == "WAIT_ENDED":
+        lines.append(f"WAIT_ENDED: {result['reason']}; {result['launched']} of {result['requested']} launched, after {result['tries']} tries")
     elif result and result.get("status") == "PLANNED":
         lines.append(f"Plan: {len(result.get('pools', []))} pool(s) in order; nothing launched.")
     elif result:
@@ -252,6 +300,9 @@ def render_summary(execution: Any) -> str:
             lines.append(f"Reach the model server (port 8000) through SSM, e.g. {reachable[0]['instance_id']}:")
             lines.append(f"  {reachable[0]['connect']}")
         lines.append("")
+        waited = tries_waited(execution.history)
+        if waited:
+            lines.append(f"Waited for capacity: filled at try {waited}")
         lines.append(
             f"{result['status']}: {result['launched']} of {result['requested']} launched, "
             f"${result['hourly_cost']:.4f}/h in all"
@@ -262,10 +313,12 @@ def render_summary(execution: Any) -> str:
             lines.append(f"  {cause.get('message', '')}")
             for field in cause.get("fields", []):
                 lines.append(f"  - {field['field']}: {field['problem']}")
+            if execution.error == "CAPACITY_WAIT_EXPIRED" and cause.get("instances"):
+                lines.append(f"  kept ({len(cause['instances'])} running):")
+                lines += [f"    {i['instance_id']}  {i['pool']}" for i in cause["instances"]]
             if cause.get("pools_tried"):
                 tried = ", ".join(
-                    f"{p['pool']} ({'launched ' + str(p['launched']) if p.get('launched') else p['outcome']})"
-                    for p in cause["pools_tried"] if isinstance(p, dict)
+                    pool_tried(p) for p in cause["pools_tried"] if isinstance(p, dict)
                 )
                 lines.append(f"  pools tried: {tried}")
             if "rolled_back_count" in cause:
@@ -347,6 +400,8 @@ def render_status(result: dict) -> list[str]:
             f"{i.get('instance_type') or '-':<13} {i.get('market') or '-':<9} {i['state']:<13} {price:>8} {hours:>6}  {i['finding']}"
         )
     counts = ", ".join(f"{n} {state}" for state, n in (result.get("counts") or {}).items()) or "none"
+    if result.get("waiting"):
+        lines += ["", f"Waiting: {result['waiting']}"]
     lines += [
         "",
         f"Counts: {counts}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -92,8 +93,6 @@ def up_verb(args: argparse.Namespace) -> int:
 
 @aws.aws_errors("start the execution")
 def start(deployment: aws.Deployment, request: dict, name: str) -> str:
-    import json
-
     sfn = deployment.client("stepfunctions")
     return sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name=name, input=json.dumps(request))[
         "executionArn"
@@ -107,17 +106,37 @@ def follow(deployment: aws.Deployment, arn: str, *, header: str, quiet: bool) ->
     if progress:
         progress.header(header)
     try:
-        described, history = aws.wait_for_end(
-            sfn,
-            arn,
-            progress.event if progress else None,
-            on_quiet=progress.waiting if progress else None,
-            poll=aws.POLL_SECONDS,
-        )
+        while True:
+            described, history = aws.wait_for_end(
+                sfn,
+                arn,
+                progress.event if progress else None,
+                on_quiet=progress.waiting if progress else None,
+                poll=aws.POLL_SECONDS,
+            )
+            successor = continued_as(described)
+            if successor is None:
+                break
+            # wait_for_capacity went on in a new execution of the same request: follow that one.
+            if progress:
+                progress.header(f"  continued as {successor}; following it")
+            arn = deployment.execution_arn(successor)
     except KeyboardInterrupt:  # only the watching stops; the execution goes on in Step Functions
         say(f"stopped watching; the run goes on. Follow it again: gpufill watch {arn}")
         raise
     return ExecutionView.from_aws(described, history)
+
+
+def continued_as(described: dict) -> str | None:
+    """The execution a finished one handed its request to (wait_for_capacity's continue-as-new)."""
+    if described.get("status") != "SUCCEEDED":
+        return None
+    try:
+        output = json.loads(described.get("output") or "null")
+    except ValueError:
+        return None
+    successor = output.get("continued_as") if isinstance(output, dict) and output.get("status") == "CONTINUED" else None
+    return successor if isinstance(successor, str) else None
 
 
 def report(view: ExecutionView, as_json: bool) -> int:

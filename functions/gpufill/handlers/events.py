@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -41,6 +41,15 @@ class LoopEvent(_Event):
     run: Run
     # The state machine's ARN ($$.StateMachine.Id): the deployment part of every ClientToken.
     state_machine: str = ""
+
+
+class WaitEvent(_Event):
+    """PlanNextTry (phase "plan", after a try ended short) and StartNextTry (phase "start", after the wait)."""
+
+    phase: Literal["plan", "start"]
+    request: ProvisionRequest
+    run: Run
+    execution: str
 
 
 class ReportEvent(_Event):

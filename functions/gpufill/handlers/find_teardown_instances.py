@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import clock, instances_table, inventory, managed_instances
+from gpufill.adapters import clock, instances_table, inventory, managed_instances, run_store
 from gpufill.handlers.events import RequestEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.teardown import LiveInstance, TeardownTarget
@@ -44,6 +44,10 @@ def handler(event: dict, context: LambdaContext) -> dict:
         extra={"allowed": [i.instance_id for i in allowed], "refused": [r.model_dump() for r in refused]},
     )
     metrics.add_metric(name="TeardownRefusedInstances", unit="Count", value=len(refused))
+    if target.request_id is not None and run_store.mark_wait_stopped(target.request_id, by=request.request_id):
+        # Asking to end a request's instances ends its wait for more, whatever the approval says.
+        said = "The request was waiting for capacity: its wait ends at its next try, and nothing more is launched."
+        result = result.model_copy(update={"note": f"{result.note} {said}" if result.note else said})
     return result.model_dump(mode="json")
 
 

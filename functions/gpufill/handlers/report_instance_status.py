@@ -10,10 +10,10 @@ from __future__ import annotations
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import clock, inventory
+from gpufill.adapters import clock, inventory, run_store
 from gpufill.handlers.events import RequestEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
-from gpufill.policy import status
+from gpufill.policy import status, waiting
 
 
 @logger.inject_lambda_context(correlation_id_path="request.request_id")
@@ -41,4 +41,10 @@ def handler(event: dict, context: LambdaContext) -> dict:
     )
     metrics.add_metric(name="RunningInstances", unit="Count", value=result.running)
     metrics.add_metric(name="ReconciledInstances", unit="Count", value=len(result.reconciled))
-    return result.model_dump(mode="json")
+    answer = result.model_dump(mode="json")
+    if wanted is not None:
+        # wait_for_capacity: one item per request, whichever execution of its chain wrote it last.
+        line = waiting.view_line(run_store.load_wait(wanted))
+        if line:
+            answer["waiting"] = line
+    return answer

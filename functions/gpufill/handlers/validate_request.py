@@ -8,12 +8,13 @@ import os
 from aws_lambda_powertools.utilities.parser import ValidationError, parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import regions_config
+from gpufill.adapters import clock, regions_config
 from gpufill.constants import LOCAL_HOME_REGION
 from gpufill.handlers.events import ValidateEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
-from gpufill.models.request import Request, describe_problems, normalise, not_an_object
-from gpufill.policy import fill
+from gpufill.models.request import ProvisionRequest, Request, describe_problems, normalise, not_an_object
+from gpufill.models.run import Run
+from gpufill.policy import fill, waiting
 
 
 @logger.inject_lambda_context(correlation_id_path="request_id")
@@ -22,10 +23,19 @@ from gpufill.policy import fill
 @transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=ValidateEvent)
+    if isinstance(step.input, dict) and CONTINUATION in step.input:
+        return _continued(step.request_id, step.input[CONTINUATION])
     if not isinstance(step.input, dict):
         return _invalid(step.request_id, not_an_object(step.input), changes="launched")
     # A bad teardown or status would have changed nothing, not launched nothing: say so.
     changes = "changed" if step.input.get("action") in ("teardown", "status") else "launched"
+    if waiting.is_successor_name(step.request_id):
+        # Kept for continued executions: a run of that name would take a waiting request's successor's.
+        problem = (
+            f"{step.request_id!r} ends like a continued execution's name (<request>-c<n>), which wait_for_capacity "
+            "keeps for itself; choose a name that does not end in -c and a number"
+        )
+        return _invalid(step.request_id, [{"field": "(execution name)", "problem": problem}], changes=changes)
     try:
         request = parse(event=step.input, model=Request)
     except ValidationError as error:
@@ -34,11 +44,56 @@ def handler(event: dict, context: LambdaContext) -> dict:
     home = os.environ.get("AWS_REGION", LOCAL_HOME_REGION)
     normalised = normalise(request, request_id=step.request_id, default_regions=default_regions, home_region=home)
     logger.info("request accepted", extra={"request": normalised.model_dump()})
+    run = fill.start(normalised)
+    if normalised.wait_for_capacity_seconds is not None:
+        # The deadline is fixed here, once: every later try and every continued execution keeps it.
+        run = run.model_copy(update={"wait": waiting.begin(normalised.wait_for_capacity_seconds, clock.epoch())})
     return {
         "valid": True,
         "request": normalised.model_dump(mode="json"),
-        "run": fill.start(normalised).model_dump(mode="json"),
+        "run": run.model_dump(mode="json", exclude_none=True),
     }
+
+
+# The input of a continued execution `<request>-c<n>` (ContinueAsNew): the accepted request and
+# the run as its predecessor left it. Whoever may start executions could write one by hand, so
+# the request passes the same checks again and the name must be the one its run hands over to.
+CONTINUATION = "gpufill_continuation"
+
+
+def _continued(execution_name: str, carried: object) -> dict:
+    problem = "must be the request and run a waiting execution hands over to its successor"
+    try:
+        request = ProvisionRequest.model_validate(carried["request"])  # type: ignore[index]
+        run = Run.model_validate(carried["run"]).model_copy(update={"next": "prepare"})  # type: ignore[index]
+    except (TypeError, KeyError, ValidationError):
+        return _invalid(execution_name, [{"field": CONTINUATION, "problem": problem}], changes="launched")
+    try:
+        parse(event=user_fields(request), model=Request)
+    except ValidationError as error:
+        return _invalid(execution_name, describe_problems(error), changes="launched")
+    expected = waiting.successor_name(request.request_id, run.wait.generation) if run.wait else None
+    if execution_name != expected:
+        return _invalid(
+            execution_name,
+            [{"field": CONTINUATION, "problem": f"{problem}; this execution's name should be {expected!r}"}],
+            changes="launched",
+        )
+    logger.info("continued", extra={"request_id": request.request_id, "tries": run.wait.tries if run.wait else None})
+    return {"valid": True, "request": request.model_dump(mode="json"), "run": run.model_dump(mode="json", exclude_none=True)}
+
+
+def user_fields(request: ProvisionRequest) -> dict:
+    """The request as a user would have written it, for the same checks again."""
+    fields = request.model_dump(
+        include={
+            "action", "instance_types", "count", "batch_max", "launch_mode", "market", "on_demand_strategy",
+            "origin_region", "regions", "tags", "model_id", "image", "root_volume_gib", "scoring",
+        }
+    )
+    if request.wait_for_capacity_seconds is not None:
+        fields["wait_for_capacity"] = {"deadline": f"PT{request.wait_for_capacity_seconds}S"}
+    return fields
 
 
 def _invalid(request_id: str, problems: list[dict[str, str]], *, changes: str) -> dict:

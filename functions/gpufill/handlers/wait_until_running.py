@@ -7,7 +7,7 @@ from collections import defaultdict
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import ec2, instances_table
+from gpufill.adapters import ec2, instances_table, run_store
 from gpufill.handlers.events import LoopEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.policy import boot
@@ -18,7 +18,11 @@ from gpufill.policy import boot
 @metrics.log_metrics
 @transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
-    run = parse(event=event, model=LoopEvent).run
+    step = parse(event=event, model=LoopEvent)
+    run = step.run
+    if run.wait is not None and run.boot_rounds == 0:
+        # The fill is over: a wait for capacity ends here, and `gpufill status` stops saying it waits.
+        run_store.save_wait(step.request.request_id, {"phase": "ended", "tries": run.wait.tries, "next_try_at": None})
     by_region: dict[str, list[str]] = defaultdict(list)
     for instance in run.instances:
         by_region[instance.region].append(instance.instance_id)

@@ -110,6 +110,8 @@ class Execution:
     # A teardown's approval item as the run left it, and what the run published to the approval topic.
     approval: dict | None = None
     notifications: list[dict] = field(default_factory=list)
+    # wait_for_capacity: the executions this one continues (`<request>-c<n>`), oldest first.
+    continued_from: list[Execution] = field(default_factory=list)
 
     def summary(self) -> dict:
         execution: dict[str, Any] = {"status": self.status}
@@ -269,6 +271,7 @@ class LocalEngine:
         self._stack.enter_context(self._faults_at_the_wire())
         self._stack.enter_context(self._no_sleeping_retries())
         self._stack.enter_context(self._no_sleeping_waits())
+        self._stack.enter_context(self._start_execution_as_aws_does())
         self._stack.enter_context(self.calls.patches())
         self._stack.enter_context(limits.patches(self._answered_tokens))
         self._stack.enter_context(_shared_botocore_models())
@@ -468,8 +471,22 @@ class LocalEngine:
         body = request if isinstance(request, str) else json.dumps(request)
         marker = self.calls.mark()
         published = len(self.approval_messages(env))
-        answered = timed_out = False
         arn = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name=name, input=body)["executionArn"]
+        chain: list[Execution] = []
+        while True:
+            execution = self._follow(sfn, arn, name, env, on_event, timeout, decision, marker, published)
+            successor = (execution.output or {}).get("continued_as") if execution.status == "SUCCEEDED" else None
+            if not isinstance(successor, str):
+                break
+            # wait_for_capacity continued as a new execution: the request goes on there.
+            chain.append(execution)
+            name = successor
+            arn = deployment.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{successor}"
+        execution.continued_from = chain
+        return execution
+
+    def _follow(self, sfn, arn, name, env, on_event, timeout, decision, marker, published) -> Execution:
+        answered = timed_out = False
         seen = 0
         deadline = time.monotonic() + timeout
         pause = 0.002  # short at first: most steps end in a few milliseconds
@@ -686,6 +703,34 @@ class LocalEngine:
         stack = ExitStack()
         stack.enter_context(mock.patch.object(retrier_decl, "time", _Clock()))
         stack.enter_context(mock.patch.object(botocore.endpoint, "time", _Clock()))
+        return stack
+
+    def _start_execution_as_aws_does(self):
+        """`arn:aws:states:::states:startExecution` takes StateMachineArn, Name and Input, as on AWS;
+        moto's interpreter hands them to boto3 unchanged, whose StartExecution wants stateMachineArn,
+        name and input, and fails. Rename them the way AWS's integration does."""
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (
+            StateTaskServiceSfn,
+        )
+
+        original = StateTaskServiceSfn._normalise_parameters
+
+        def normalise(service, parameters, boto_service_name=None, service_action_name=None):
+            original(service, parameters, boto_service_name, service_action_name)
+            if service_action_name is None and service._get_boto_service_action() == "start_execution":
+                for key in [k for k in parameters if k in ("StateMachineArn", "Name", "Input", "TraceHeader")]:
+                    parameters[key[0].lower() + key[1:]] = parameters.pop(key)
+
+        def evaluate(service, env, *args, **kwargs):
+            original_eval(service, env, *args, **kwargs)
+            if service._get_boto_service_action() == "start_execution" and isinstance(env.stack[-1], dict):
+                answer = env.stack.pop()  # AWS answers ExecutionArn and StartDate
+                env.stack.append({key[0].upper() + key[1:]: value for key, value in answer.items()})
+
+        original_eval = StateTaskServiceSfn._eval_service_task
+        stack = ExitStack()
+        stack.enter_context(mock.patch.object(StateTaskServiceSfn, "_normalise_parameters", normalise))
+        stack.enter_context(mock.patch.object(StateTaskServiceSfn, "_eval_service_task", evaluate))
         return stack
 
     def _no_sleeping_waits(self):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import (
@@ -31,6 +32,7 @@ from gpufill.constants import (
     MAX_APPROVAL_TIMEOUT_SECONDS,
     MAX_COUNT,
     MAX_ROOT_VOLUME_GIB,
+    MAX_WAIT_FOR_CAPACITY_SECONDS,
     MIN_APPROVAL_TIMEOUT_SECONDS,
     SUPPORTED_ARCHITECTURE,
 )
@@ -64,6 +66,35 @@ LaunchMode = Literal["partial", "exact"]
 OnDemandStrategy = Literal["cost", "latency"]
 Scoring = Literal["blended", "classic"]
 Placement = Literal["any", "same-region", "same-az"]
+
+
+class WaitForCapacity(BaseModel):
+    """`wait_for_capacity`: how long a provisioning run may wait for capacity, as an ISO 8601 duration."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    deadline: timedelta
+
+    @field_validator("deadline", mode="before")
+    @classmethod
+    def _iso_duration(cls, value: Any) -> Any:
+        # Pydantic also reads bare numbers and "HH:MM:SS"; DESIGN.md promises ISO 8601 ("PT6H").
+        if not isinstance(value, str) or not value.startswith("P"):
+            raise ValueError(f"must be an ISO 8601 duration such as 'PT6H' or 'P2D', got {_shown(value)}")
+        return value
+
+    @field_validator("deadline")
+    @classmethod
+    def _within_a_week(cls, value: timedelta) -> timedelta:
+        if value < timedelta(seconds=1):
+            raise ValueError("must be at least one second, such as 'PT6H'")
+        if value > timedelta(seconds=MAX_WAIT_FOR_CAPACITY_SECONDS):
+            raise ValueError(f"may be at most 7 days ('P7D'), got {value.total_seconds() / 86400:g} days")
+        return value
+
+
+def _shown(value: Any) -> str:
+    return _shorten(value) if isinstance(value, str) else json_kind(value)
 
 
 class Request(BaseModel):
@@ -103,6 +134,8 @@ class Request(BaseModel):
         default=None, ge=MIN_APPROVAL_TIMEOUT_SECONDS, le=MAX_APPROVAL_TIMEOUT_SECONDS
     )
     requested_by: StrictStr | None = Field(default=None, min_length=1, max_length=200)
+    # Durable options (DESIGN.md): each added at the end, each with its own check.
+    wait_for_capacity: WaitForCapacity | None = None
 
     @field_validator("request_id")
     @classmethod
@@ -202,6 +235,14 @@ class Request(BaseModel):
             problems.append(("instance_type", "give either instance_type or instance_types, not both"))
         problems += self._teardown_and_status_problems()
         problems += self._gang_problems()
+        if self.wait_for_capacity is not None and self.action != "provision":
+            problems.append(
+                ("wait_for_capacity", f"only goes with action 'provision' (this request's action is {self.action!r})")
+            )
+        if self.wait_for_capacity is not None and self.all_or_nothing:
+            # An all_or_nothing gang ends GANG_NOT_PLACED once every place is tried; waiting for a
+            # whole gang to fit is not built yet, so the pair is refused rather than half-honoured.
+            problems.append(("wait_for_capacity", "does not go with all_or_nothing yet: give one or the other"))
         if problems:
             raise RequestProblems(problems)
         return self
@@ -348,6 +389,8 @@ class ProvisionRequest(BaseModel):
     all: bool = False
     approval_timeout_seconds: int = DEFAULT_APPROVAL_TIMEOUT_SECONDS
     requested_by: str | None = None
+    # wait_for_capacity's deadline in seconds from the run's start (the run fixes the absolute time).
+    wait_for_capacity_seconds: int | None = None
 
 
 def normalise(request: Request, *, request_id: str, default_regions: list[str], home_region: str) -> ProvisionRequest:
@@ -374,6 +417,9 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
         all=request.all,
         approval_timeout_seconds=request.approval_timeout_seconds or DEFAULT_APPROVAL_TIMEOUT_SECONDS,
         requested_by=request.requested_by,
+        wait_for_capacity_seconds=(
+            int(request.wait_for_capacity.deadline.total_seconds()) if request.wait_for_capacity else None
+        ),
     )
 
 

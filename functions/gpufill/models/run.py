@@ -12,9 +12,12 @@ Outcome = Literal["launched", "capacity", "quota", "throttled", "error"]
 # (or the same one with a fresh AMI), stop because the fill is done, the market is exhausted or
 # EC2 rejected the launch itself; after the fill, wait for the instances to run.
 # A gang (placement, all_or_nothing) adds: roll back what this run launched, then try elsewhere or
-# end GANG_NOT_PLACED.
+# end GANG_NOT_PLACED. With wait_for_capacity, an exhausted market leads to "retry" (wait, then try
+# again), "handover" (wait, then continue as a new execution), "expired" (the deadline passed) or
+# "stopped" (torn down).
 NextMove = Literal[
-    "launch", "prepare", "refresh", "done", "exhausted", "rejected", "wait", "ready", "rollback", "not_placed"
+    "launch", "prepare", "refresh", "done", "exhausted", "rejected", "wait", "ready", "rollback", "not_placed",
+    "retry", "handover", "expired", "stopped",
 ]
 
 
@@ -156,6 +159,25 @@ class Gang(_Model):
     rolled_back: int = 0
 
 
+class Waiting(_Model):
+    """wait_for_capacity's progress, carried in the run (and into a continued execution).
+
+    The deadline is absolute, fixed once when the request was accepted, so a continued
+    execution keeps it; `tries` counts the fills made so far across the whole chain.
+    """
+
+    deadline: str
+    deadline_epoch: float
+    tries: int = 1
+    tries_here: int = 1  # in this execution: the continue-as-new threshold counts these
+    generation: int = 0  # 0 for the original execution, n for `<request>-c<n>`
+    attempts_before: int = 0  # the run's attempts_total when the current try started
+    events_here: int = 0  # a bound on this execution's history events so far (policy/waiting.py)
+    delay_seconds: int = 0
+    next_try_at: str | None = None
+    successor: str | None = None  # the execution this one hands over to
+
+
 class Run(_Model):
     """The fill loop's cursor and what it holds so far.
 
@@ -181,6 +203,7 @@ class Run(_Model):
     # For fleets too large to list a command per instance: the command with REGION and INSTANCE_ID to fill in.
     connect_template: str | None = None
     gang: Gang | None = None
+    wait: Waiting | None = None
 
 
 class LaunchResult(_Model):

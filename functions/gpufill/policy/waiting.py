@@ -1,0 +1,224 @@
+"""wait_for_capacity: when to try again, when to give up, when to continue as a new execution,
+and what to tell the user (DESIGN.md "Durable options").
+
+A run whose market is exhausted short of `count` keeps what it launched, waits, re-scores and
+tries again. The waits grow 60 s, 120 s, 240 s ... up to 15 minutes, each shortened by up to a
+quarter (jitter, so runs that ran dry together do not all come back in the same second), and
+never past the deadline, which was fixed once when the request was accepted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from datetime import datetime, timezone
+
+from gpufill.constants import (
+    CONTINUATION_SUFFIX,
+    WAIT_FIRST_DELAY_SECONDS,
+    WAIT_HISTORY_BUDGET,
+    WAIT_MAX_DELAY_SECONDS,
+)
+from gpufill.models.request import ProvisionRequest
+from gpufill.models.run import Attempt, Run, Waiting
+
+# The share of a delay that jitter may take off: a delay lies in [3/4, 1] of its nominal value.
+JITTER_SHARE = 0.25
+# History events of one try, measured on the local engine (docs/state-machine.md): the wait
+# loop's own states (MarketExhausted, PlanNextTry, WaitOrGiveUp, WaitForCapacity, StartNextTry,
+# TryAgain), the ScoreRegions Map's frame and RankPools come to 29; each region adds 7 to score
+# (a Map iteration) and at most 7 per market to prepare (PrepareRegion and NextMove); each
+# LaunchBatch step adds 7 and makes at least one attempt; spot-then-on-demand's second market
+# adds RankOnDemandPools and another MarketExhausted (16 with headroom). So a try with R regions,
+# M markets and A attempts has at most 29 + 16 (M - 1) + (7 + 7 M) R + 7 A events, before task
+# retries (3 each), which WAIT_HISTORY_BUDGET leaves room for.
+EVENTS_PER_TRY = 29
+EVENTS_PER_MARKET = 16
+EVENTS_TO_SCORE_A_REGION = 7
+EVENTS_TO_PREPARE_A_REGION = 7
+EVENTS_PER_ATTEMPT = 7
+# Before the first try: the execution's start, ValidateRequest and RouteByAction.
+EVENTS_AT_START = 12
+# Step Functions caps an execution name at 80 characters.
+MAX_EXECUTION_NAME = 80
+# A Fail state's cause is capped at 32,768 characters; keep headroom for the JSON framing.
+CAUSE_BUDGET = 30_000
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def begin(seconds: int, now: float) -> Waiting:
+    """The first fill is try 1; the deadline counts from the moment the request was accepted."""
+    deadline = now + seconds
+    return Waiting(deadline=iso(deadline), deadline_epoch=deadline)
+
+
+def nominal_delay(tries: int) -> int:
+    """The wait after `tries` tries: 60 s after the first, doubling, at most 900 s."""
+    doublings = min(max(tries, 1) - 1, 16)  # 60 * 2**4 is past the cap already; bound the power
+    return min(WAIT_MAX_DELAY_SECONDS, WAIT_FIRST_DELAY_SECONDS * 2**doublings)
+
+
+def jitter(request_id: str, tries: int) -> float:
+    """A number in [0, 1) fixed by the request and the try, so a retried step waits the same."""
+    digest = hashlib.sha256(f"{request_id}#{tries}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def delay(tries: int, spread: float) -> int:
+    """The nominal delay shortened by up to JITTER_SHARE of it (`spread` in [0, 1))."""
+    nominal = nominal_delay(tries)
+    return nominal - math.floor(nominal * JITTER_SHARE * spread)
+
+
+def try_events(regions: int, attempts: int, markets: int = 1) -> int:
+    """A bound on the history events of one try over `regions` regions and `markets` markets
+    making `attempts` launch calls."""
+    return (
+        EVENTS_PER_TRY
+        + EVENTS_PER_MARKET * (markets - 1)
+        + (EVENTS_TO_SCORE_A_REGION + EVENTS_TO_PREPARE_A_REGION * markets) * regions
+        + EVENTS_PER_ATTEMPT * attempts
+    )
+
+
+def deadline_reached(wait: Waiting, now: float) -> bool:
+    return now >= wait.deadline_epoch
+
+
+def is_successor_name(execution_name: str) -> bool:
+    """A name of the form `<request>-c<n>`: kept for continued executions, so no other run may take one."""
+    stem, suffix, number = execution_name.rpartition(CONTINUATION_SUFFIX)
+    return bool(stem and suffix and number.isdigit() and number.isascii())
+
+
+def successor_name(request_id: str, generation: int) -> str:
+    """`<request>-c<n>`, with the request part shortened so the name fits in 80 characters."""
+    suffix = f"{CONTINUATION_SUFFIX}{generation}"
+    return request_id[: MAX_EXECUTION_NAME - len(suffix)] + suffix
+
+
+def next_try(
+    wait: Waiting,
+    *,
+    now: float,
+    spread: float,
+    tries_per_execution: int,
+    regions: int,
+    attempts_total: int,
+    markets: int = 1,
+) -> tuple[str, Waiting]:
+    """After a try that ended short: "expired", or "retry"/"handover" with the wait before the next try.
+
+    A scheduled try never lies past the deadline: the last wait is cut to end on it. "handover"
+    means this execution has made its share of tries, or another try like this one could take
+    its history past WAIT_HISTORY_BUDGET: after the wait it continues as a new execution.
+    """
+    if deadline_reached(wait, now):
+        return "expired", wait
+    this_try = try_events(regions, attempts_total - wait.attempts_before, markets)
+    events = (wait.events_here or EVENTS_AT_START) + this_try
+    seconds = min(delay(wait.tries, spread), math.floor(wait.deadline_epoch - now))
+    scheduled = wait.model_copy(
+        update={"delay_seconds": seconds, "next_try_at": iso(now + seconds), "events_here": events}
+    )
+    if wait.tries_here >= tries_per_execution or events + this_try > WAIT_HISTORY_BUDGET:
+        return "handover", scheduled
+    return "retry", scheduled
+
+
+def begin_try(wait: Waiting, *, handover: bool, attempts_total: int) -> Waiting:
+    """The try after a wait: counted across the chain, and from 1 again in a new execution."""
+    if handover:
+        return wait.model_copy(
+            update={
+                "tries": wait.tries + 1, "tries_here": 1, "generation": wait.generation + 1, "next_try_at": None,
+                "attempts_before": attempts_total, "events_here": EVENTS_AT_START,
+            }
+        )
+    return wait.model_copy(
+        update={
+            "tries": wait.tries + 1, "tries_here": wait.tries_here + 1, "next_try_at": None,
+            "attempts_before": attempts_total,
+        }
+    )
+
+
+def status_line(wait: Waiting) -> str:
+    """What `gpufill status` says of a waiting request."""
+    tries = f"{wait.tries} {'try' if wait.tries == 1 else 'tries'} so far"
+    if wait.next_try_at is None:
+        return f"waiting for capacity until {wait.deadline}; try {wait.tries} under way; {tries}"
+    return f"waiting for capacity until {wait.deadline}; next try at {wait.next_try_at}; {tries}"
+
+
+def view_line(view: dict | None) -> str | None:
+    """The status view's line for a request's wait item (run_store.save_wait), whatever its phase."""
+    if not view:
+        return None
+    tries = int(view.get("tries", 1))
+    counted = f"{tries} {'try' if tries == 1 else 'tries'} so far"
+    phase, deadline = view.get("phase"), view.get("deadline")
+    if phase == "waiting":
+        return f"waiting for capacity until {deadline}; next try at {view.get('next_try_at')}; {counted}"
+    if phase == "trying":
+        return f"waiting for capacity until {deadline}; try {tries} under way in {view.get('execution')}; {counted}"
+    if phase == "stopped":
+        return f"the wait for capacity was ended by teardown {view.get('stopped_by')} after {tries} {'try' if tries == 1 else 'tries'}"
+    if phase == "expired":
+        return f"the wait for capacity expired at {deadline} after {tries} {'try' if tries == 1 else 'tries'} (CAPACITY_WAIT_EXPIRED)"
+    if phase == "ended":
+        return f"the wait for capacity ended: try {tries} filled the request"
+    return None
+
+
+def teardown_command(request_id: str) -> dict:
+    return {"action": "teardown", "request_id": request_id}
+
+
+def expired_cause(run: Run, request: ProvisionRequest, attempts: list[Attempt], budget: int = CAUSE_BUDGET) -> str:
+    """CAPACITY_WAIT_EXPIRED: every instance kept, the tries, every pool tried, how to end them."""
+    wait = run.wait
+    assert wait is not None
+    pools: dict[str, dict] = {}
+    for a in attempts:
+        key = f"{a.market}/{a.region}/{a.availability_zone}/{a.instance_type}"
+        pools[key] = {"pool": key, "outcome": a.outcome, "reason": a.reason}
+    kept = [
+        {"instance_id": i.instance_id, "pool": f"{i.market}/{i.region}/{i.availability_zone}/{i.instance_type}"}
+        for i in run.instances
+    ]
+    cause = {
+        "error": "CAPACITY_WAIT_EXPIRED",
+        "message": (
+            f"Waited for capacity until {wait.deadline} over {wait.tries} tries; {run.launched} of "
+            f"{request.count} launched. What was launched is kept and still running."
+        ),
+        "request_id": request.request_id,
+        "requested": request.count,
+        "launched": run.launched,
+        "deadline": wait.deadline,
+        "tries": wait.tries,
+        "instances": kept,
+        "pools_tried": list(pools.values()),
+        "teardown": teardown_command(request.request_id) if kept else None,
+        "hint": (
+            f"End the kept instances with `gpufill teardown {request.request_id}` (asks for approval), "
+            "or keep them and start another run for the rest."
+            if kept
+            else "Nothing was launched. Try more regions or instance types, or a longer wait_for_capacity."
+        ),
+    }
+    text = json.dumps({k: v for k, v in cause.items() if v is not None})
+    if len(text) > budget:
+        # Thousands of pools: one entry per market, region and type, with how many AZs were tried.
+        grouped: dict[str, int] = {}
+        for key in pools:
+            market, region, _, itype = key.split("/")
+            grouped[f"{market}/{region}/{itype}"] = grouped.get(f"{market}/{region}/{itype}", 0) + 1
+        cause["pools_tried"] = [{"pools": k, "zones_tried": n} for k, n in grouped.items()]
+        text = json.dumps({k: v for k, v in cause.items() if v is not None})
+    return text
