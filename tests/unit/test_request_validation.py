@@ -115,11 +115,12 @@ def test_a_region_listed_twice_or_unknown_is_refused_by_name():
 
 
 def test_tags_may_fill_what_ec2_allows_beside_gpufills_own():
+    # gpufill's 4 launch tags and the startup step startup.sh adds on the running instance.
     most = EC2_MAX_TAGS - GPUFILL_TAG_COUNT
-    assert (most, GPUFILL_TAG_COUNT) == (46, 4)
+    assert (most, GPUFILL_TAG_COUNT) == (45, 5)
     assert len(accepted(tags={f"k{n}": "v" for n in range(most)}).tags) == most
     assert problems({"tags": {f"k{n}": "v" for n in range(most + 1)}})["tags"] == (
-        "47 tags, at most 46: EC2 allows 50 per instance and gpufill adds 4 of its own")
+        "46 tags, at most 45: EC2 allows 50 per instance and gpufill adds 5 of its own")
 
 
 def test_tag_key_and_value_lengths_follow_ec2():
