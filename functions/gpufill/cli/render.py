@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
@@ -69,6 +70,8 @@ QUIET_STATES = {
 }
 # Teardown and status: choices stay quiet, and these report on exit, with what they found.
 QUIET_STATES |= {"AnythingToTerminate", "IsTeardownApproved"}
+# ready_timeout: the readiness loop reports on CheckServing's exit, when what it saw changed.
+QUIET_STATES |= {"ShouldCheckServing", "CheckServing", "ModelsServing", "PauseForServing"}
 REPORTED_ON_EXIT = {"FindTeardownInstances", "RecordApprovalDecision", "RecordApprovalExpiry", "TerminateRegionInstances"}
 
 
@@ -94,6 +97,7 @@ class Progress:
         self.out = out
         self.plan: dict = {}
         self.entered: str | None = None  # the last state entered: a Map's start event does not name its state
+        self.serving_seen = ""  # the last startup steps CheckServing reported, so a round that changed nothing is quiet
 
     def header(self, text: str) -> None:
         self._line(text)
@@ -166,6 +170,20 @@ class Progress:
                 )
             elif name == "PrepareRegion" and run.get("next") == "exhausted":
                 self._line("  > PrepareRegion  no pool left in this market")
+        elif name == "CheckServing":
+            self._serving(run)
+
+    def _serving(self, run: dict) -> None:
+        instances = run.get("instances") or []
+        if run.get("next") == "wait":
+            steps = Counter(i.get("startup_step") or "no step reported yet" for i in instances)
+            seen = ", ".join(f"{n} {step}" for step, n in steps.items())
+            if seen != self.serving_seen:
+                self.serving_seen = seen
+                self._line(f"  > CheckServing   check {run.get('ready_rounds')}: {seen}")
+            return
+        serving = sum(1 for i in instances if i.get("serving"))
+        self._line(f"  > CheckServing   {serving} of {len(instances)} model server(s) serving after {run.get('ready_rounds')} check(s)")
 
     def _line(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -228,7 +246,10 @@ def render_summary(execution: Any) -> str:
         lines.append("Instances")
         for i in result.get("instances", []):
             price = f"${i['hourly_price']:.4f}/h" if i.get("hourly_price") is not None else "price unknown"
-            lines.append(f"  {i['instance_id']}  {i['availability_zone']:<16} {i['instance_type']:<13} {i['market']:<9} {price}")
+            lines.append(
+                f"  {i['instance_id']}  {i['availability_zone']:<16} {i['instance_type']:<13} {i['market']:<9} {price}"
+                + serving_note(i)
+            )
         for i in result.get("lost", []):
             lines.append(f"  {i['instance_id']}  {i['availability_zone']:<16} lost before it ran ({i.get('state')})")
         reachable = [i for i in result.get("instances", []) if i.get("connect")]
@@ -236,9 +257,10 @@ def render_summary(execution: Any) -> str:
             lines.append(f"Reach the model server (port 8000) through SSM, e.g. {reachable[0]['instance_id']}:")
             lines.append(f"  {reachable[0]['connect']}")
         lines.append("")
+        serving = f", {result['instances_serving']} serving" if "instances_serving" in result else ""
         lines.append(
             f"{result['status']}: {result['launched']} of {result['requested']} launched, "
-            f"${result['hourly_cost']:.4f}/h in all"
+            f"${result['hourly_cost']:.4f}/h in all{serving}"
         )
     else:
         lines.append(f"FAILED with {execution.error}")
@@ -260,6 +282,13 @@ def render_summary(execution: Any) -> str:
             f"EC2 calls {json.dumps(m['ec2_calls'])}, modelled time {m['modelled_seconds']:.1f} s"
         )
     return "\n".join(lines)
+
+
+def serving_note(instance: dict) -> str:
+    """ready_timeout's verdict on one instance, after its price; nothing when it was not checked."""
+    if instance.get("serving") is None:
+        return ""
+    return "  serving" if instance["serving"] else f"  not serving: {instance.get('serving_reason')}"
 
 
 def _price(value: Any) -> str:
