@@ -347,12 +347,14 @@ def render_status(result: dict) -> list[str]:
         f"regions {', '.join(result.get('regions', []))})",
         f"  {'instance':<19}  {'request':<24} {'zone':<16} {'type':<13} {'market':<9} {'state':<13} {'$/h':>8} {'hours':>6}  finding",
     ]
+    # ready_timeout: where startup.sh got to on each instance, after its finding.
     for i in result.get("instances", []):
         price = f"{i['hourly_price']:.4f}" if isinstance(i.get("hourly_price"), (int, float)) else "?"
         hours = f"{i['hours_running']:.2f}" if isinstance(i.get("hours_running"), (int, float)) else "-"
         lines.append(
             f"  {i['instance_id']:<19}  {(i.get('request_id') or '-')[:24]:<24} {i.get('availability_zone') or i['region']:<16} "
             f"{i.get('instance_type') or '-':<13} {i.get('market') or '-':<9} {i['state']:<13} {price:>8} {hours:>6}  {i['finding']}"
+            + (f"  startup: {i['startup_step']}" if i.get("startup_step") else "")
         )
     counts = ", ".join(f"{n} {state}" for state, n in (result.get("counts") or {}).items()) or "none"
     lines += [
