@@ -252,7 +252,8 @@ def render_summary(execution: Any) -> str:
             )
         for i in result.get("lost", []):
             lines.append(f"  {i['instance_id']}  {i['availability_zone']:<16} lost before it ran ({i.get('state')})")
-        reachable = [i for i in result.get("instances", []) if i.get("connect")]
+        # The example is a server that answers when the run checked (ready_timeout).
+        reachable = sorted((i for i in result.get("instances", []) if i.get("connect")), key=lambda i: i.get("serving") is False)
         if reachable:
             lines.append(f"Reach the model server (port 8000) through SSM, e.g. {reachable[0]['instance_id']}:")
             lines.append(f"  {reachable[0]['connect']}")
