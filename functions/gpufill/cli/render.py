@@ -106,6 +106,7 @@ class Progress:
         """A long wait: what is being waited for, and since when."""
         what = {
             "AwaitTeardownApproval": "an answer to the teardown approval (gpufill approve|reject)",
+            "PauseForServing": "the model servers to answer (ready_timeout; checked once a minute)",
         }.get(state or "", f"{state or 'the next step'} to finish")
         self._line(f"    still waiting for {what}, since {since:%H:%M:%S %Z}")
 
