@@ -3,7 +3,9 @@ in order, "serving" last, "failed: <step>" when it stops, and never stops becaus
 
 import json
 
-from startup_sandbox import Sandbox
+from startup_sandbox import STARTUP_DIR, Sandbox
+
+from gpufill.local.scenario import STARTUP_TIMELINE
 
 REGION = "ap-northeast-1"
 BUCKET = "gpufill-startup-123456789012"
@@ -103,3 +105,9 @@ def test_an_unusable_setting_reports_nothing(sandbox):
     result = sandbox.run("startup.sh", *ARGS, "--port", "80000")
     assert result.returncode != 0
     assert reported(sandbox) == [] and sandbox.calls() == []
+
+
+def test_the_local_engine_models_the_steps_startup_sh_reports():
+    script = (STARTUP_DIR / "startup.sh").read_text()
+    for step, _ in STARTUP_TIMELINE:
+        assert f'report_step "{step}"' in script or f"report_step {step}\n" in script, step

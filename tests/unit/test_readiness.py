@@ -56,6 +56,14 @@ def test_the_last_pause_ends_at_the_deadline_rounded_up():
     assert (checked.next, checked.ready_pause, checked.ready_rounds) == ("wait", 31, 8)
 
 
+def test_a_second_left_is_still_worth_one_more_look():
+    run = run_of(instance(1), ready_deadline=NOW + 1)
+    checked = readiness.check(run, seen(n1="loading model"), now=NOW, timeout_seconds=TIMEOUT)
+    assert (checked.next, checked.ready_pause) == ("wait", 1)
+    run = run_of(instance(1), ready_deadline=NOW + 0.25)
+    assert readiness.check(run, seen(n1="loading model"), now=NOW, timeout_seconds=TIMEOUT).ready_pause == 1
+
+
 def test_a_deadline_one_poll_away_pauses_the_whole_poll():
     run = run_of(instance(1), ready_deadline=NOW + READY_POLL_SECONDS)
     assert readiness.check(run, seen(n1="loading model"), now=NOW, timeout_seconds=TIMEOUT).ready_pause == 60

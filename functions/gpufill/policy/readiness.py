@@ -54,7 +54,7 @@ def not_serving_reason(instance: Instance, timeout_seconds: int) -> str:
 
 def verdict(instance: Instance, timeout_seconds: int) -> Instance:
     if is_serving(instance.startup_step) and instance.state not in GONE_STATES:
-        return instance.model_copy(update={"serving": True, "serving_reason": None})
+        return instance.model_copy(update={"serving": True})
     return instance.model_copy(update={"serving": False, "serving_reason": not_serving_reason(instance, timeout_seconds)})
 
 
