@@ -98,3 +98,13 @@ def test_simulate_shows_each_check_and_every_verdict(local_account):
     assert text.count("  not serving: still at startup step 'syncing model' when ready_timeout PT10M ran out") == 2
     assert text.count("/h  serving") == 2
     assert "FULFILLED: 4 of 4 launched, $" in text and "/h in all, 2 serving" in text
+
+
+def test_a_check_that_keeps_failing_still_reports_what_was_launched(local_account):
+    with local_account(MARKET) as engine:
+        engine.faults.lambda_invoke("CheckServing", error="Lambda.ServiceException", times=None)
+        execution = engine.run(REQUEST, name="check-fails")
+    assert execution.status == "SUCCEEDED"
+    assert (execution.output["status"], execution.output["launched"]) == ("FULFILLED", 4)
+    assert "instances_serving" not in execution.output, "serving unknown, not guessed"
+    assert all("serving" not in i for i in execution.output["instances"])
