@@ -1,9 +1,10 @@
 """Instance access: the role and instance profile every gpufill GPU instance runs with.
 
 An instance needs Session Manager (the only way in: its security group has no inbound
-rule), read access to the startup scripts and the models in the startup bucket, and
-ECR pull for the serving image. Nothing else: it cannot write to the bucket, read SSM
-parameters, list repositories, or see or touch other instances.
+rule), read access to the startup scripts and the models in the startup bucket, ECR pull
+for the serving image, and one tag on itself (its startup step, docs/readiness.md). Nothing
+else: it cannot write to the bucket, read SSM parameters, list repositories, or see or touch
+other instances.
 
 Neither AWS managed policy is used: AmazonSSMManagedInstanceCore also lets an instance read
 every SSM parameter of the account (ssm:GetParameter* on *) and run State Manager
@@ -50,7 +51,7 @@ class InstanceAccess(Construct):
             self,
             "InstanceRole",
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            description="gpufill GPU instances: Session Manager, startup bucket read, ECR pull",
+            description="gpufill GPU instances: Session Manager, startup bucket read, ECR pull, own startup-step tag",
         )
         stack = Stack.of(self)
         repositories = f"arn:{stack.partition}:ecr:*:{stack.account}:repository/*"
