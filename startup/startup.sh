@@ -20,6 +20,11 @@
 #   --ready-timeout-seconds   GPUFILL_READY_TIMEOUT_SECONDS   1800, how long the server may take to answer /v1/models
 #                             GPUFILL_NVME_WAIT_SECONDS       60, how long the AMI may take to mount the instance store
 #                             GPUFILL_CONTAINER_NAME          gpufill-vllm
+#                             GPUFILL_IMDS_URL                http://169.254.169.254, the instance metadata service
+#
+# Each step is also reported in this instance's own tag gpufill:startup-step ("serving" once
+# the server answers, "failed: STEP" when startup stops), which the provisioning run and
+# `gpufill status` read (docs/readiness.md). A report that fails never stops the startup.
 # Paths, overridable so the script can be exercised without root:
 #   GPUFILL_LOG_FILE        /var/log/gpufill-startup.log
 #   GPUFILL_NVME_DIR        /opt/dlami/nvme        instance store mount: models/, docker/, containerd/
@@ -48,6 +53,12 @@ IDLE_CHECK_MINUTES="${GPUFILL_IDLE_CHECK_MINUTES:-5}"
 READY_TIMEOUT_SECONDS="${GPUFILL_READY_TIMEOUT_SECONDS:-1800}"
 NVME_WAIT_SECONDS="${GPUFILL_NVME_WAIT_SECONDS:-60}"
 CONTAINER="${GPUFILL_CONTAINER_NAME:-gpufill-vllm}"
+IMDS_URL="${GPUFILL_IMDS_URL:-http://169.254.169.254}"
+STEP_TAG="gpufill:startup-step"
+# Set by identify_instance; empty: steps are logged but not reported.
+INSTANCE_ID=""
+INSTANCE_REGION=""
+STEP=""
 
 LOG_FILE="${GPUFILL_LOG_FILE:-/var/log/gpufill-startup.log}"
 NVME_DIR="${GPUFILL_NVME_DIR:-/opt/dlami/nvme}"
@@ -67,6 +78,33 @@ log() {
 die() {
   log "ERROR: $*" >&2
   exit 1
+}
+
+# The instance's id and region from IMDSv2 (the instance requires tokens), for reporting steps.
+identify_instance() {
+  local token
+  if token="$(curl --silent --fail --max-time 2 --request PUT \
+                --header "X-aws-ec2-metadata-token-ttl-seconds: 21600" "$IMDS_URL/latest/api/token")" \
+    && INSTANCE_ID="$(curl --silent --fail --max-time 2 --header "X-aws-ec2-metadata-token: $token" \
+                        "$IMDS_URL/latest/meta-data/instance-id")" \
+    && INSTANCE_REGION="$(curl --silent --fail --max-time 2 --header "X-aws-ec2-metadata-token: $token" \
+                            "$IMDS_URL/latest/meta-data/placement/region")"; then
+    return 0
+  fi
+  INSTANCE_ID=""
+  log "WARNING: the instance metadata service did not say which instance this is; steps are logged but not reported"
+}
+
+# Tags this instance with the step it reached (the instance role may set only this key, only
+# on itself). Bounded timeouts and no failure: a lost report costs the run its serving verdict,
+# never the model server.
+report_step() {
+  STEP="$1"
+  [[ -n "$INSTANCE_ID" ]] || return 0
+  aws ec2 create-tags --region "$INSTANCE_REGION" --resources "$INSTANCE_ID" \
+    --tags "$(printf '[{"Key":"%s","Value":"%s"}]' "$STEP_TAG" "$STEP")" \
+    --cli-connect-timeout 5 --cli-read-timeout 10 >/dev/null 2>&1 \
+    || log "WARNING: could not report step '$STEP' in tag $STEP_TAG; startup goes on"
 }
 
 usage() {
@@ -256,7 +294,8 @@ sync_model() {
 # The image (gigabytes) and the model (gigabytes) come from different places: fetch
 # both at once, and wait for both so neither failure goes unreported.
 fetch_image_and_model() {
-  local pull_pid sync_pid pull_status=0 sync_status=0
+  local pull_pid sync_pid done_pid="" first_status=0 pull_status=0 sync_status=0
+  report_step "pulling image and syncing model"
   log "image: pulling $IMAGE"
   pull_image &
   pull_pid=$!
@@ -264,13 +303,31 @@ fetch_image_and_model() {
   sync_model &
   sync_pid=$!
 
-  wait "$pull_pid" || pull_status=$?
-  wait "$sync_pid" || sync_status=$?
+  # Whichever finishes first, the step then names the one still running (wait -p: bash 5.1+,
+  # which the Ubuntu 22.04 DLAMI has). Both are awaited, so neither failure goes unreported.
+  wait -n -p done_pid "$pull_pid" "$sync_pid" || first_status=$?
+  if [[ "$done_pid" == "$pull_pid" ]]; then
+    pull_status=$first_status
+    report_step "syncing model"
+    wait "$sync_pid" || sync_status=$?
+  else
+    sync_status=$first_status
+    report_step "pulling image"
+    wait "$pull_pid" || pull_status=$?
+  fi
   if (( pull_status != 0 )); then
     log "ERROR: image pull failed (exit $pull_status) for $IMAGE; check the image name and that the instance role may pull it" >&2
   fi
   if (( sync_status != 0 )); then
     log "ERROR: model sync failed (exit $sync_status) for model $MODEL_ID from $MODEL_URI; check the model was uploaded there and the instance role may read it" >&2
+  fi
+  # The step a failure is reported at is the fetch that failed, whichever finished last.
+  if (( pull_status != 0 && sync_status != 0 )); then
+    STEP="pulling image and syncing model"
+  elif (( pull_status != 0 )); then
+    STEP="pulling image"
+  elif (( sync_status != 0 )); then
+    STEP="syncing model"
   fi
   (( pull_status == 0 && sync_status == 0 )) \
     || die "startup stopped before the server started; the idle watchdog powers this instance off after $IDLE_MINUTES minutes"
@@ -341,6 +398,7 @@ report_exit() {
   local status=$?
   if (( status != 0 )); then
     log "FAILED (exit $status); the lines above say where" >&2
+    [[ -z "$STEP" ]] || report_step "failed: $STEP"
   fi
 }
 
@@ -353,15 +411,21 @@ main() {
   MODEL_URI="s3://$BUCKET/models/$MODEL_ID/"
   MODEL_DIR="$NVME_DIR/models/$MODEL_ID"
   log "starting: model $MODEL_ID, image $IMAGE, port 127.0.0.1:$PORT, bucket $BUCKET ($REGION)"
+  identify_instance
 
+  report_step "preparing storage"
   prepare_storage
+  report_step "installing watchdog"
   install_idle_watchdog
   fetch_image_and_model
+  report_step "starting vLLM"
   start_server
+  report_step "loading model"
   wait_until_ready
   # Loading the model can take many minutes; that must not count as idle time.
   touch "$STATE_DIR/last-activity"
   log "ready: $MODEL_ID answers on 127.0.0.1:$PORT (reach it through an SSM port-forwarding session)"
+  report_step serving
 }
 
 main "$@"

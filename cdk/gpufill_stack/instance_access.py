@@ -1,9 +1,10 @@
 """Instance access: the role and instance profile every gpufill GPU instance runs with.
 
 An instance needs Session Manager (the only way in: its security group has no inbound
-rule), read access to the startup scripts and the models in the startup bucket, and
-ECR pull for the serving image. Nothing else: it cannot write to the bucket, read SSM
-parameters, list repositories, or see or touch other instances.
+rule), read access to the startup scripts and the models in the startup bucket, ECR pull
+for the serving image, and one tag on itself (its startup step, docs/readiness.md). Nothing
+else: it cannot write to the bucket, read SSM parameters, list repositories, or see or touch
+other instances.
 
 Neither AWS managed policy is used: AmazonSSMManagedInstanceCore also lets an instance read
 every SSM parameter of the account (ssm:GetParameter* on *) and run State Manager
@@ -44,13 +45,13 @@ ECR_PULL_ACTIONS = ["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLay
 
 
 class InstanceAccess(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, startup_bucket: s3.IBucket) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, startup_bucket: s3.IBucket, env: str) -> None:
         super().__init__(scope, construct_id)
         self.role = iam.Role(
             self,
             "InstanceRole",
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            description="gpufill GPU instances: Session Manager, startup bucket read, ECR pull",
+            description="gpufill GPU instances: Session Manager, startup bucket read, ECR pull, own startup-step tag",
         )
         stack = Stack.of(self)
         repositories = f"arn:{stack.partition}:ecr:*:{stack.account}:repository/*"
@@ -107,4 +108,42 @@ class InstanceAccess(Construct):
                 for arn in object_arns
             },
         )
+        self._report_startup_steps(env)
         self.instance_profile = iam.CfnInstanceProfile(self, "InstanceProfile", roles=[self.role.role_name])
+
+    def _report_startup_steps(self, env: str) -> None:
+        """startup.sh tags its own instance with the step it reached (ready_timeout, docs/readiness.md):
+        ec2:CreateTags of the one key gpufill:startup-step, on the calling instance itself, and only
+        on an instance of this deployment. No other tag, no other instance, no DeleteTags."""
+        stack = Stack.of(self)
+        instances = f"arn:{stack.partition}:ec2:*:{stack.account}:instance/*"
+        policy = iam.Policy(
+            self,
+            "ReportStartupStep",
+            roles=[self.role],
+            statements=[
+                iam.PolicyStatement(
+                    actions=["ec2:CreateTags"],
+                    resources=[instances],
+                    conditions={
+                        # The instance being tagged is the one whose role credentials sign the call.
+                        "StringEquals": {
+                            "aws:ARN": "${ec2:SourceInstanceARN}",
+                            f"aws:ResourceTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE,
+                            f"aws:ResourceTag/{constants.TAG_DEPLOYMENT}": env,
+                        },
+                        "ForAllValues:StringEquals": {"aws:TagKeys": [constants.TAG_STARTUP_STEP]},
+                    },
+                )
+            ],
+        )
+        nag.acknowledge_wildcards(
+            policy,
+            {
+                nag.wildcard_resource(self, instances): (
+                    "An instance's ARN is not known before launch; the conditions narrow the grant to the "
+                    "calling instance itself (aws:ARN = ec2:SourceInstanceARN), tagged for this deployment, "
+                    "and to the one tag key gpufill:startup-step."
+                ),
+            },
+        )

@@ -29,7 +29,7 @@ class GpufillStack(Stack):
         Tags.of(self).add(constants.TAG_DEPLOYMENT, settings.env)
 
         storage = Storage(self, "Storage", settings=settings)
-        instance_access = InstanceAccess(self, "InstanceAccess", startup_bucket=storage.startup_bucket)
+        instance_access = InstanceAccess(self, "InstanceAccess", startup_bucket=storage.startup_bucket, env=settings.env)
         notifications = Notifications(self, "Notifications", env=settings.env, approval_email=settings.approval_email)
         functions = Functions(
             self,

@@ -474,6 +474,12 @@ TASKS: dict[str, TaskSpec] = {
         timeout_seconds=60,
         grants=(describe_instances, update_instance_records),
     ),
+    "CheckServingFunctionArn": TaskSpec(
+        summary="One round of reading each instance's startup step (tag gpufill:startup-step) until its model server answers",
+        memory_mb=256,
+        timeout_seconds=60,
+        grants=(describe_instances,),
+    ),
     "ReportResultFunctionArn": TaskSpec(
         summary="Builds the result from the run and its attempt log",
         memory_mb=256,

@@ -13,7 +13,9 @@ TAG_DEPLOYMENT = "gpufill:deployment"
 # Every tag gpufill itself puts on an instance. EC2 allows EC2_MAX_TAGS per resource, so a
 # request may add at most EC2_MAX_TAGS - GPUFILL_TAG_COUNT tags of its own.
 GPUFILL_TAGS = (TAG_REQUEST_ID, TAG_MANAGED, TAG_POOL, TAG_DEPLOYMENT)
-GPUFILL_TAG_COUNT = len(GPUFILL_TAGS)
+# startup.sh adds one more on the running instance: the startup step it reached (ready_timeout).
+TAG_STARTUP_STEP = "gpufill:startup-step"
+GPUFILL_TAG_COUNT = len(GPUFILL_TAGS) + 1
 EC2_MAX_TAGS = 50
 EC2_MAX_TAG_KEY_LENGTH = 128
 EC2_MAX_TAG_VALUE_LENGTH = 256
@@ -114,6 +116,7 @@ LAMBDA_TASKS = {
     "PrepareRegionFunctionArn": "gpufill.handlers.prepare_region.handler",
     "LaunchBatchFunctionArn": "gpufill.handlers.launch_batch.handler",
     "WaitUntilRunningFunctionArn": "gpufill.handlers.wait_until_running.handler",
+    "CheckServingFunctionArn": "gpufill.handlers.check_serving.handler",
     "ReportResultFunctionArn": "gpufill.handlers.report_result.handler",
     "ReportFailureFunctionArn": "gpufill.handlers.report_failure.handler",
     "RollBackGangFunctionArn": "gpufill.handlers.roll_back_gang.handler",
@@ -247,3 +250,17 @@ ENV_STATE_MACHINE_ARN = "STATE_MACHINE_ARN"
 WAIT_KEY_PREFIX = "wait#"
 KIND_WAIT = "wait"
 CONTINUATION_SUFFIX = "-c"
+
+# --- Model readiness (ready_timeout) -----------------------------------------------------
+# startup.sh tags its own instance with the step it reached (TAG_STARTUP_STEP); the run reads the
+# tag with the DescribeInstances it already makes. The instance role may set that one key on itself only.
+# The step value once the model server answers; a failed startup reports FAILED_STEP_PREFIX + the step it stopped at.
+STARTUP_STEP_SERVING = "serving"
+STARTUP_STEP_FAILED_PREFIX = "failed: "
+# ready_timeout (ISO 8601 duration): DESIGN.md's default; the upper bound is startup.sh's own
+# server wait (30 min) after an image pull and model sync, with room for slow pulls of large
+# models; past it an instance that does not serve never will (see docs/readiness.md).
+DEFAULT_READY_TIMEOUT_SECONDS = 30 * 60
+MAX_READY_TIMEOUT_SECONDS = 2 * 3600
+# How often the run looks again while a model server is still starting.
+READY_POLL_SECONDS = 60

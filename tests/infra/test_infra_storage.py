@@ -110,10 +110,32 @@ def test_instance_profile_role(synthesized):
         "ec2messages:AcknowledgeMessage", "ec2messages:DeleteMessage", "ec2messages:FailMessage",
         "ec2messages:GetEndpoint", "ec2messages:GetMessages", "ec2messages:SendReply",
         "ecr:GetAuthorizationToken", "ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage",
+        "ec2:CreateTags",
     }
     assert not any(a.startswith("ssm:GetParameter") for a in granted)
     (pull,) = [s for s in statements if "ecr:BatchGetImage" in as_list(s["Action"])]
     assert ":ecr:*:123456789012:repository/*" in json.dumps(pull["Resource"])
+
+
+def test_instances_may_tag_only_themselves_and_only_with_their_startup_step(synthesized):
+    """startup.sh reports its progress in the tag gpufill:startup-step (ready_timeout): the instance
+    role may set that one key, on the calling instance itself, of this deployment; nothing else."""
+    (profile,) = synthesized.resources("AWS::IAM::InstanceProfile").values()
+    (role_ref,) = profile["Properties"]["Roles"]
+    statements = statements_of_role(synthesized.json, role_ref["Ref"])
+    (tagging,) = [s for s in statements if "ec2:CreateTags" in as_list(s["Action"])]
+    assert tagging["Effect"] == "Allow" and as_list(tagging["Action"]) == ["ec2:CreateTags"]
+    assert ":ec2:*:123456789012:instance/*" in json.dumps(tagging["Resource"])
+    assert tagging["Condition"] == {
+        "StringEquals": {
+            "aws:ARN": "${ec2:SourceInstanceARN}",
+            f"aws:ResourceTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE,
+            f"aws:ResourceTag/{constants.TAG_DEPLOYMENT}": _env(synthesized),
+        },
+        "ForAllValues:StringEquals": {"aws:TagKeys": [constants.TAG_STARTUP_STEP]},
+    }
+    granted = {a for s in statements for a in as_list(s["Action"])}
+    assert not {"ec2:DeleteTags", "ec2:DescribeInstances", "ec2:DescribeTags"} & granted
 
 
 def test_approval_topic_is_encrypted_and_tls_only(synthesized):

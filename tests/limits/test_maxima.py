@@ -48,3 +48,21 @@ def test_a_small_request_over_the_largest_market_with_nothing_anywhere_names_eve
         request(count=4, launch_mode="exact", market="spot-then-on-demand"), maxima_market(), "max-nothing")
     assert (execution.status, execution.error) == ("FAILED", "ALL_ON_DEMAND_FAILED")
     assert largest < STATE_LIMIT and events < HISTORY_LIMIT
+
+
+@pytest.mark.slow
+def test_250_servers_that_never_answer_within_two_hours_fit(run_at_maxima):
+    # The longest wait (ready_timeout PT2H, a check a minute) with every instance's verdict and
+    # reason in the state: the largest readiness loop a valid request can make.
+    market = {**maxima_market(spot=40), "startup": {"stalls_at": "pulling image and syncing model"}}
+    execution, largest, events = run_at_maxima(request(ready_timeout="PT2H"), market, "max-never-serves")
+    assert execution.status == "SUCCEEDED", execution.cause
+    result = execution.output
+    assert (result["launched"], result["instances_serving"]) == (250, 0)
+    assert {i["serving_reason"] for i in result["instances"]} == {
+        "still at startup step 'pulling image and syncing model' when ready_timeout PT2H ran out"}
+    # A check a minute for two hours, and the first at once: at most 121 (the handlers' clock also
+    # counts the wall time the checks themselves take, so a slow machine makes fewer).
+    assert 100 < execution.entered().count("CheckServing") <= 121
+    assert largest < STATE_LIMIT and events < HISTORY_LIMIT
+    print(f"max-never-serves: largest state {largest} bytes, {events} history events")

@@ -55,6 +55,11 @@ case "$name" in
         printf '{"num_attention_heads": 28, "num_key_value_heads": 4}\n' >"$4/config.json"
         record "$name:done" "$@" ;;
       "ecr get-login-password") echo stub-ecr-password ;;
+      "ec2 create-tags")
+        if [[ -n "${STUB_FAIL_TAGGING:-}" ]]; then
+          echo "An error occurred (UnauthorizedOperation) when calling the CreateTags operation" >&2
+          exit 254
+        fi ;;
     esac ;;
   mount) printf '%s\n' "$last" >>"$state/mounts" ;;
   mountpoint) listed "$state/mounts" "$last" ;;
@@ -69,7 +74,13 @@ case "$name" in
     for ((i = 0; i < ${STUB_GPUS:-1}; i++)); do
       echo "GPU $i: NVIDIA L4 (UUID: GPU-stub-$i)"
     done ;;
-  curl) [[ -z "${STUB_FAIL_CURL:-}" ]] ;;
+  curl)
+    case "$last" in
+      */latest/api/token) [[ -z "${STUB_NO_IMDS:-}" ]] && echo stub-imds-token ;;
+      */latest/meta-data/instance-id) echo "${STUB_INSTANCE_ID:-i-0123456789abcdef0}" ;;
+      */latest/meta-data/placement/region) echo "${STUB_INSTANCE_REGION:-us-west-2}" ;;
+      *) [[ -z "${STUB_FAIL_CURL:-}" ]] ;;
+    esac ;;
   systemctl) ;;
   *) echo "stub_command.sh: no stub behaviour for $name" >&2; exit 97 ;;
 esac

@@ -115,11 +115,12 @@ def test_a_region_listed_twice_or_unknown_is_refused_by_name():
 
 
 def test_tags_may_fill_what_ec2_allows_beside_gpufills_own():
+    # gpufill's 4 launch tags and the startup step startup.sh adds on the running instance.
     most = EC2_MAX_TAGS - GPUFILL_TAG_COUNT
-    assert (most, GPUFILL_TAG_COUNT) == (46, 4)
+    assert (most, GPUFILL_TAG_COUNT) == (45, 5)
     assert len(accepted(tags={f"k{n}": "v" for n in range(most)}).tags) == most
     assert problems({"tags": {f"k{n}": "v" for n in range(most + 1)}})["tags"] == (
-        "47 tags, at most 46: EC2 allows 50 per instance and gpufill adds 4 of its own")
+        "46 tags, at most 45: EC2 allows 50 per instance and gpufill adds 5 of its own")
 
 
 def test_tag_key_and_value_lengths_follow_ec2():
@@ -328,3 +329,47 @@ def test_the_defaults_a_user_gets_without_asking():
         "provision", "cost", "blended", {})
     assert [resolved(market=m).market for m in ("spot", "on-demand", "spot-then-on-demand")] == [
         "spot", "on-demand", "spot-then-on-demand"]
+
+
+# --- ready_timeout ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("PT0S", 0), ("PT1S", 1), ("PT30M", 1800), ("PT1H30M", 5400), ("PT2H", 7200), ("PT119M59S", 7199)],
+)
+def test_ready_timeout_is_an_iso_8601_duration_from_zero_to_two_hours(text, seconds):
+    assert resolved(ready_timeout=text).ready_timeout_seconds == seconds
+
+
+def test_ready_timeout_defaults_to_thirty_minutes():
+    assert resolved().ready_timeout_seconds == 1800
+
+
+@pytest.mark.parametrize("text", ["PT2H1S", "PT121M", "P1D"])
+def test_ready_timeout_above_two_hours_is_refused(text):
+    assert problems({"ready_timeout": text}) == {"ready_timeout": "must be from PT0S (do not wait) to PT2H"}
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(1800, "a number"), ("00:30:00", "'00:30:00'"), ("-PT1M", "'-PT1M'"), (True, "true"), ("30m", "'30m'")],
+)
+def test_ready_timeout_must_be_written_as_iso_8601(value, shown):
+    assert problems({"ready_timeout": value}) == {
+        "ready_timeout": f"must be an ISO 8601 duration such as 'PT30M' or 'PT1H30M', got {shown}"}
+
+
+def test_ready_timeout_that_is_not_a_duration_at_all_is_named():
+    assert problems({"ready_timeout": "PTX"}) == {"ready_timeout": "must be an ISO 8601 duration such as 'PT30M', got a string"}
+
+
+def test_ready_timeout_takes_whole_seconds():
+    assert problems({"ready_timeout": "PT0.5S"}) == {
+        "ready_timeout": "give whole seconds (the run checks the model servers once a minute)"}
+
+
+@pytest.mark.parametrize("action", ["plan", "status"])
+def test_ready_timeout_only_goes_with_a_provisioning_run(action):
+    assert problems({"action": action, "ready_timeout": "PT5M"}) == {
+        "ready_timeout": f"only goes with action 'provision' (this request's action is {action!r})"}

@@ -232,7 +232,7 @@ def test_a_gang_member_reclaimed_before_it_ran_rolls_the_whole_gang_back():
     execution, live, recorded, _ = run(gang(regions=[WEST], placement="same-az", all_or_nothing=True), market)
     assert execution.error == "GANG_NOT_PLACED"
     assert live == []
-    assert execution.entered()[-6:] == ["WaitUntilRunning", "InstancesRunning", "IsFulfilled", "RollBackGang", "NextMove", "GANG_NOT_PLACED"]
+    assert execution.entered()[-6:] == ["InstancesRunning", "ShouldCheckServing", "IsFulfilled", "RollBackGang", "NextMove", "GANG_NOT_PLACED"]
     assert sorted(r["state"] for r in recorded.values()) == ["terminated"] * 4
     # EC2 ended one (recorded lost); the run rolled back the other three.
     assert sorted((bool(r.get("rolled_back")), "lost_reason" in r) for r in recorded.values()) == [

@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnec
 
 from gpufill.adapters import clock
 from gpufill.adapters.aws import TRANSPORT_ERRORS, TransientAwsError, client, is_transient
-from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_POOL, TAG_REQUEST_ID
+from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_POOL, TAG_REQUEST_ID, TAG_STARTUP_STEP
 from gpufill.models.run import Instance, LaunchResult, Pool
 from gpufill.policy.errors import classify
 
@@ -197,7 +197,7 @@ from gpufill.policy.boot import NOT_VISIBLE  # noqa: E402  (EC2 is eventually co
 
 
 def instance_states(region: str, instance_ids: list[str]) -> dict[str, dict]:
-    """instance id -> {"state", "private_ip"}; an id EC2 does not describe (yet) is NOT_VISIBLE.
+    """instance id -> {"state", "private_ip", "startup_step"}; an id EC2 does not describe (yet) is NOT_VISIBLE.
 
     Only the run that just launched these instances asks, so an unknown id is one EC2 has not
     made visible yet (InvalidInstanceID.NotFound is documented for brand-new instances), not a
@@ -210,15 +210,20 @@ def instance_states(region: str, instance_ids: list[str]) -> dict[str, dict]:
         if _code(error) != "InvalidInstanceID.NotFound":
             raise
         if len(instance_ids) == 1:
-            return {instance_ids[0]: {"state": NOT_VISIBLE, "private_ip": None}}
+            return {instance_ids[0]: {"state": NOT_VISIBLE, "private_ip": None, "startup_step": None}}
         # One unknown id fails the whole call: ask for each on its own.
         return {k: v for iid in instance_ids for k, v in instance_states(region, [iid]).items()}
     seen = {
-        i["InstanceId"]: {"state": i["State"]["Name"], "private_ip": i.get("PrivateIpAddress")}
+        i["InstanceId"]: {
+            "state": i["State"]["Name"],
+            "private_ip": i.get("PrivateIpAddress"),
+            # What startup.sh reported of its progress (ready_timeout); absent until it reports.
+            "startup_step": next((t["Value"] for t in i.get("Tags", []) if t["Key"] == TAG_STARTUP_STEP), None),
+        }
         for reservation in reply["Reservations"]
         for i in reservation["Instances"]
     }
-    return {iid: seen.get(iid, {"state": NOT_VISIBLE, "private_ip": None}) for iid in instance_ids}
+    return {iid: seen.get(iid, {"state": NOT_VISIBLE, "private_ip": None, "startup_step": None}) for iid in instance_ids}
 
 
 def zone_ids(region: str) -> dict[str, str]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
@@ -69,6 +70,8 @@ QUIET_STATES = {
 }
 # Teardown and status: choices stay quiet, and these report on exit, with what they found.
 QUIET_STATES |= {"AnythingToTerminate", "IsTeardownApproved"}
+# ready_timeout: the readiness loop reports on CheckServing's exit, when what it saw changed.
+QUIET_STATES |= {"ShouldCheckServing", "CheckServing", "ModelsServing", "PauseForServing"}
 REPORTED_ON_EXIT = {"FindTeardownInstances", "RecordApprovalDecision", "RecordApprovalExpiry", "TerminateRegionInstances"}
 # wait_for_capacity: the loop's steps report on exit, with the wait, the next try and the deadline.
 QUIET_STATES |= {"WaitOrGiveUp", "TryAgain", "WaitForCapacity"}
@@ -97,6 +100,7 @@ class Progress:
         self.out = out
         self.plan: dict = {}
         self.entered: str | None = None  # the last state entered: a Map's start event does not name its state
+        self.serving_seen = ""  # the last startup steps CheckServing reported, so a round that changed nothing is quiet
 
     def header(self, text: str) -> None:
         self._line(text)
@@ -106,6 +110,7 @@ class Progress:
         what = {
             "AwaitTeardownApproval": "an answer to the teardown approval (gpufill approve|reject)",
             "WaitForCapacity": "the next try for capacity (wait_for_capacity)",
+            "PauseForServing": "the model servers to answer (ready_timeout; checked once a minute)",
         }.get(state or "", f"{state or 'the next step'} to finish")
         self._line(f"    still waiting for {what}, since {since:%H:%M:%S %Z}")
 
@@ -194,6 +199,20 @@ class Progress:
         elif name == "RollBackGang":
             self._line(f"  > RollBackGang   {rollback_line(run, self.rolled_back)}")
             self.rolled_back = (run.get("gang") or {}).get("rolled_back", 0)
+        elif name == "CheckServing":
+            self._serving(run)
+
+    def _serving(self, run: dict) -> None:
+        instances = run.get("instances") or []
+        if run.get("next") == "wait":
+            steps = Counter(i.get("startup_step") or "no step reported yet" for i in instances)
+            seen = ", ".join(f"{n} {step}" for step, n in steps.items())
+            if seen != self.serving_seen:
+                self.serving_seen = seen
+                self._line(f"  > CheckServing   check {run.get('ready_rounds')}: {seen}")
+            return
+        serving = sum(1 for i in instances if i.get("serving"))
+        self._line(f"  > CheckServing   {serving} of {len(instances)} model server(s) serving after {run.get('ready_rounds')} check(s)")
 
     def _line(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -292,10 +311,14 @@ def render_summary(execution: Any) -> str:
         lines.append("Instances")
         for i in result.get("instances", []):
             price = f"${i['hourly_price']:.4f}/h" if i.get("hourly_price") is not None else "price unknown"
-            lines.append(f"  {i['instance_id']}  {i['availability_zone']:<16} {i['instance_type']:<13} {i['market']:<9} {price}")
+            lines.append(
+                f"  {i['instance_id']}  {i['availability_zone']:<16} {i['instance_type']:<13} {i['market']:<9} {price}"
+                + serving_note(i)
+            )
         for i in result.get("lost", []):
             lines.append(f"  {i['instance_id']}  {i['availability_zone']:<16} lost before it ran ({i.get('state')})")
-        reachable = [i for i in result.get("instances", []) if i.get("connect")]
+        # The example is a server that answers when the run checked (ready_timeout).
+        reachable = sorted((i for i in result.get("instances", []) if i.get("connect")), key=lambda i: i.get("serving") is False)
         if reachable:
             lines.append(f"Reach the model server (port 8000) through SSM, e.g. {reachable[0]['instance_id']}:")
             lines.append(f"  {reachable[0]['connect']}")
@@ -303,9 +326,10 @@ def render_summary(execution: Any) -> str:
         waited = tries_waited(execution.history)
         if waited:
             lines.append(f"Waited for capacity: filled at try {waited}")
+        serving = f", {result['instances_serving']} serving" if "instances_serving" in result else ""
         lines.append(
             f"{result['status']}: {result['launched']} of {result['requested']} launched, "
-            f"${result['hourly_cost']:.4f}/h in all"
+            f"${result['hourly_cost']:.4f}/h in all{serving}"
         )
     else:
         lines.append(f"FAILED with {execution.error}")
@@ -334,6 +358,13 @@ def render_summary(execution: Any) -> str:
             f"EC2 calls {json.dumps(m['ec2_calls'])}, modelled time {m['modelled_seconds']:.1f} s"
         )
     return "\n".join(lines)
+
+
+def serving_note(instance: dict) -> str:
+    """ready_timeout's verdict on one instance, after its price; nothing when it was not checked."""
+    if instance.get("serving") is None:
+        return ""
+    return "  serving" if instance["serving"] else f"  not serving: {instance.get('serving_reason')}"
 
 
 def _price(value: Any) -> str:
@@ -392,12 +423,14 @@ def render_status(result: dict) -> list[str]:
         f"regions {', '.join(result.get('regions', []))})",
         f"  {'instance':<19}  {'request':<24} {'zone':<16} {'type':<13} {'market':<9} {'state':<13} {'$/h':>8} {'hours':>6}  finding",
     ]
+    # ready_timeout: where startup.sh got to on each instance, after its finding.
     for i in result.get("instances", []):
         price = f"{i['hourly_price']:.4f}" if isinstance(i.get("hourly_price"), (int, float)) else "?"
         hours = f"{i['hours_running']:.2f}" if isinstance(i.get("hours_running"), (int, float)) else "-"
         lines.append(
             f"  {i['instance_id']:<19}  {(i.get('request_id') or '-')[:24]:<24} {i.get('availability_zone') or i['region']:<16} "
             f"{i.get('instance_type') or '-':<13} {i.get('market') or '-':<9} {i['state']:<13} {price:>8} {hours:>6}  {i['finding']}"
+            + (f"  startup: {i['startup_step']}" if i.get("startup_step") else "")
         )
     counts = ", ".join(f"{n} {state}" for state, n in (result.get("counts") or {}).items()) or "none"
     if result.get("waiting"):

@@ -82,7 +82,11 @@ def up_verb(args: argparse.Namespace) -> int:
     running = [i for i in ((view.output or {}).get("instances") or []) if i.get("state", "running") == "running"]
     if not args.json and view.status == "SUCCEEDED" and running:
         print()
-        print(f"{len(running)} instance(s) running. Reach a model server on localhost:8000 with:")
+        # ready_timeout: the servers that answered come first, and the line says how many did.
+        running.sort(key=lambda i: i.get("serving") is False)
+        serving = sum(1 for i in running if i.get("serving"))
+        answered = f", {serving} serving the model" if any("serving" in i for i in running) else ""
+        print(f"{len(running)} instance(s) running{answered}. Reach a model server on localhost:8000 with:")
         for instance in running[:10]:
             print(f"  gpufill connect {instance['instance_id']}{deployment_flags(deployment)}")
         if len(running) > 10:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from contextlib import ExitStack
 from datetime import UTC, datetime
+from functools import partial
 from unittest import mock
 
 from moto.core.responses import ActionResult
@@ -23,8 +24,9 @@ from moto.ec2.responses.spot_instances import SpotInstances
 from gpufill.local.cluster_groups import ClusterGroups
 
 from gpufill import catalog
+from gpufill.constants import STARTUP_STEP_FAILED_PREFIX, TAG_STARTUP_STEP
 from gpufill.local import filters
-from gpufill.local.scenario import MarketScenario
+from gpufill.local.scenario import STARTUP_TIMELINE, MarketScenario, Startup
 
 DEFAULT_VCPUS = 4
 # GetSpotPlacementScores: AWS says scores for one or two instance types "will always be low";
@@ -85,6 +87,21 @@ def _check_launch_parameters(response: InstanceResponse) -> None:
                 )
 
 
+# The earliest startup.sh can report: the instance boots and runs its user data first.
+STARTUP_FIRST_REPORT_SECONDS = 20.0
+
+
+def _report_step(backend, instance, step: str) -> None:
+    """CreateTags of gpufill:startup-step by the instance itself. EC2 refuses a 51st tag
+    (TagLimitExceeded); startup.sh goes on without the report, so the tag keeps its last value."""
+    if instance.state in ("shutting-down", "terminated", "stopping", "stopped"):
+        return
+    tags = backend.tags.get(instance.id, {})
+    if TAG_STARTUP_STEP not in tags and len(tags) >= MAX_TAGS_PER_RESOURCE:
+        return
+    backend.create_tags([instance.id], {TAG_STARTUP_STEP: step})
+
+
 class SimulatedMarket:
     def __init__(self, scenario: MarketScenario, *, visibility_delay_calls: int = 1):
         self.scenario = scenario
@@ -114,6 +131,9 @@ class SimulatedMarket:
         self._launched: list[tuple[str, str, int, object]] = []  # (region, market, vcpus, moto instance)
         self._lock = threading.RLock()  # launch() holds it while it hides the new instances
         self.placement_scores_denied = False  # tests set it to see the classic fallback
+        # The engine's modelled clock: when startup.sh on a new instance reports each step.
+        self.schedule = lambda seconds, action: None
+        self.elapsed = lambda: 0.0
 
     def left(self, region: str, zone: str, instance_type: str, market: str) -> int:
         return self._stock.get((region, zone, instance_type, market), 0)
@@ -267,7 +287,22 @@ class SimulatedMarket:
                 self._tokens[(region, token)] = (fingerprint, result)
                 self._token_instances[(region, token)] = [i.id for i in result.result.instances]
             self.hide_new(region, [i.id for i in result.result.instances])
+            for instance in result.result.instances:
+                self._boot(response.ec2_backend, instance, self.scenario.startup_for(zone, itype))
             return result
+
+    def _boot(self, backend, instance, startup: Startup) -> None:
+        """startup.sh on a new instance tags it with each step it reaches, on the modelled clock,
+        as the instance role lets it on AWS; an instance that is off reports nothing more."""
+        launched = self.elapsed()
+        for n, (step, share) in enumerate(STARTUP_TIMELINE):
+            at = launched + max(STARTUP_FIRST_REPORT_SECONDS, share * startup.serving_after_seconds)
+            if startup.fails_at and n and STARTUP_TIMELINE[n - 1][0] == startup.fails_at:
+                self.schedule(at, partial(_report_step, backend, instance, STARTUP_STEP_FAILED_PREFIX + startup.fails_at))
+                return
+            self.schedule(at, partial(_report_step, backend, instance, step))
+            if step == startup.stalls_at:
+                return
 
     def _check_quota(self, region: str, market: str, itype: str, count: int) -> None:
         quota = self.scenario.regions.get(region)

@@ -4,12 +4,45 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, model_validator
+
+# The steps startup/startup.sh reports in the tag gpufill:startup-step, in order, with the share of
+# the time to serving at which the engine reports each (the image and the model take the most).
+STARTUP_TIMELINE = (
+    ("preparing storage", 0.0),
+    ("installing watchdog", 0.05),
+    ("pulling image and syncing model", 0.1),
+    ("syncing model", 0.45),
+    ("starting vLLM", 0.7),
+    ("loading model", 0.75),
+    ("serving", 1.0),
+)
+StartupStep = Literal[
+    "preparing storage", "installing watchdog", "pulling image and syncing model", "syncing model",
+    "starting vLLM", "loading model",
+]
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class Startup(_Model):
+    """How startup.sh goes on an instance (gpufill's extension): its model server answers
+    `serving_after_seconds` of modelled time after the launch, unless it stalls at a step (never
+    leaves it) or fails at one (reports "failed: <step>" when the next step would have come)."""
+
+    serving_after_seconds: NonNegativeFloat = 240.0
+    stalls_at: StartupStep | None = None
+    fails_at: StartupStep | None = None
+
+    @model_validator(mode="after")
+    def _one_ending(self) -> Startup:
+        if self.stalls_at and self.fails_at:
+            raise ValueError("give stalls_at or fails_at, not both")
+        return self
 
 
 class ZoneStock(_Model):
@@ -24,6 +57,8 @@ class ZoneStock(_Model):
     # gpufill's extension: how many instances one cluster placement group can hold here (the free
     # slots of one network segment, in both markets); unset: as many as the zone has.
     cluster: NonNegativeInt | None = None
+    # gpufill's extension: how startup goes on instances launched here (the scenario's `startup` otherwise).
+    startup: Startup | None = None
 
 
 class Quota(_Model):
@@ -54,6 +89,8 @@ class MarketScenario(_Model):
     regions: dict[str, RegionMarket] = Field(default_factory=dict)
     # gpufill's extension: capacity that appears during a run (waits are fast-forwarded).
     restock: list[Restock] = Field(default_factory=list)
+    # gpufill's extension: how startup.sh goes on every instance, unless its zone and type say otherwise.
+    startup: Startup = Field(default_factory=Startup)
 
     @model_validator(mode="after")
     def _zones_belong_to_their_region(self) -> MarketScenario:
@@ -69,6 +106,10 @@ class MarketScenario(_Model):
                     f"regions.{region}.zones.{event.zone} (with spot 0) so the zone offers the type"
                 )
         return self
+
+    def startup_for(self, zone: str, instance_type: str) -> Startup:
+        stock = self.regions.get(zone[:-1], RegionMarket()).zones.get(zone, {}).get(instance_type)
+        return stock.startup if stock is not None and stock.startup is not None else self.startup
 
     @classmethod
     def load(cls, path: str | Path) -> MarketScenario:

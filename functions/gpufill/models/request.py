@@ -15,6 +15,7 @@ from pydantic import (
     StrictInt,
     StrictStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -24,6 +25,7 @@ from gpufill.constants import (
     DEFAULT_APPROVAL_TIMEOUT_SECONDS,
     DEFAULT_BATCH_MAX,
     DEFAULT_INSTANCE_TYPE,
+    DEFAULT_READY_TIMEOUT_SECONDS,
     DEFAULT_ROOT_VOLUME_GIB,
     EC2_MAX_TAG_KEY_LENGTH,
     EC2_MAX_TAG_VALUE_LENGTH,
@@ -31,6 +33,7 @@ from gpufill.constants import (
     GPUFILL_TAG_COUNT,
     MAX_APPROVAL_TIMEOUT_SECONDS,
     MAX_COUNT,
+    MAX_READY_TIMEOUT_SECONDS,
     MAX_ROOT_VOLUME_GIB,
     MAX_WAIT_FOR_CAPACITY_SECONDS,
     MIN_APPROVAL_TIMEOUT_SECONDS,
@@ -136,6 +139,34 @@ class Request(BaseModel):
     requested_by: StrictStr | None = Field(default=None, min_length=1, max_length=200)
     # Durable options (DESIGN.md): each added at the end, each with its own check.
     wait_for_capacity: WaitForCapacity | None = None
+
+    # provision only: how long the run waits for each model server to answer (ISO 8601 duration;
+    # unset = DEFAULT_READY_TIMEOUT_SECONDS; PT0S = do not wait, serving is not checked).
+    ready_timeout: timedelta | None = None
+
+    @field_validator("ready_timeout", mode="before")
+    @classmethod
+    def _iso_8601_duration(cls, value: Any) -> Any:
+        # pydantic would also take a number of seconds or "HH:MM:SS"; the contract is ISO 8601 only.
+        if value is not None and not (isinstance(value, str) and value.startswith("P")):
+            shown = _shorten(value) if isinstance(value, str) else json_kind(value)
+            raise ValueError(f"must be an ISO 8601 duration such as 'PT30M' or 'PT1H30M', got {shown}")
+        return value
+
+    @field_validator("ready_timeout")
+    @classmethod
+    def _ready_timeout_fits(cls, value: timedelta | None, info: ValidationInfo) -> timedelta | None:
+        if value is None:
+            return value
+        action = info.data.get("action", "provision")
+        if action != "provision":
+            raise ValueError(f"only goes with action 'provision' (this request's action is {action!r})")
+        seconds = value.total_seconds()
+        if seconds != int(seconds):
+            raise ValueError("give whole seconds (the run checks the model servers once a minute)")
+        if not 0 <= seconds <= MAX_READY_TIMEOUT_SECONDS:
+            raise ValueError(f"must be from PT0S (do not wait) to PT{MAX_READY_TIMEOUT_SECONDS // 3600}H")
+        return value
 
     @field_validator("request_id")
     @classmethod
@@ -391,6 +422,8 @@ class ProvisionRequest(BaseModel):
     requested_by: str | None = None
     # wait_for_capacity's deadline in seconds from the run's start (the run fixes the absolute time).
     wait_for_capacity_seconds: int | None = None
+    # 0: the run does not wait for the model servers (serving unknown).
+    ready_timeout_seconds: int = DEFAULT_READY_TIMEOUT_SECONDS
 
 
 def normalise(request: Request, *, request_id: str, default_regions: list[str], home_region: str) -> ProvisionRequest:
@@ -419,6 +452,9 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
         requested_by=request.requested_by,
         wait_for_capacity_seconds=(
             int(request.wait_for_capacity.deadline.total_seconds()) if request.wait_for_capacity else None
+        ),
+        ready_timeout_seconds=(
+            DEFAULT_READY_TIMEOUT_SECONDS if request.ready_timeout is None else int(request.ready_timeout.total_seconds())
         ),
     )
 
@@ -470,6 +506,7 @@ _EXPECTED = {
     "bool_type": "true or false",
     "model_type": "a JSON object",
     "model_attributes_type": "a JSON object",
+    "time_delta_parsing": "an ISO 8601 duration such as 'PT30M'",
 }
 
 

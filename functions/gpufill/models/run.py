@@ -105,6 +105,11 @@ class Instance(_Model):
     state: str | None = None
     private_ip: str | None = None
     connect: str | None = None
+    # ready_timeout: the last step startup.sh reported (tag gpufill:startup-step), and the verdict
+    # once the run stops looking (serving unset: not checked, e.g. ready_timeout PT0S).
+    startup_step: str | None = None
+    serving: bool | None = None
+    serving_reason: str | None = None
 
 
 class Plan(_Model):
@@ -204,6 +209,11 @@ class Run(_Model):
     connect_template: str | None = None
     gang: Gang | None = None
     wait: Waiting | None = None
+    # ready_timeout: when the run stops waiting for the model servers (epoch seconds), how many
+    # checks it made, and how long it pauses before the next one.
+    ready_deadline: float | None = None
+    ready_rounds: int = 0
+    ready_pause: int | None = None
 
 
 class LaunchResult(_Model):

@@ -141,6 +141,8 @@ class RegionTermination(_Model):
 class StatusEntry(_InstanceFacts):
     hours_running: float | None = None
     finding: Finding
+    # What startup.sh last reported on the instance (tag gpufill:startup-step): "serving" once its model answers.
+    startup_step: str | None = None
 
 
 class StatusReport(_Model):

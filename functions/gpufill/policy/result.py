@@ -33,6 +33,9 @@ def fill_result(request: ProvisionRequest, run: Run, attempts: list[Attempt], st
         "hourly_cost": run.hourly_cost,
         "connect_template": port_forward_command("REGION", "INSTANCE_ID"),
     }
+    checked = [i for i in run.instances if i.serving is not None]
+    if checked:  # ready_timeout: how many model servers answer (per instance: serving, serving_reason)
+        result["instances_serving"] = sum(1 for i in checked if i.serving)
     if len(attempts) > len(listed):
         result["attempts_note"] = f"the last {len(listed)} of {len(attempts)} attempts; `gpufill status` lists the instances"
     return result

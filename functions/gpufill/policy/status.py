@@ -17,6 +17,7 @@ from gpufill.constants import (
     TAG_DEPLOYMENT,
     TAG_MANAGED,
     TAG_REQUEST_ID,
+    TAG_STARTUP_STEP,
 )
 from gpufill.models.teardown import LiveInstance, StatusEntry, StatusReport, TeardownTarget
 from gpufill.policy.teardown import ENDED_STATES, MANAGED_VALUE
@@ -198,6 +199,7 @@ def _entry(instance: LiveInstance, record: dict | None, finding: str, now: datet
         launched_at=launched,
         hours_running=hours_since(launched, now) if instance.state in HOURS_STATES else None,
         finding=finding,
+        startup_step=instance.tags.get(TAG_STARTUP_STEP),
     )
 
 
