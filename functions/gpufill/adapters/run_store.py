@@ -27,8 +27,10 @@ from gpufill.constants import (
     INTENT_RETENTION_SECONDS,
     KIND_INTENT,
     KIND_PLAN,
+    KIND_REQUEST,
     LAUNCH_REGIONS_KEY,
     PLAN_KEY_PREFIX,
+    REQUEST_KEY_PREFIX,
 )
 from gpufill.models.run import Attempt, Plan, RegionFacts
 
@@ -163,6 +165,20 @@ def note_launch_region(region: str) -> None:
         UpdateExpression="ADD regions :r SET kind = :k",
         ExpressionAttributeValues={":r": {region}, ":k": "meta"},
     )
+
+
+# --- a maintained request, as it was accepted (StartRefill asks for the same again) ---------
+
+
+def save_request(request_id: str, request: dict) -> None:
+    """Kept without expiry: maintenance lasts as long as the request's instances do. The same
+    request is written by every step of its run, with the same content."""
+    _table().put_item(Item={INSTANCES_TABLE_KEY: f"{REQUEST_KEY_PREFIX}{request_id}", "kind": KIND_REQUEST, "body": _pack(request)})
+
+
+def load_request(request_id: str) -> dict | None:
+    item = _table().get_item(Key={INSTANCES_TABLE_KEY: f"{REQUEST_KEY_PREFIX}{request_id}"}, ConsistentRead=True).get("Item")
+    return None if item is None else _unpack(item["body"])  # type: ignore[return-value]
 
 
 def _batch_get(keys: list[str]) -> dict[str, dict]:

@@ -17,9 +17,11 @@ from gpufill.policy.result import failure_cause
 @transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=FailureEvent)
-    request_id = step.request.request_id if step.request else None
+    request_id = step.request.owner_id if step.request else None
     # The table knows instances the state does not: a step that launched, recorded, then failed.
     recorded = instances_table.records_for_request(request_id) if request_id else []
+    if step.request and step.request.refill:  # a refill run's own instances, not its request's others
+        recorded = [r for r in recorded if r.get("replaces") == step.request.refill.replaces]
     cause = failure_cause(request_id, step.run, [r for r in recorded if "kind" not in r], step.failure)
     logger.error("run failed", extra={"error": step.failure.get("Error"), "request_id": request_id})
     metrics.add_metric(name="RunsFailed", unit="Count", value=1)

@@ -26,6 +26,7 @@ from unittest import mock
 
 from gpufill import constants
 from gpufill.adapters import clock
+from gpufill.local import interruptions
 from gpufill.local.metrics import CallLog
 from gpufill.local.scenario import MarketScenario
 
@@ -225,6 +226,11 @@ class LocalEngine:
         self._elapsed = 0.0
         self._scheduled: list[tuple[float, int, Callable[[], None]]] = []
         self._clock_lock = threading.RLock()
+        # EC2's events put on a default bus, and what each scheduled interruption did.
+        self.events_sent: list[dict] = []
+        self.event_deliveries: list[dict] = []
+        self._deliveries: list[threading.Thread] = []
+        self.reclaims: list = []
         from gpufill.local.faults import Faults
 
         self.faults = Faults()
@@ -237,6 +243,14 @@ class LocalEngine:
     @property
     def approval_topic_arn(self) -> str:
         return self.deployments[self.env_names[0]].approval_topic_arn
+
+    @property
+    def account(self) -> str:
+        return LOCAL_ACCOUNT
+
+    @property
+    def home_region(self) -> str:
+        return HOME_REGION
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -262,6 +276,9 @@ class LocalEngine:
         for event in self.scenario.restock:
             self.at(event.at_seconds, partial(self.market.restock, event.zone, event.type,
                                               spot=event.spot, on_demand=event.on_demand))
+        for event in self.scenario.interruptions:
+            self.at(event.at_seconds, partial(interruptions.reclaim, self,
+                                              interruptions.Reclaim(at_seconds=event.at_seconds, instance=event.instance)))
         self._stack.enter_context(mock_aws(config={"stepfunctions": {"execute_state_machine": True}}))
         self._stack.callback(self._end_executions)
         self._stack.enter_context(self.market.patches())
@@ -269,6 +286,7 @@ class LocalEngine:
         self._stack.enter_context(self._faults_at_the_wire())
         self._stack.enter_context(self._no_sleeping_retries())
         self._stack.enter_context(self._no_sleeping_waits())
+        self._stack.enter_context(interruptions.patches(self))
         self._stack.enter_context(self.calls.patches())
         self._stack.enter_context(limits.patches(self._answered_tokens))
         self._stack.enter_context(_shared_botocore_models())
@@ -305,6 +323,7 @@ class LocalEngine:
         spot_advisor.reset(self.scenario.advisor_document())
 
     def _end_executions(self) -> None:
+        self.settle()  # a delivery still running could start an execution after the sweep below
         sfn = self.client("stepfunctions")
         for deployment in self.deployments.values():
             for page in sfn.get_paginator("list_executions").paginate(
@@ -387,7 +406,56 @@ class LocalEngine:
             roleArn=self._role,
             type="STANDARD",
         )["stateMachineArn"]
+        self._deploy_event_functions(deployment)
         return deployment
+
+    def _deploy_event_functions(self, deployment: Deployment) -> None:
+        """StartRefill (it may start runs of this deployment's state machine) and the rules that invoke it."""
+        lam = self.client("lambda")
+        variables = {**deployment.environment, constants.ENV_STATE_MACHINE_ARN: deployment.state_machine_arn}
+        for name, handler in constants.EVENT_FUNCTIONS.items():
+            arn = lam.create_function(
+                FunctionName=function_name(deployment.env, name),
+                Runtime="python3.12",
+                Role=self._role,
+                Handler=handler,
+                Code={"ZipFile": _empty_zip()},
+                Architectures=["arm64"],
+                MemorySize=256,
+                Timeout=60,
+                Environment={"Variables": variables},
+            )["FunctionArn"]
+            deployment.function_arns[name] = arn
+        interruptions.deploy_rules(self, deployment, deployment.function_arns["StartRefill"])
+
+    def _invoke_async(self, function_arn: str, event: dict) -> None:
+        """EventBridge invokes a Lambda target asynchronously: the invocation runs on its own thread
+        (settle() waits for them), and a failed one is tried twice more."""
+        thread = threading.Thread(target=self._invoke_with_retries, args=(function_arn, event), daemon=True)
+        with self._clock_lock:
+            self._deliveries.append(thread)
+        thread.start()
+
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait until every event delivered so far has been handled (and what it delivered, in turn)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._clock_lock:
+                pending = [t for t in self._deliveries if t.is_alive()]
+            if not pending or time.monotonic() > deadline:
+                return
+            for thread in pending:
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+    def _invoke_with_retries(self, function_arn: str, event: dict) -> None:
+        lam = self.client("lambda")
+        for _ in range(interruptions.ASYNC_INVOKE_TRIES):
+            reply = lam.invoke(FunctionName=function_arn, Payload=json.dumps(event).encode())
+            answer = json.loads(reply["Payload"].read() or b"null")
+            self.event_deliveries.append({"function": function_arn, "event": event, "answer": answer,
+                                          "failed": "FunctionError" in reply})
+            if "FunctionError" not in reply:
+                return
 
     @contextmanager
     def as_deployment(self, env: str):
@@ -468,8 +536,32 @@ class LocalEngine:
         body = request if isinstance(request, str) else json.dumps(request)
         marker = self.calls.mark()
         published = len(self.approval_messages(env))
-        answered = timed_out = False
         arn = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name=name, input=body)["executionArn"]
+        return self._follow(
+            name, arn, env=env, marker=marker, published=published, on_event=on_event, timeout=timeout, decision=decision
+        )
+
+    def follow(self, name: str, *, env: str | None = None, timeout: float = DEFAULT_TIMEOUT_SECONDS,
+               on_event: Callable[[dict], None] | None = None) -> Execution:
+        """Wait for execution `name` of deployment `env`, started by something else (a refill run
+        StartRefill started), to end; its metrics count from the moment it is followed."""
+        env = env or self.env_names[0]
+        arn = f"{self.deployments[env].state_machine_arn.replace(':stateMachine:', ':execution:', 1)}:{name}"
+        return self._follow(name, arn, env=env, marker=self.calls.mark(), published=len(self.approval_messages(env)),
+                            on_event=on_event, timeout=timeout, decision=None)
+
+    def executions(self, env: str | None = None) -> list[str]:
+        """The names of every execution of deployment `env`, oldest first."""
+        sfn = self.client("stepfunctions")
+        found = []
+        for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=self.deployments[env or self.env_names[0]].state_machine_arn):
+            found.extend(page["executions"])
+        return [e["name"] for e in sorted(found, key=lambda e: e["startDate"])]
+
+    def _follow(self, name: str, arn: str, *, env: str, marker, published: int,
+                on_event: Callable[[dict], None] | None, timeout: float, decision: str | None) -> Execution:
+        sfn = self.client("stepfunctions")
+        answered = timed_out = False
         seen = 0
         deadline = time.monotonic() + timeout
         pause = 0.002  # short at first: most steps end in a few milliseconds
@@ -625,9 +717,8 @@ class LocalEngine:
                 return _lambda_error(fault.error, function), True, ""
             module_name, _, attr = function.handler.rpartition(".")
             handler = getattr(importlib.import_module(module_name), attr)
-            with engine._environments.applied(function.environment_vars), calls.invocation(
-                module_name.rsplit(".", 1)[-1]
-            ):
+            logged = calls.outside_runs() if task in constants.EVENT_FUNCTIONS else calls.invocation(module_name.rsplit(".", 1)[-1])
+            with engine._environments.applied(function.environment_vars), logged:
                 engine._invocation.task = task
                 try:
                     result = handler(event if event is not None else {}, FakeContext(function))

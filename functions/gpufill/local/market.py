@@ -208,6 +208,14 @@ class SimulatedMarket:
                     self._hidden[(region, instance_id)] = left
             return hidden
 
+    def launched_instance(self, number: int) -> tuple[str, str, object] | None:
+        """(region, market, moto instance) of the `number`-th instance launched (1-based), or None."""
+        with self._lock:
+            if number > len(self._launched):
+                return None
+            region, market, _, instance = self._launched[number - 1]
+            return region, market, instance
+
     def launched_with_token(self, region: str, token: str) -> list[str]:
         return list(self._token_instances.get((region, token), []))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, StrictInt, model_validator
 
 
 class _Model(BaseModel):
@@ -46,11 +46,22 @@ class Restock(_Model):
     on_demand: NonNegativeInt = 0
 
 
+class Interruption(_Model):
+    """EC2 reclaims an instance: at `at_seconds` of modelled time, the `instance`-th instance
+    launched in the account (1-based, in launch order across regions). A spot instance is warned
+    and terminated two minutes later; an on-demand one ends at once (a host failure)."""
+
+    at_seconds: NonNegativeFloat
+    instance: StrictInt = Field(ge=1)
+
+
 class MarketScenario(_Model):
     description: str = ""
     regions: dict[str, RegionMarket] = Field(default_factory=dict)
     # gpufill's extension: capacity that appears during a run (waits are fast-forwarded).
     restock: list[Restock] = Field(default_factory=list)
+    # gpufill's extension: instances EC2 takes away at a modelled second (see Interruption).
+    interruptions: list[Interruption] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _zones_belong_to_their_region(self) -> MarketScenario:

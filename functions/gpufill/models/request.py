@@ -65,6 +65,32 @@ OnDemandStrategy = Literal["cost", "latency"]
 Scoring = Literal["blended", "classic"]
 
 
+class Refill(BaseModel):
+    """What a refill run replaces: an instance of request `request_id` that EC2 reclaimed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request_id: StrictStr
+    replaces: list[StrictStr] = Field(min_length=1, max_length=MAX_COUNT)
+    # The pool the instance was reclaimed from ("market/region/zone/type"): tried last.
+    reclaimed_pool: StrictStr | None = None
+
+    @field_validator("request_id")
+    @classmethod
+    def _execution_name(cls, value: str) -> str:
+        if not REQUEST_ID_PATTERN.match(value):
+            raise ValueError(f"{_shorten(value)} is not a request id (the execution name of a provisioning run)")
+        return value
+
+    @field_validator("replaces")
+    @classmethod
+    def _instance_ids(cls, value: list[str]) -> list[str]:
+        bad = [i for i in value if not INSTANCE_ID_PATTERN.match(i)]
+        if bad:
+            raise ValueError(f"not EC2 instance ids (i-0123456789abcdef0): {', '.join(map(repr, bad))}")
+        return value
+
+
 class Request(BaseModel):
     """A provisioning request as the user wrote it; defaults are filled in by `normalise`."""
 
@@ -98,6 +124,12 @@ class Request(BaseModel):
         default=None, ge=MIN_APPROVAL_TIMEOUT_SECONDS, le=MAX_APPROVAL_TIMEOUT_SECONDS
     )
     requested_by: StrictStr | None = Field(default=None, min_length=1, max_length=200)
+    # provision only: replace an instance EC2 reclaims (spot interruption, hardware failure)
+    # with one from a refill run, until a teardown of the request.
+    maintain: StrictBool = False
+    # Set by StartRefill on the runs it starts, never by a user: which request and instance this
+    # run replaces, so its instances are recorded and tagged as that request's.
+    refill: Refill | None = None
 
     @field_validator("request_id")
     @classmethod
@@ -196,6 +228,7 @@ class Request(BaseModel):
         if self.instance_types is not None and self.instance_type is not None:
             problems.append(("instance_type", "give either instance_type or instance_types, not both"))
         problems += self._teardown_and_status_problems()
+        problems += self._maintenance_problems()
         if problems:
             raise RequestProblems(problems)
         return self
@@ -228,6 +261,14 @@ class Request(BaseModel):
                 problems.append(
                     ("request_id", 'a teardown needs exactly one of request_id, instance_ids or "all": true (what to terminate)')
                 )
+        return problems
+
+    def _maintenance_problems(self) -> list[tuple[str, str]]:
+        problems: list[tuple[str, str]] = []
+        if self.maintain and self.action != "provision":
+            problems.append(("maintain", f"only goes with action 'provision' (this request's action is {self.action!r})"))
+        if self.refill is not None and (self.action != "provision" or not self.maintain):
+            problems.append(("refill", "is set by gpufill on the refill runs of a request with maintain: true"))
         return problems
 
     def types(self) -> list[str]:
@@ -333,6 +374,13 @@ class ProvisionRequest(BaseModel):
     all: bool = False
     approval_timeout_seconds: int = DEFAULT_APPROVAL_TIMEOUT_SECONDS
     requested_by: str | None = None
+    maintain: bool = False
+    refill: Refill | None = None
+
+    @property
+    def owner_id(self) -> str:
+        """The request whose instances this run launches: a refill run's are its request's."""
+        return self.refill.request_id if self.refill is not None else self.request_id
 
 
 def normalise(request: Request, *, request_id: str, default_regions: list[str], home_region: str) -> ProvisionRequest:
@@ -357,6 +405,8 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
         all=request.all,
         approval_timeout_seconds=request.approval_timeout_seconds or DEFAULT_APPROVAL_TIMEOUT_SECONDS,
         requested_by=request.requested_by,
+        maintain=request.maintain,
+        refill=request.refill,
     )
 
 
