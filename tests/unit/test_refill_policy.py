@@ -216,3 +216,72 @@ def test_a_refill_only_ever_follows_a_reclaim_of_a_maintained_live_request(kind,
     reclaim = action == "terminate" if kind == "warning" else code == "Server.SpotInstanceTermination"
     assert decision.refill == (maintain and not torn and not replaced and reclaim)
     assert (decision.input is not None) == decision.refill
+
+
+# --- the request fields -------------------------------------------------------------------
+
+
+def problems(body: dict) -> list[dict[str, str]]:
+    from pydantic import ValidationError
+
+    from gpufill.models.request import describe_problems
+
+    with pytest.raises(ValidationError) as caught:
+        Request.model_validate(body)
+    return describe_problems(caught.value)
+
+
+def test_maintain_defaults_to_false_and_reaches_the_normalised_request():
+    assert Request().maintain is False
+    normalised = normalise(Request(maintain=True), request_id="r", default_regions=["us-east-1"], home_region="us-east-1")
+    assert normalised.maintain is True and normalised.refill is None and normalised.owner_id == "r"
+
+
+def test_a_refill_run_launches_for_the_request_it_refills():
+    body = refill.refill_input(STORED, request_id="serve", instance_id=OLD, pool="spot/us-east-1/us-east-1a/g6.xlarge")
+    normalised = normalise(Request.model_validate(body), request_id=f"serve-refill-{OLD}", default_regions=[], home_region="us-east-1")
+    assert normalised.request_id == f"serve-refill-{OLD}"  # its own run's items (plan, attempts, tokens)
+    assert normalised.owner_id == "serve"  # its instances' records and tags
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"maintain": "yes"}, [{"field": "maintain", "problem": "must be true or false, got a string"}]),
+        ({"maintain": 1}, [{"field": "maintain", "problem": "must be true or false, got a number"}]),
+        (
+            {"action": "status", "maintain": True},
+            [{"field": "maintain", "problem": "only goes with action 'provision' (this request's action is 'status')"}],
+        ),
+        (
+            {"action": "plan", "maintain": True},
+            [{"field": "maintain", "problem": "only goes with action 'provision' (this request's action is 'plan')"}],
+        ),
+        (
+            {"refill": {"request_id": "serve", "replaces": [OLD]}},
+            [{"field": "refill", "problem": "is set by gpufill on the refill runs of a request with maintain: true"}],
+        ),
+        (
+            {"action": "plan", "maintain": True, "refill": {"request_id": "serve", "replaces": [OLD]}},
+            [
+                {"field": "maintain", "problem": "only goes with action 'provision' (this request's action is 'plan')"},
+                {"field": "refill", "problem": "is set by gpufill on the refill runs of a request with maintain: true"},
+            ],
+        ),
+    ],
+)
+def test_maintain_and_refill_are_checked_and_each_problem_names_its_field(body, expected):
+    assert problems(body) == expected
+
+
+@pytest.mark.parametrize(
+    ("refill_block", "field", "text"),
+    [
+        ({"request_id": "serve", "replaces": ["vm-1"]}, "refill.replaces", "not EC2 instance ids (i-0123456789abcdef0): 'vm-1'"),
+        ({"request_id": "serve", "replaces": []}, "refill.replaces", "must have at least 1 item, not 0"),
+        ({"request_id": "a b", "replaces": [OLD]}, "refill.request_id", "'a b' is not a request id (the execution name of a provisioning run)"),
+        ({"request_id": "serve", "replaces": [OLD], "extra": 1}, "refill.extra", "unknown field"),
+    ],
+)
+def test_a_malformed_refill_block_is_named(refill_block, field, text):
+    assert problems({"maintain": True, "refill": refill_block}) == [{"field": field, "problem": text}]

@@ -225,6 +225,12 @@ def render_summary(execution: Any) -> str:
     elif result and result.get("status") == "PLANNED":
         lines.append(f"Plan: {len(result.get('pools', []))} pool(s) in order; nothing launched.")
     elif result:
+        if result.get("refill"):
+            refill = result["refill"]
+            lines.append(
+                f"Refill of request {refill['request_id']}: replaces {', '.join(refill['replaces'])} "
+                f"(reclaimed from {refill.get('reclaimed_pool') or 'an unknown pool'}, tried last)"
+            )
         lines.append("Instances")
         for i in result.get("instances", []):
             price = f"${i['hourly_price']:.4f}/h" if i.get("hourly_price") is not None else "price unknown"
@@ -260,6 +266,18 @@ def render_summary(execution: Any) -> str:
             f"EC2 calls {json.dumps(m['ec2_calls'])}, modelled time {m['modelled_seconds']:.1f} s"
         )
     return "\n".join(lines)
+
+
+def render_reclaims(reclaims: list[dict]) -> list[str]:
+    """What EC2 took away while modelled time passed (the market's `interruptions`)."""
+    lines = []
+    for r in reclaims:
+        if r.get("instance_id"):
+            lines.append(f"  t={r['at_seconds']:.0f} s  EC2 reclaims instance {r['instance']} ({r['instance_id']}, "
+                         f"{r['market']} in {r['region']}): {r['note']}")
+        else:
+            lines.append(f"  t={r['at_seconds']:.0f} s  instance {r['instance']}: {r['note']}")
+    return lines or ["  nothing was reclaimed"]
 
 
 def _price(value: Any) -> str:
