@@ -198,3 +198,48 @@ def test_an_interruption_of_an_instance_never_launched_is_noted():
 def test_interruptions_in_a_scenario_are_checked(bad):
     with pytest.raises(ValueError, match="interruptions.0"):
         MarketScenario.model_validate({**MARKET, "interruptions": [bad]})
+
+
+def test_simulate_advance_shows_the_interruption_and_the_refill_run(capsys):
+    from gpufill.cli import main
+    from tests.conftest import EXAMPLES
+
+    code = main(["simulate", str(EXAMPLES / "requests/provision-maintain.json"),
+                 "--market", str(EXAMPLES / "markets/interruption-at-10min.json"), "--advance", "3600"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "3600 s of modelled time pass" in out
+    assert "t=600 s  EC2 reclaims instance 1 (i-" in out
+    assert ", started by StartRefill" in out
+    assert "Refill of request simulate-provision-maintain: replaces i-" in out
+    assert "(reclaimed from spot/us-west-2/us-west-2a/g6.xlarge, tried last)" in out
+    assert out.rstrip().splitlines()[-2] == "FULFILLED: 1 of 1 launched, $0.4500/h in all"
+
+
+def test_simulate_advance_json_lists_every_run_and_the_interruptions(capsys):
+    import json
+
+    from gpufill.cli import main
+    from tests.conftest import EXAMPLES
+
+    code = main(["simulate", str(EXAMPLES / "requests/provision-maintain.json"),
+                 "--market", str(EXAMPLES / "markets/interruption-at-10min.json"), "--advance", "700", "--json"])
+    printed = json.loads(capsys.readouterr().out)
+    assert code == 0
+    first, refill = printed["runs"]
+    assert printed["advanced_seconds"] == 700
+    [reclaim] = printed["interruptions"]
+    assert (reclaim["at_seconds"], reclaim["instance"], reclaim["market"]) == (600, 1, "spot")
+    assert reclaim["instance_id"] == first["execution"]["output"]["instances"][0]["instance_id"]
+    assert refill["execution"]["output"]["refill"]["replaces"] == [reclaim["instance_id"]]
+    assert refill["execution"]["output"]["instances"][0]["availability_zone"] == "us-west-2b"
+
+
+def test_simulate_advance_must_be_positive(capsys):
+    from gpufill.cli import main
+    from tests.conftest import EXAMPLES
+
+    code = main(["simulate", str(EXAMPLES / "requests/provision-maintain.json"),
+                 "--market", str(EXAMPLES / "markets/interruption-at-10min.json"), "--advance", "0"])
+    assert code == 2
+    assert "argument --advance: '0' must be more than 0 seconds" in capsys.readouterr().err
