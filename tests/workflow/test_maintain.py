@@ -243,3 +243,18 @@ def test_simulate_advance_must_be_positive(capsys):
                  "--market", str(EXAMPLES / "markets/interruption-at-10min.json"), "--advance", "0"])
     assert code == 2
     assert "argument --advance: '0' must be more than 0 seconds" in capsys.readouterr().err
+
+
+def test_an_instance_reclaimed_at_launch_is_refilled_when_the_request_maintains():
+    """EC2 takes it back before it ever runs: the run reports it lost, and the refill replaces it."""
+    market = {"regions": {EAST: {"zones": {"us-east-1a": {"g6.xlarge": {"spot_price": 0.4, "spot": 3, "reclaimed_at_launch": 1}},
+                                            "us-east-1b": zone(0.7, spot=2)}}}}
+    with LocalEngine(MarketScenario.model_validate(market), regions_config={"regions": [EAST]}) as account:
+        first = account.run({**REQUEST, "count": 2}, name="bumpy")
+        [lost] = first.output["lost"]
+        account.settle()
+        [name] = refills(account)
+        assert name == f"bumpy-refill-{lost['instance_id']}"
+        refill = account.follow(name)
+        assert refill.output["status"] == "FULFILLED"
+        assert record(lost["instance_id"])["replaced_by"] == [refill.output["instances"][0]["instance_id"]]

@@ -81,6 +81,16 @@ def _check_launch_parameters(response: InstanceResponse) -> None:
                 )
 
 
+def _reclaimed_by_ec2(backend, instance_ids: list[str]) -> None:
+    """EC2, not a caller, ended them: DescribeInstances shows the spot reason, as on AWS."""
+    from moto.ec2.models.instances import StateReason
+
+    for instance_id in instance_ids:
+        backend.get_instance(instance_id).state_reason = StateReason(
+            "Server.SpotInstanceTermination: Spot instance termination", "Server.SpotInstanceTermination"
+        )
+
+
 class SimulatedMarket:
     def __init__(self, scenario: MarketScenario, *, visibility_delay_calls: int = 1):
         self.scenario = scenario
@@ -259,6 +269,7 @@ class SimulatedMarket:
                 doomed = [i.id for i in result.result.instances][: self._reclaims[(region, zone, itype)]]
                 self._reclaims[(region, zone, itype)] -= len(doomed)
                 response.ec2_backend.terminate_instances(doomed)
+                _reclaimed_by_ec2(response.ec2_backend, doomed)
             vcpus = catalog.vcpus(itype) or DEFAULT_VCPUS
             self._launched.extend((region, market, vcpus, i) for i in result.result.instances)
             if token:
