@@ -357,4 +357,8 @@ def render_status(result: dict) -> list[str]:
         lines.append(f"Unrecorded (tagged for this deployment, no request-id tag): {', '.join(result['unrecorded'])}")
     if result.get("gone"):
         lines.append(f"Gone (recorded, no longer in EC2): {', '.join(result['gone'])}")
+    replaced = [i for i in result.get("instances", []) if i.get("replaced_by")]
+    if replaced:
+        pairs = "; ".join(f"{i['instance_id']} -> {', '.join(i['replaced_by'])}" for i in replaced)
+        lines.append(f"Replaced (EC2 reclaimed them; maintain refilled): {pairs}")
     return lines

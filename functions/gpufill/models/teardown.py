@@ -141,6 +141,8 @@ class RegionTermination(_Model):
 class StatusEntry(_InstanceFacts):
     hours_running: float | None = None
     finding: Finding
+    # maintain: the instances a refill run launched in place of this one, after EC2 reclaimed it.
+    replaced_by: list[str] | None = None
 
 
 class StatusReport(_Model):

@@ -182,6 +182,7 @@ def _recorded_entry(instance_id: str, record: dict, *, state: str, finding: str)
         state=state,
         launched_at=record.get("launched_at"),
         finding=finding,
+        replaced_by=record.get("replaced_by") or None,
     )
 
 
@@ -200,6 +201,7 @@ def _entry(instance: LiveInstance, record: dict | None, finding: str, now: datet
         launched_at=launched,
         hours_running=hours_since(launched, now) if instance.state in HOURS_STATES else None,
         finding=finding,
+        replaced_by=record.get("replaced_by") or None,
     )
 
 
