@@ -285,3 +285,44 @@ def test_maintain_and_refill_are_checked_and_each_problem_names_its_field(body, 
 )
 def test_a_malformed_refill_block_is_named(refill_block, field, text):
     assert problems({"maintain": True, "refill": refill_block}) == [{"field": field, "problem": text}]
+
+
+# --- what status and the result say about maintained requests ------------------------------
+
+
+def test_an_interrupted_record_keeps_saying_so_when_it_ends_and_lists_what_replaced_it():
+    from datetime import UTC, datetime
+
+    from gpufill.models.teardown import LiveInstance
+    from gpufill.policy import status
+
+    now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    old = {"request_id": "serve", "region": "us-east-1", "state": "interrupted", "replaced_by": ["i-new"],
+           "launched_at": "2026-03-01T10:00:00+00:00"}
+    ended = LiveInstance(instance_id="i-old", region="us-east-1", state="terminated")
+    # EC2 still shows it terminated, or no longer shows it: either way it stays "interrupted"
+    assert status.ended({"i-old": old}, {"i-old": ended}, now) == {"i-old": "interrupted"}
+    assert status.ended({"i-old": old}, {}, now) == {"i-old": "interrupted"}
+    assert status.ended({"i-old": {**old, "expires_at": 1}}, {}, now) == {}
+    running = LiveInstance(instance_id="i-old", region="us-east-1", state="shutting-down")
+    assert status.ended({"i-old": old}, {"i-old": running}, now) == {}
+    report = status.report(request_id="s", target_request_id="serve", regions=["us-east-1"],
+                           records={"i-old": old}, live={}, now=now, deployment="local")
+    [entry] = report.instances
+    assert (entry.state, entry.finding, entry.replaced_by) == ("terminated", "recorded", ["i-new"])
+
+
+def test_a_refill_runs_result_answers_for_its_request_and_says_what_it_replaced():
+    from gpufill.models.run import Run
+    from gpufill.policy.result import fill_result
+
+    body = refill.refill_input(STORED, request_id="serve", instance_id=OLD, pool="spot/us-east-1/us-east-1a/g6.xlarge")
+    request = normalise(Request.model_validate(body), request_id=f"serve-refill-{OLD}", default_regions=[], home_region="us-east-1")
+    result = fill_result(request, Run(batch=1, remaining=0, launched=0), [], "FULFILLED")
+    assert result["request_id"] == "serve"
+    assert result["refill"] == {
+        "run": f"serve-refill-{OLD}", "request_id": "serve", "replaces": [OLD], "reclaimed_pool": "spot/us-east-1/us-east-1a/g6.xlarge",
+    }
+    plain = fill_result(normalise(Request(), request_id="once", default_regions=["us-east-1"], home_region="us-east-1"),
+                        Run(batch=1, remaining=0), [], "FULFILLED")
+    assert plain["request_id"] == "once" and "refill" not in plain
