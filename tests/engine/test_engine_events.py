@@ -110,3 +110,36 @@ def test_starting_the_same_execution_again_is_the_same_start_and_another_input_i
         finally:
             os.environ.pop(constants.ENV_STATE_MACHINE_ARN, None)
     assert account.executions().count("twice") == 1
+
+
+def test_two_starts_of_one_name_at_once_start_one_execution(account):
+    import threading
+    import time
+    from unittest import mock
+
+    from moto.stepfunctions.models import StateMachine
+
+    sfn = account.client("stepfunctions")
+    check = StateMachine._handle_name_input_idempotency
+
+    def slow_check(machine, name, execution_input):  # widens the window between the check and the registration
+        found = check(machine, name, execution_input)
+        time.sleep(0.2)
+        return found
+
+    body = json.dumps({"action": "plan", "instance_type": "g6.xlarge", "regions": [EAST]})
+    arns, barrier = [], threading.Barrier(4)
+
+    def start():
+        barrier.wait()
+        arns.append(sfn.start_execution(stateMachineArn=account.state_machine_arn, name="at-once", input=body)["executionArn"])
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    with mock.patch.object(StateMachine, "_handle_name_input_idempotency", slow_check):
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    account.follow("at-once")
+    assert len(set(arns)) == 1 and len(arns) == 4
+    assert account.executions().count("at-once") == 1

@@ -14,6 +14,7 @@ import itertools
 import json
 import logging
 import os
+import queue
 import threading
 import time
 import zipfile
@@ -229,7 +230,8 @@ class LocalEngine:
         # EC2's events put on a default bus, and what each scheduled interruption did.
         self.events_sent: list[dict] = []
         self.event_deliveries: list[dict] = []
-        self._deliveries: list[threading.Thread] = []
+        self._delivery_queue: queue.Queue = queue.Queue()
+        self._delivery_workers: list[threading.Thread] = []
         self.reclaims: list = []
         from gpufill.local.faults import Faults
 
@@ -287,6 +289,7 @@ class LocalEngine:
         self._stack.enter_context(self._no_sleeping_retries())
         self._stack.enter_context(self._no_sleeping_waits())
         self._stack.enter_context(interruptions.patches(self))
+        self._stack.enter_context(_atomic_start_execution())
         self._stack.enter_context(self.calls.patches())
         self._stack.enter_context(limits.patches(self._answered_tokens))
         self._stack.enter_context(_shared_botocore_models())
@@ -324,6 +327,7 @@ class LocalEngine:
 
     def _end_executions(self) -> None:
         self.settle()  # a delivery still running could start an execution after the sweep below
+        self._stop_deliveries()
         sfn = self.client("stepfunctions")
         for deployment in self.deployments.values():
             for page in sfn.get_paginator("list_executions").paginate(
@@ -429,23 +433,40 @@ class LocalEngine:
         interruptions.deploy_rules(self, deployment, deployment.function_arns["StartRefill"])
 
     def _invoke_async(self, function_arn: str, event: dict) -> None:
-        """EventBridge invokes a Lambda target asynchronously: the invocation runs on its own thread
-        (settle() waits for them), and a failed one is tried twice more."""
-        thread = threading.Thread(target=self._invoke_with_retries, args=(function_arn, event), daemon=True)
+        """EventBridge invokes a Lambda target asynchronously: the invocation is queued for a few
+        delivery threads (Lambda's concurrency, kept small so a teardown of a thousand instances
+        does not start two thousand threads); settle() waits until the queue is empty."""
         with self._clock_lock:
-            self._deliveries.append(thread)
-        thread.start()
+            while len(self._delivery_workers) < interruptions.DELIVERY_WORKERS:
+                worker = threading.Thread(target=self._deliver_forever, daemon=True)
+                worker.start()
+                self._delivery_workers.append(worker)
+        self._delivery_queue.put((function_arn, event))
 
-    def settle(self, timeout: float = 60.0) -> None:
+    def _deliver_forever(self) -> None:
+        while True:
+            item = self._delivery_queue.get()
+            try:
+                if item is None:
+                    return
+                self._invoke_with_retries(*item)
+            except Exception as error:  # noqa: BLE001 (a delivery that cannot even be made is recorded, never raised)
+                self.event_deliveries.append({"function": item[0], "event": item[1], "answer": {"error": str(error)}, "failed": True})
+            finally:
+                self._delivery_queue.task_done()
+
+    def settle(self, timeout: float = 120.0) -> None:
         """Wait until every event delivered so far has been handled (and what it delivered, in turn)."""
         deadline = time.monotonic() + timeout
-        while True:
-            with self._clock_lock:
-                pending = [t for t in self._deliveries if t.is_alive()]
-            if not pending or time.monotonic() > deadline:
-                return
-            for thread in pending:
-                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        while self._delivery_queue.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    def _stop_deliveries(self) -> None:
+        for _ in self._delivery_workers:
+            self._delivery_queue.put(None)
+        for worker in self._delivery_workers:
+            worker.join(timeout=10)
+        self._delivery_workers.clear()
 
     def _invoke_with_retries(self, function_arn: str, event: dict) -> None:
         lam = self.client("lambda")
@@ -813,6 +834,22 @@ class LocalEngine:
             while self._scheduled and self._scheduled[0][0] <= self._elapsed:
                 _, _, action = heapq.heappop(self._scheduled)
                 action()
+
+
+def _atomic_start_execution():
+    """Step Functions decides a StartExecution under a name atomically: two at once with the same
+    name and input start one execution. moto checks the name, then registers the execution, so
+    two deliveries of one instance's events could both start one; a lock makes it one decision."""
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    original = StepFunctionsParserBackend.start_execution
+    lock = threading.Lock()
+
+    def start_execution(backend, *args, **kwargs):
+        with lock:
+            return original(backend, *args, **kwargs)
+
+    return mock.patch.object(StepFunctionsParserBackend, "start_execution", start_execution)
 
 
 _SEQUENCE = itertools.count()

@@ -5,7 +5,8 @@ region's default bus; the home region's rules invoke StartRefill), puts EC2's ev
 instance's region's default bus as EC2 does, and lets moto's rules match them. moto forwards to
 an event bus (but rebuilds the event, losing its region) and cannot invoke a Lambda target, so
 those two target kinds are delivered here: the envelope unchanged, as EventBridge does, and the
-Lambda invoked the way an asynchronous invoke is, up to three tries.
+Lambda invoked the way an asynchronous invoke is (queued, off the caller's thread, up to
+three tries).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 SPOT_WARNING_SECONDS = 120
 # Lambda tries a failed asynchronous invocation twice more.
 ASYNC_INVOKE_TRIES = 3
+# Invocations of StartRefill the engine runs at once.
+DELIVERY_WORKERS = 2
 SPOT_REASON = ("Server.SpotInstanceTermination", "Server.SpotInstanceTermination: Spot instance termination")
 # EC2 does not reclaim on-demand instances; one that fails underneath is ended by EC2 itself.
 HARDWARE_REASON = ("Server.InternalError", "Server.InternalError: Internal error on the host")
