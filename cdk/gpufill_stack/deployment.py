@@ -10,6 +10,7 @@ from aws_cdk import App, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 from gpufill import constants
 
+from gpufill_stack.event_forwarding import EventForwardingStack
 from gpufill_stack.paths import CDK_JSON
 from gpufill_stack.settings import SYNTH_ONLY_ACCOUNT, SYNTH_ONLY_REGION, DeploySettings
 from gpufill_stack.stack import GpufillStack
@@ -40,7 +41,18 @@ def target_environment(app: App) -> Environment:
 
 def build_app(app: App) -> GpufillStack:
     settings = DeploySettings.from_context(app.node)
-    stack = GpufillStack(app, constants.stack_name(settings.env), settings=settings, env=target_environment(app))
+    target = target_environment(app)
+    stack = GpufillStack(app, constants.stack_name(settings.env), settings=settings, env=target)
+    # maintain: every other deployed region forwards EC2's interruption events to this one.
+    for region in settings.regions_config.regions:
+        if region != target.region:
+            EventForwardingStack(
+                app,
+                constants.forwarding_stack_name(settings.env, region),
+                env_name=settings.env,
+                home_region=target.region,
+                env=Environment(account=target.account, region=region),
+            )
     # A finding that is neither fixed nor acknowledged (with its reason) fails the synth.
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return stack

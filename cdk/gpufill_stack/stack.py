@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack, Tags
 from constructs import Construct
 from gpufill import constants
 
+from gpufill_stack.event_forwarding import InterruptionRules
 from gpufill_stack.functions import Functions
 from gpufill_stack.instance_access import InstanceAccess
 from gpufill_stack.notifications import Notifications
 from gpufill_stack.paths import EXAMPLE_REQUEST
 from gpufill_stack.settings import DeploySettings
 from gpufill_stack.storage import Storage
-from gpufill_stack.task_permissions import TaskResources
+from gpufill_stack.task_permissions import EVENT_TASKS, TaskResources
 from gpufill_stack.workflow import Workflow
 
 
@@ -31,38 +33,54 @@ class GpufillStack(Stack):
         storage = Storage(self, "Storage", settings=settings)
         instance_access = InstanceAccess(self, "InstanceAccess", startup_bucket=storage.startup_bucket, env=settings.env)
         notifications = Notifications(self, "Notifications", env=settings.env, approval_email=settings.approval_email)
+        resources = TaskResources(
+            scope=self,
+            table=storage.table,
+            capacity_table=storage.capacity_table,
+            regions_parameter=storage.regions_parameter,
+            instance_role=instance_access.role,
+            approval_topic=notifications.approval_topic,
+            env=settings.env,
+            ebs_kms_key_arn=settings.ebs_kms_key_arn,
+            ebs_kms_key_region=settings.ebs_kms_key_region,
+        )
+        environment = {
+            constants.ENV_INSTANCES_TABLE: storage.table.table_name,
+            constants.ENV_CAPACITY_TABLE: storage.capacity_table.table_name,
+            constants.ENV_REGIONS_PARAMETER: storage.regions_parameter.parameter_name,
+            constants.ENV_INSTANCE_PROFILE_ARN: instance_access.instance_profile.attr_arn,
+            constants.ENV_STARTUP_BUCKET: storage.startup_bucket.bucket_name,
+            constants.ENV_APPROVAL_TOPIC_ARN: notifications.approval_topic.topic_arn,
+            constants.ENV_DEPLOYMENT: settings.env,
+            **({constants.ENV_EBS_KMS_KEY_ARN: settings.ebs_kms_key_arn} if settings.ebs_kms_key_arn else {}),
+            "POWERTOOLS_SERVICE_NAME": constants.SERVICE_NAME,
+            "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
+        }
         functions = Functions(
             self,
             "Functions",
             env=settings.env,
             powertools_layer_version=settings.powertools_layer_version,
-            resources=TaskResources(
-                scope=self,
-                table=storage.table,
-                capacity_table=storage.capacity_table,
-                regions_parameter=storage.regions_parameter,
-                instance_role=instance_access.role,
-                approval_topic=notifications.approval_topic,
-                env=settings.env,
-                ebs_kms_key_arn=settings.ebs_kms_key_arn,
-                ebs_kms_key_region=settings.ebs_kms_key_region,
-            ),
-            environment={
-                constants.ENV_INSTANCES_TABLE: storage.table.table_name,
-                constants.ENV_CAPACITY_TABLE: storage.capacity_table.table_name,
-                constants.ENV_REGIONS_PARAMETER: storage.regions_parameter.parameter_name,
-                constants.ENV_INSTANCE_PROFILE_ARN: instance_access.instance_profile.attr_arn,
-                constants.ENV_STARTUP_BUCKET: storage.startup_bucket.bucket_name,
-                constants.ENV_APPROVAL_TOPIC_ARN: notifications.approval_topic.topic_arn,
-                constants.ENV_DEPLOYMENT: settings.env,
-                **({constants.ENV_EBS_KMS_KEY_ARN: settings.ebs_kms_key_arn} if settings.ebs_kms_key_arn else {}),
-                "POWERTOOLS_SERVICE_NAME": constants.SERVICE_NAME,
-                "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
-            },
+            resources=resources,
+            environment=environment,
         )
         workflow = Workflow(self, "Workflow", env=settings.env, functions=functions.functions)
 
         arn = workflow.state_machine.state_machine_arn
+        # maintain: StartRefill (outside the state machine, which it starts) and the rules that invoke it.
+        event_functions = Functions(
+            self,
+            "EventFunctions",
+            env=settings.env,
+            powertools_layer_version=settings.powertools_layer_version,
+            resources=replace(resources, state_machine_arn=arn),
+            environment={**environment, constants.ENV_STATE_MACHINE_ARN: arn},
+            tasks=constants.EVENT_FUNCTIONS,
+            specs=EVENT_TASKS,
+        )
+        self.interruption_rules = InterruptionRules(
+            self, "InterruptionRules", env=settings.env, start_refill=event_functions.functions["StartRefill"]
+        )
         CfnOutput(self, constants.OUTPUT_STATE_MACHINE_ARN, value=arn, description="The provisioner state machine")
         CfnOutput(self, constants.OUTPUT_INSTANCES_TABLE, value=storage.table.table_name)
         CfnOutput(self, constants.OUTPUT_STARTUP_BUCKET, value=storage.startup_bucket.bucket_name)

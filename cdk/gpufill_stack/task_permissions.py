@@ -42,6 +42,9 @@ class TaskResources:
     # A customer-managed EBS key (cdk.json `ebs_kms_key_arn`), and the region it lives in.
     ebs_kms_key_arn: str | None = None
     ebs_kms_key_region: str | None = None
+    # The provisioner state machine: StartRefill starts runs of it (the tasks it runs cannot
+    # know it, since it depends on them).
+    state_machine_arn: str | None = None
 
     def ec2_arn(self, resource: str, *, account: bool = True) -> str:
         """An EC2 ARN in any region: gpufill launches wherever capacity is."""
@@ -404,6 +407,30 @@ def ensure_security_group(r: TaskResources) -> Grant:
     )
 
 
+def start_refill_runs(r: TaskResources) -> Grant:
+    """states:StartExecution of this deployment's state machine, and DescribeExecution of its
+    executions to tell a repeated start from a name taken by another input (adapters.executions)."""
+    if r.state_machine_arn is None:
+        raise ValueError("start_refill_runs needs the state machine's ARN in TaskResources")
+    stack = Stack.of(r.scope)
+    executions = (
+        f"arn:{stack.partition}:states:{stack.region}:{stack.account}:execution:"
+        f"{constants.state_machine_name(r.env)}:*"
+    )
+    return Grant(
+        [
+            iam.PolicyStatement(actions=["states:StartExecution"], resources=[r.state_machine_arn]),
+            iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[executions]),
+        ],
+        {
+            nag.wildcard_resource(r.scope, executions): (
+                "An execution's ARN is its state machine's plus the execution name, which exists only "
+                "once the run starts; the grant covers executions of this deployment's state machine only."
+            )
+        },
+    )
+
+
 # --- the table ------------------------------------------------------------------------------
 
 
@@ -461,6 +488,7 @@ TASKS: dict[str, TaskSpec] = {
             describe_instances,
             read_instance_record,
             put_instance_records,
+            update_instance_records,
             record_instances,
             remember_full_pools,
             read_instance_records_by_id,
@@ -557,5 +585,24 @@ TASKS: dict[str, TaskSpec] = {
         memory_mb=256,
         timeout_seconds=30,
         grants=(read_instance_record, update_instance_records, read_instance_records_by_id),
+    ),
+}
+
+
+# Lambdas outside the state machine (gpufill.constants.EVENT_FUNCTIONS), built the same way.
+EVENT_TASKS: dict[str, TaskSpec] = {
+    "StartRefill": TaskSpec(
+        summary="EC2 reclaimed an instance of a request with maintain: starts the refill run that replaces it",
+        memory_mb=256,
+        timeout_seconds=60,
+        grants=(
+            read_instance_records_by_id,
+            read_instance_record,
+            query_request_instances,
+            describe_instances,
+            remember_full_pools,
+            update_instance_records,
+            start_refill_runs,
+        ),
     ),
 }

@@ -264,3 +264,43 @@ DEFAULT_READY_TIMEOUT_SECONDS = 30 * 60
 MAX_READY_TIMEOUT_SECONDS = 2 * 3600
 # How often the run looks again while a model server is still starting.
 READY_POLL_SECONDS = 60
+
+# --- Maintenance: replacing reclaimed instances (request field `maintain`) ----------------
+# EC2 puts these on each region's default event bus; a rule in every deployed region forwards
+# them to the home region, whose rule invokes StartRefill.
+EVENT_SOURCE_EC2 = "aws.ec2"
+SPOT_INTERRUPTION_WARNING = "EC2 Spot Instance Interruption Warning"
+INSTANCE_STATE_CHANGE = "EC2 Instance State-change Notification"
+# The state-change events that mean an instance is going away (a stop is not a loss).
+ENDING_STATES = ("shutting-down", "terminated")
+# The Lambda EventBridge invokes (not a state-machine task: it starts refill runs).
+EVENT_FUNCTIONS = {"StartRefill": "gpufill.handlers.start_refill.handler"}
+# StartRefill starts provisioning runs of this deployment's state machine (ENV_STATE_MACHINE_ARN).
+# A maintained request as it was accepted, kept so a refill run can ask for the same again:
+# key "request#<request id>", kind KIND_REQUEST, no request_id attribute.
+KIND_REQUEST = "request"
+REQUEST_KEY_PREFIX = "request#"
+# A refill run's execution name: "<request id>-refill-<instance id>", so the warning and the
+# state change of one instance start one run. Step Functions names are at most 80 characters.
+REFILL_NAME_INFIX = "-refill-"
+EXECUTION_NAME_MAX = 80
+
+
+# The EventBridge rules, the same in every region (name suffix -> event pattern): in the home region
+# they invoke StartRefill, elsewhere they forward to the home region's default event bus.
+INTERRUPTION_EVENT_PATTERNS = {
+    "spot-warnings": {"source": [EVENT_SOURCE_EC2], "detail-type": [SPOT_INTERRUPTION_WARNING]},
+    "instances-ending": {
+        "source": [EVENT_SOURCE_EC2],
+        "detail-type": [INSTANCE_STATE_CHANGE],
+        "detail": {"state": list(ENDING_STATES)},
+    },
+}
+
+
+def interruption_rule_name(env: str, kind: str) -> str:
+    return f"gpufill-{env}-{kind}"
+
+
+def forwarding_stack_name(env: str, region: str) -> str:
+    return f"gpufill-{env}-events-{region}"

@@ -47,6 +47,8 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "publish": ("sns:Publish",),
     "send_task_success": ("states:SendTaskSuccess",),
     "send_task_failure": ("states:SendTaskFailure",),
+    "start_execution": ("states:StartExecution",),
+    "describe_execution": ("states:DescribeExecution",),
 }
 # Method names shaped like AWS operations: one of these not in ACTIONS is reported as unknown.
 _OPERATION = re.compile(r"(describe|get|put|create|delete|run|terminate|update|batch|send|list|start|stop)_[a-z_]+")

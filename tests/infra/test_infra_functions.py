@@ -98,7 +98,8 @@ def test_every_handler_imports_from_the_asset_alone(synthesized, task_functions)
     site-packages stands in for the runtime's boto3 and the Powertools layer.
     """
     asset = str(_asset(synthesized, task_functions))
-    modules = sorted({handler.rsplit(".", 1)[0] for handler in constants.LAMBDA_TASKS.values()})
+    handlers = {**constants.LAMBDA_TASKS, **constants.EVENT_FUNCTIONS}.values()  # StartRefill too
+    modules = sorted({handler.rsplit(".", 1)[0] for handler in handlers})
     code = f"""
 import importlib, sys
 sys.path[:0] = [{asset!r}, {sysconfig.get_paths()["purelib"]!r}]

@@ -277,3 +277,10 @@ def test_a_gang_that_must_land_whole_cannot_also_wait_for_capacity():
     found = problems({"all_or_nothing": True, "wait_for_capacity": {"deadline": "PT6H"}})
     assert found == {"wait_for_capacity": "does not go with all_or_nothing yet: give one or the other"}
     assert Request.model_validate({"placement": "same-az", "wait_for_capacity": {"deadline": "PT6H"}}).placement == "same-az"
+
+
+def test_a_maintained_request_is_not_a_gang_yet():
+    refused = "does not go with a gang (placement other than 'any', or all_or_nothing) yet"
+    assert problems({"maintain": True, "placement": "same-az"}) == {"maintain": refused}
+    assert problems({"maintain": True, "all_or_nothing": True}) == {"maintain": refused}
+    assert Request.model_validate({"maintain": True, "placement": "any"}).maintain

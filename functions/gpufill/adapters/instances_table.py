@@ -33,8 +33,14 @@ def _table():
     return resource("dynamodb").Table(os.environ[ENV_INSTANCES_TABLE])
 
 
-def record_launched(instances: list[Instance], *, request_id: str, client_token: str) -> None:
+def record_launched(
+    instances: list[Instance], *, request_id: str, client_token: str, maintain: bool = False, replaces: list[str] | None = None
+) -> None:
+    """`maintain`: EC2 reclaiming one starts a refill run; `replaces`: the instances a refill run launched it for."""
     now = clock.iso_now()
+    extra: dict = {"maintain": True} if maintain else {}
+    if replaces:
+        extra["replaces"] = list(replaces)
     try:
         with _table().batch_writer(overwrite_by_pkeys=["instance_id"]) as batch:
             for instance in instances:
@@ -48,6 +54,7 @@ def record_launched(instances: list[Instance], *, request_id: str, client_token:
                         "client_token": client_token,
                         "state": "pending",
                         "launched_at": now,
+                        **extra,
                     }
                 )
     except Exception as error:
@@ -76,7 +83,15 @@ def records_for_request(request_id: str) -> list[dict]:
 
 def plain(item: dict) -> dict:
     """A table item with DynamoDB's Decimals turned back into numbers (prices stay floats)."""
-    return {key: _number(key, value) if isinstance(value, Decimal) else value for key, value in item.items()}
+    return {key: _plain_value(key, value) for key, value in item.items()}
+
+
+def _plain_value(key: str, value):
+    if isinstance(value, Decimal):
+        return _number(key, value)
+    if isinstance(value, set):  # string sets (replaced_by) read back as sorted lists
+        return sorted(value)
+    return value
 
 
 def _number(key: str, value: Decimal) -> int | float:
@@ -256,3 +271,39 @@ def record_boot_state(instance: Instance, *, lost: bool) -> None:
         ExpressionAttributeNames=names,
         ExpressionAttributeValues=values,
     )
+
+
+# --- maintenance -------------------------------------------------------------------------
+
+
+def mark_interrupted(instance_id: str, *, interruption: str, refill_run: str, at: datetime) -> None:
+    """EC2 reclaimed this instance and `refill_run` replaces it. The record keeps everything else
+    it held; a repeated event (the warning, then the state change) writes the same again, but
+    keeps what the first one said and when."""
+    _table().update_item(
+        Key={"instance_id": instance_id},
+        UpdateExpression="SET #state = :state, refill_run = :run, interruption = if_not_exists(interruption, :what), interrupted_at = if_not_exists(interrupted_at, :at)",
+        ConditionExpression="attribute_exists(instance_id)",
+        ExpressionAttributeNames={"#state": "state"},
+        ExpressionAttributeValues={
+            ":state": "interrupted",
+            ":what": interruption,
+            ":run": refill_run,
+            ":at": at.isoformat(timespec="seconds"),
+        },
+    )
+
+
+def mark_replaced(instance_ids: list[str], replacements: list[str]) -> None:
+    """The refill run launched `replacements` for these instances (a set: a retried step adds nothing)."""
+    for instance_id in instance_ids:
+        try:
+            _table().update_item(
+                Key={"instance_id": instance_id},
+                UpdateExpression="ADD replaced_by :new",
+                ConditionExpression="attribute_exists(instance_id)",
+                ExpressionAttributeValues={":new": set(replacements)},
+            )
+        except ClientError as error:  # no record to annotate: nothing to keep track of
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise

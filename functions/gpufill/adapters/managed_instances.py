@@ -65,6 +65,17 @@ def terminate(region: str, instance_ids: list[str]) -> dict[str, str]:
     return previous
 
 
+def state_reason(region: str, instance_id: str) -> str | None:
+    """EC2's state-reason code for the instance's last state change (Server.SpotInstanceTermination,
+    Client.InstanceInitiatedShutdown, ...), or None when EC2 shows no reason or no instance."""
+    with retryable(f"DescribeInstances in {region}"):
+        reply = client("ec2", region).describe_instances(Filters=[{"Name": "instance-id", "Values": [instance_id]}])
+    for reservation in reply["Reservations"]:
+        for i in reservation["Instances"]:
+            return (i.get("StateReason") or {}).get("Code") or None
+    return None
+
+
 @contextmanager
 def retryable(what: str) -> Iterator[None]:
     """Throttling, 5xx and lost connections (after botocore's own retries) become TransientAwsError,

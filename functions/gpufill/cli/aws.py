@@ -106,7 +106,7 @@ def find(args: argparse.Namespace) -> Deployment:
         if "does not exist" in message:
             raise Failed(
                 f"no gpufill deployment {env!r} {where}: stack {stack} was not found. Deploy it "
-                f"(npx cdk deploy -c env={env}) or name the right one with --env/--region" + local_hint(env, args.endpoint_url)
+                f"(npx cdk deploy --all -c env={env}) or name the right one with --env/--region" + local_hint(env, args.endpoint_url)
             ) from None
         raise Failed(f"could not read stack {stack} {where}: {message}") from None
     except BotoCoreError as error:

@@ -308,6 +308,12 @@ def render_summary(execution: Any) -> str:
     elif result and result.get("status") == "PLANNED":
         lines.append(f"Plan: {len(result.get('pools', []))} pool(s) in order; nothing launched.")
     elif result:
+        if result.get("refill"):
+            refill = result["refill"]
+            lines.append(
+                f"Refill of request {refill['request_id']}: replaces {', '.join(refill['replaces'])} "
+                f"(reclaimed from {refill.get('reclaimed_pool') or 'an unknown pool'}, tried last)"
+            )
         lines.append("Instances")
         for i in result.get("instances", []):
             price = f"${i['hourly_price']:.4f}/h" if i.get("hourly_price") is not None else "price unknown"
@@ -365,6 +371,18 @@ def serving_note(instance: dict) -> str:
     if instance.get("serving") is None:
         return ""
     return "  serving" if instance["serving"] else f"  not serving: {instance.get('serving_reason')}"
+
+
+def render_reclaims(reclaims: list[dict]) -> list[str]:
+    """What EC2 took away while modelled time passed (the market's `interruptions`)."""
+    lines = []
+    for r in reclaims:
+        if r.get("instance_id"):
+            lines.append(f"  t={r['at_seconds']:.0f} s  EC2 reclaims instance {r['instance']} ({r['instance_id']}, "
+                         f"{r['market']} in {r['region']}): {r['note']}")
+        else:
+            lines.append(f"  t={r['at_seconds']:.0f} s  instance {r['instance']}: {r['note']}")
+    return lines or ["  nothing was reclaimed"]
 
 
 def _price(value: Any) -> str:
@@ -448,4 +466,8 @@ def render_status(result: dict) -> list[str]:
         lines.append(f"Unrecorded (tagged for this deployment, no request-id tag): {', '.join(result['unrecorded'])}")
     if result.get("gone"):
         lines.append(f"Gone (recorded, no longer in EC2): {', '.join(result['gone'])}")
+    replaced = [i for i in result.get("instances", []) if i.get("replaced_by")]
+    if replaced:
+        pairs = "; ".join(f"{i['instance_id']} -> {', '.join(i['replaced_by'])}" for i in replaced)
+        lines.append(f"Replaced (EC2 reclaimed them; maintain refilled): {pairs}")
     return lines

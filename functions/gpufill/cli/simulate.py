@@ -20,7 +20,7 @@ from gpufill.cli.common import (
     read_json,
     read_request,
 )
-from gpufill.cli.render import Progress, render_summary
+from gpufill.cli.render import Progress, render_reclaims, render_summary
 
 DECISIONS = ("approved", "rejected", "timeout")
 # In a --then request, this request id stands for the run simulated just before it.
@@ -58,6 +58,14 @@ def add_parser(verbs) -> None:
         default=DEFAULT_TIMEOUT_SECONDS,
         metavar="SECONDS",
         help=f"stop a run still going after SECONDS of wall time (error LocalTimeout; default {DEFAULT_TIMEOUT_SECONDS:.0f})",
+    )
+    sim.add_argument(
+        "--advance",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="after the run(s), let SECONDS of modelled time pass: the market's restocks and interruptions "
+        "happen, and every run they start (a refill of a request with maintain) is shown",
     )
     add_log_options(sim)
     sim.set_defaults(handler=simulate)
@@ -133,12 +141,41 @@ def simulate(args: argparse.Namespace) -> int:
             executions.append(
                 engine.run(follow, name=then_name, on_event=on_event, decision=args.decision, timeout=args.timeout)
             )
+        reclaims = _advance(engine, args, executions, progress) if args.advance else []
     if args.json:
         summaries = [e.summary() for e in executions]
-        print_json(summaries[0] if len(summaries) == 1 else {"runs": summaries})
+        document = summaries[0] if len(summaries) == 1 else {"runs": summaries}
+        if args.advance:
+            document = {"runs": summaries, "advanced_seconds": args.advance, "interruptions": reclaims}
+        print_json(document)
     else:
         print(render_summary(executions[-1]))
     return EXIT_OK if all(e.status == "SUCCEEDED" for e in executions) else EXIT_FAILED
+
+
+def _advance(engine, args: argparse.Namespace, executions: list, progress: Progress | None) -> list[dict]:
+    """Let --advance seconds of modelled time pass, then follow every run that started meanwhile."""
+    from dataclasses import asdict
+
+    known = set(engine.executions())
+    start = engine.elapsed
+    engine.advance(args.advance)
+    engine.settle()
+    reclaims = [asdict(r) for r in engine.reclaims]
+    if progress:
+        print(render_summary(executions[-1]))
+        print()
+        progress.header(f"{args.advance:g} s of modelled time pass (t = {start:.0f} s -> {engine.elapsed:.0f} s)")
+        for line in render_reclaims(reclaims):
+            print(line)
+    for name in [n for n in engine.executions() if n not in known]:
+        if progress:
+            print()
+            progress.header(f"run {name}, started by StartRefill")
+        executions.append(engine.follow(name, on_event=progress.event if progress else None, timeout=args.timeout))
+        if progress and name != engine.executions()[-1]:
+            print(render_summary(executions[-1]))
+    return reclaims
 
 
 def _header(request_path: Path, scenario) -> str:

@@ -44,6 +44,9 @@ def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=LoopEvent)
     request, plan = step.request, step.plan
     pools = run_store.load_plan(plan.key).pools
+    if request.maintain and request.refill is None:
+        # Kept before anything launches, so every instance that can be reclaimed has a request to refill.
+        run_store.save_request(request.request_id, request.model_dump(mode="json", exclude_none=True))
     run = fill.begin_step(step.run)
     probes = 0
     while run.next == "launch" and probes < fill.MAX_PROBES_PER_STEP:
@@ -55,7 +58,12 @@ def handler(event: dict, context: LambdaContext) -> dict:
         result = launch(request, run.launch, pool, batch, token)
         if result.instances:
             # Recorded before the step returns: if this fails the step is retried with the same tokens.
-            instances_table.record_launched(result.instances, request_id=request.request_id, client_token=token)
+            replaces = request.refill.replaces if request.refill else None
+            instances_table.record_launched(
+                result.instances, request_id=request.owner_id, client_token=token, maintain=request.maintain, replaces=replaces
+            )
+            if replaces:
+                instances_table.mark_replaced(replaces, [i.instance_id for i in result.instances])
             metrics.add_metric(name="InstancesLaunched", unit="Count", value=len(result.instances))
         if fill.pool_found_empty(batch, result, request):
             capacity_cache.remember_full(pool.key, request_id=request.request_id, reason=result.reason or "capacity")
@@ -78,7 +86,7 @@ def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: in
         placement_groups.ensure(pool.region, group, request_id=request.request_id, deployment=deployment)
     spec = ec2.LaunchSpec(
         image_id=setup.image_id,
-        request_id=request.request_id,
+        request_id=request.owner_id,
         deployment=deployment,
         placement_group=group,
         user_tags=request.tags,
@@ -94,7 +102,7 @@ def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: in
         root_volume_gib=setup.root_volume_gib,
         kms_key_id=os.environ.get(ENV_EBS_KMS_KEY_ARN) or None,
     )
-    run_store.record_intent(request_id=request.request_id, region=pool.region, client_token=token)
+    run_store.record_intent(request_id=request.owner_id, region=pool.region, client_token=token)
     return ec2.launch(
         pool,
         min_count=1 if request.launch_mode == "partial" else batch,

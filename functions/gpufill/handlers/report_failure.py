@@ -17,9 +17,11 @@ from gpufill.policy.result import failure_cause
 @transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=FailureEvent)
-    request_id = step.request.request_id if step.request else None
+    request_id = step.request.owner_id if step.request else None
     # The table knows instances the state does not: a step that launched, recorded, then failed.
     recorded = instances_table.records_for_request(request_id) if request_id else []
+    if step.request and step.request.refill:  # a refill run's own instances, not its request's others
+        recorded = [r for r in recorded if r.get("replaces") == step.request.refill.replaces]
     # A gang rollback that failed part-way: what it already ended is no longer the user's to end.
     ended = {r["instance_id"] for r in recorded if r.get("rolled_back")}
     run = step.run

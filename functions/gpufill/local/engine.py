@@ -14,6 +14,7 @@ import itertools
 import json
 import logging
 import os
+import queue
 import threading
 import time
 import zipfile
@@ -26,6 +27,7 @@ from unittest import mock
 
 from gpufill import constants
 from gpufill.adapters import clock
+from gpufill.local import interruptions
 from gpufill.local.metrics import CallLog
 from gpufill.local.scenario import MarketScenario
 
@@ -227,6 +229,12 @@ class LocalEngine:
         self._elapsed = 0.0
         self._scheduled: list[tuple[float, int, Callable[[], None]]] = []
         self._clock_lock = threading.RLock()
+        # EC2's events put on a default bus, and what each scheduled interruption did.
+        self.events_sent: list[dict] = []
+        self.event_deliveries: list[dict] = []
+        self._delivery_queue: queue.Queue = queue.Queue()
+        self._delivery_workers: list[threading.Thread] = []
+        self.reclaims: list = []
         from gpufill.local.faults import Faults
 
         self.faults = Faults()
@@ -239,6 +247,14 @@ class LocalEngine:
     @property
     def approval_topic_arn(self) -> str:
         return self.deployments[self.env_names[0]].approval_topic_arn
+
+    @property
+    def account(self) -> str:
+        return LOCAL_ACCOUNT
+
+    @property
+    def home_region(self) -> str:
+        return HOME_REGION
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -265,6 +281,9 @@ class LocalEngine:
         for event in self.scenario.restock:
             self.at(event.at_seconds, partial(self.market.restock, event.zone, event.type,
                                               spot=event.spot, on_demand=event.on_demand))
+        for event in self.scenario.interruptions:
+            self.at(event.at_seconds, partial(interruptions.reclaim, self,
+                                              interruptions.Reclaim(at_seconds=event.at_seconds, instance=event.instance)))
         self._stack.enter_context(mock_aws(config={"stepfunctions": {"execute_state_machine": True}}))
         self._stack.callback(self._end_executions)
         self._stack.enter_context(self.market.patches())
@@ -273,6 +292,8 @@ class LocalEngine:
         self._stack.enter_context(self._no_sleeping_retries())
         self._stack.enter_context(self._no_sleeping_waits())
         self._stack.enter_context(self._start_execution_as_aws_does())
+        self._stack.enter_context(interruptions.patches(self))
+        self._stack.enter_context(_atomic_start_execution())
         self._stack.enter_context(self.calls.patches())
         self._stack.enter_context(limits.patches(self._answered_tokens))
         self._stack.enter_context(_shared_botocore_models())
@@ -309,6 +330,8 @@ class LocalEngine:
         spot_advisor.reset(self.scenario.advisor_document())
 
     def _end_executions(self) -> None:
+        self.settle()  # a delivery still running could start an execution after the sweep below
+        self._stop_deliveries()
         sfn = self.client("stepfunctions")
         for deployment in self.deployments.values():
             for page in sfn.get_paginator("list_executions").paginate(
@@ -391,7 +414,73 @@ class LocalEngine:
             roleArn=self._role,
             type="STANDARD",
         )["stateMachineArn"]
+        self._deploy_event_functions(deployment)
         return deployment
+
+    def _deploy_event_functions(self, deployment: Deployment) -> None:
+        """StartRefill (it may start runs of this deployment's state machine) and the rules that invoke it."""
+        lam = self.client("lambda")
+        variables = {**deployment.environment, constants.ENV_STATE_MACHINE_ARN: deployment.state_machine_arn}
+        for name, handler in constants.EVENT_FUNCTIONS.items():
+            arn = lam.create_function(
+                FunctionName=function_name(deployment.env, name),
+                Runtime="python3.12",
+                Role=self._role,
+                Handler=handler,
+                Code={"ZipFile": _empty_zip()},
+                Architectures=["arm64"],
+                MemorySize=256,
+                Timeout=60,
+                Environment={"Variables": variables},
+            )["FunctionArn"]
+            deployment.function_arns[name] = arn
+        interruptions.deploy_rules(self, deployment, deployment.function_arns["StartRefill"])
+
+    def _invoke_async(self, function_arn: str, event: dict) -> None:
+        """EventBridge invokes a Lambda target asynchronously: the invocation is queued for a few
+        delivery threads (Lambda's concurrency, kept small so a teardown of a thousand instances
+        does not start two thousand threads); settle() waits until the queue is empty."""
+        with self._clock_lock:
+            while len(self._delivery_workers) < interruptions.DELIVERY_WORKERS:
+                worker = threading.Thread(target=self._deliver_forever, daemon=True)
+                worker.start()
+                self._delivery_workers.append(worker)
+        self._delivery_queue.put((function_arn, event))
+
+    def _deliver_forever(self) -> None:
+        while True:
+            item = self._delivery_queue.get()
+            try:
+                if item is None:
+                    return
+                self._invoke_with_retries(*item)
+            except Exception as error:  # noqa: BLE001 (a delivery that cannot even be made is recorded, never raised)
+                self.event_deliveries.append({"function": item[0], "event": item[1], "answer": {"error": str(error)}, "failed": True})
+            finally:
+                self._delivery_queue.task_done()
+
+    def settle(self, timeout: float = 120.0) -> None:
+        """Wait until every event delivered so far has been handled (and what it delivered, in turn)."""
+        deadline = time.monotonic() + timeout
+        while self._delivery_queue.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    def _stop_deliveries(self) -> None:
+        for _ in self._delivery_workers:
+            self._delivery_queue.put(None)
+        for worker in self._delivery_workers:
+            worker.join(timeout=10)
+        self._delivery_workers.clear()
+
+    def _invoke_with_retries(self, function_arn: str, event: dict) -> None:
+        lam = self.client("lambda")
+        for _ in range(interruptions.ASYNC_INVOKE_TRIES):
+            reply = lam.invoke(FunctionName=function_arn, Payload=json.dumps(event).encode())
+            answer = json.loads(reply["Payload"].read() or b"null")
+            self.event_deliveries.append({"function": function_arn, "event": event, "answer": answer,
+                                          "failed": "FunctionError" in reply})
+            if "FunctionError" not in reply:
+                return
 
     @contextmanager
     def as_deployment(self, env: str):
@@ -475,7 +564,9 @@ class LocalEngine:
         arn = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name=name, input=body)["executionArn"]
         chain: list[Execution] = []
         while True:
-            execution = self._follow(sfn, arn, name, env, on_event, timeout, decision, marker, published)
+            execution = self._follow(
+                name, arn, env=env, marker=marker, published=published, on_event=on_event, timeout=timeout, decision=decision
+            )
             successor = (execution.output or {}).get("continued_as") if execution.status == "SUCCEEDED" else None
             if not isinstance(successor, str):
                 break
@@ -486,7 +577,26 @@ class LocalEngine:
         execution.continued_from = chain
         return execution
 
-    def _follow(self, sfn, arn, name, env, on_event, timeout, decision, marker, published) -> Execution:
+    def follow(self, name: str, *, env: str | None = None, timeout: float = DEFAULT_TIMEOUT_SECONDS,
+               on_event: Callable[[dict], None] | None = None) -> Execution:
+        """Wait for execution `name` of deployment `env`, started by something else (a refill run
+        StartRefill started), to end; its metrics count from the moment it is followed."""
+        env = env or self.env_names[0]
+        arn = f"{self.deployments[env].state_machine_arn.replace(':stateMachine:', ':execution:', 1)}:{name}"
+        return self._follow(name, arn, env=env, marker=self.calls.mark(), published=len(self.approval_messages(env)),
+                            on_event=on_event, timeout=timeout, decision=None)
+
+    def executions(self, env: str | None = None) -> list[str]:
+        """The names of every execution of deployment `env`, oldest first."""
+        sfn = self.client("stepfunctions")
+        found = []
+        for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=self.deployments[env or self.env_names[0]].state_machine_arn):
+            found.extend(page["executions"])
+        return [e["name"] for e in sorted(found, key=lambda e: e["startDate"])]
+
+    def _follow(self, name: str, arn: str, *, env: str, marker, published: int,
+                on_event: Callable[[dict], None] | None, timeout: float, decision: str | None) -> Execution:
+        sfn = self.client("stepfunctions")
         answered = timed_out = False
         seen = 0
         deadline = time.monotonic() + timeout
@@ -643,9 +753,8 @@ class LocalEngine:
                 return _lambda_error(fault.error, function), True, ""
             module_name, _, attr = function.handler.rpartition(".")
             handler = getattr(importlib.import_module(module_name), attr)
-            with engine._environments.applied(function.environment_vars), calls.invocation(
-                module_name.rsplit(".", 1)[-1]
-            ):
+            logged = calls.outside_runs() if task in constants.EVENT_FUNCTIONS else calls.invocation(module_name.rsplit(".", 1)[-1])
+            with engine._environments.applied(function.environment_vars), logged:
                 engine._invocation.task = task
                 try:
                     result = handler(event if event is not None else {}, FakeContext(function))
@@ -768,6 +877,22 @@ class LocalEngine:
             while self._scheduled and self._scheduled[0][0] <= self._elapsed:
                 _, _, action = heapq.heappop(self._scheduled)
                 action()
+
+
+def _atomic_start_execution():
+    """Step Functions decides a StartExecution under a name atomically: two at once with the same
+    name and input start one execution. moto checks the name, then registers the execution, so
+    two deliveries of one instance's events could both start one; a lock makes it one decision."""
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    original = StepFunctionsParserBackend.start_execution
+    lock = threading.Lock()
+
+    def start_execution(backend, *args, **kwargs):
+        with lock:
+            return original(backend, *args, **kwargs)
+
+    return mock.patch.object(StepFunctionsParserBackend, "start_execution", start_execution)
 
 
 _SEQUENCE = itertools.count()

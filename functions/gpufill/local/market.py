@@ -102,6 +102,16 @@ def _report_step(backend, instance, step: str) -> None:
     backend.create_tags([instance.id], {TAG_STARTUP_STEP: step})
 
 
+def _reclaimed_by_ec2(backend, instance_ids: list[str]) -> None:
+    """EC2, not a caller, ended them: DescribeInstances shows the spot reason, as on AWS."""
+    from moto.ec2.models.instances import StateReason
+
+    for instance_id in instance_ids:
+        backend.get_instance(instance_id).state_reason = StateReason(
+            "Server.SpotInstanceTermination: Spot instance termination", "Server.SpotInstanceTermination"
+        )
+
+
 class SimulatedMarket:
     def __init__(self, scenario: MarketScenario, *, visibility_delay_calls: int = 1):
         self.scenario = scenario
@@ -233,6 +243,14 @@ class SimulatedMarket:
                     self._hidden[(region, instance_id)] = left
             return hidden
 
+    def launched_instance(self, number: int) -> tuple[str, str, object] | None:
+        """(region, market, moto instance) of the `number`-th instance launched (1-based), or None."""
+        with self._lock:
+            if number > len(self._launched):
+                return None
+            region, market, _, instance = self._launched[number - 1]
+            return region, market, instance
+
     def launched_with_token(self, region: str, token: str) -> list[str]:
         return list(self._token_instances.get((region, token), []))
 
@@ -281,6 +299,7 @@ class SimulatedMarket:
                 doomed = [i.id for i in result.result.instances][: self._reclaims[(region, zone, itype)]]
                 self._reclaims[(region, zone, itype)] -= len(doomed)
                 response.ec2_backend.terminate_instances(doomed)
+                _reclaimed_by_ec2(response.ec2_backend, doomed)
             vcpus = catalog.vcpus(itype) or DEFAULT_VCPUS
             self._launched.extend((region, market, vcpus, i) for i in result.result.instances)
             if token:

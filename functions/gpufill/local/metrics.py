@@ -48,6 +48,15 @@ class CallLog:
         finally:
             self._current.record = previous
 
+    @contextmanager
+    def outside_runs(self):
+        """Calls made here belong to no run (StartRefill answering EventBridge): a run's metrics leave them out."""
+        self._current.outside = True
+        try:
+            yield
+        finally:
+            self._current.outside = False
+
     def patches(self):
         from moto.core.responses import BaseResponse
 
@@ -63,6 +72,8 @@ class CallLog:
         return mock.patch.object(BaseResponse, "call_action", call_action)
 
     def _record(self, api: str) -> None:
+        if getattr(self._current, "outside", False):
+            return
         with self._lock:
             self.calls.append(api)
         record = getattr(self._current, "record", None)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, StrictInt, model_validator
 
 # The steps startup/startup.sh reports in the tag gpufill:startup-step, in order, with the share of
 # the time to serving at which the engine reports each (the image and the model take the most).
@@ -84,6 +84,15 @@ class Restock(_Model):
     on_demand: NonNegativeInt = 0
 
 
+class Interruption(_Model):
+    """EC2 reclaims an instance: at `at_seconds` of modelled time, the `instance`-th instance
+    launched in the account (1-based, in launch order across regions). A spot instance is warned
+    and terminated two minutes later; an on-demand one ends at once (a host failure)."""
+
+    at_seconds: NonNegativeFloat
+    instance: StrictInt = Field(ge=1)
+
+
 class MarketScenario(_Model):
     description: str = ""
     regions: dict[str, RegionMarket] = Field(default_factory=dict)
@@ -91,6 +100,8 @@ class MarketScenario(_Model):
     restock: list[Restock] = Field(default_factory=list)
     # gpufill's extension: how startup.sh goes on every instance, unless its zone and type say otherwise.
     startup: Startup = Field(default_factory=Startup)
+    # gpufill's extension: instances EC2 takes away at a modelled second (see Interruption).
+    interruptions: list[Interruption] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _zones_belong_to_their_region(self) -> MarketScenario:

@@ -100,6 +100,32 @@ def _shown(value: Any) -> str:
     return _shorten(value) if isinstance(value, str) else json_kind(value)
 
 
+class Refill(BaseModel):
+    """What a refill run replaces: an instance of request `request_id` that EC2 reclaimed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request_id: StrictStr
+    replaces: list[StrictStr] = Field(min_length=1, max_length=MAX_COUNT)
+    # The pool the instance was reclaimed from ("market/region/zone/type"): tried last.
+    reclaimed_pool: StrictStr | None = None
+
+    @field_validator("request_id")
+    @classmethod
+    def _execution_name(cls, value: str) -> str:
+        if not REQUEST_ID_PATTERN.match(value):
+            raise ValueError(f"{_shorten(value)} is not a request id (the execution name of a provisioning run)")
+        return value
+
+    @field_validator("replaces")
+    @classmethod
+    def _instance_ids(cls, value: list[str]) -> list[str]:
+        bad = [i for i in value if not INSTANCE_ID_PATTERN.match(i)]
+        if bad:
+            raise ValueError(f"not EC2 instance ids (i-0123456789abcdef0): {', '.join(map(repr, bad))}")
+        return value
+
+
 class Request(BaseModel):
     """A provisioning request as the user wrote it; defaults are filled in by `normalise`."""
 
@@ -167,6 +193,12 @@ class Request(BaseModel):
         if not 0 <= seconds <= MAX_READY_TIMEOUT_SECONDS:
             raise ValueError(f"must be from PT0S (do not wait) to PT{MAX_READY_TIMEOUT_SECONDS // 3600}H")
         return value
+    # provision only: replace an instance EC2 reclaims (spot interruption, hardware failure)
+    # with one from a refill run, until a teardown of the request.
+    maintain: StrictBool = False
+    # Set by StartRefill on the runs it starts, never by a user: which request and instance this
+    # run replaces, so its instances are recorded and tagged as that request's.
+    refill: Refill | None = None
 
     @field_validator("request_id")
     @classmethod
@@ -274,6 +306,7 @@ class Request(BaseModel):
             # An all_or_nothing gang ends GANG_NOT_PLACED once every place is tried; waiting for a
             # whole gang to fit is not built yet, so the pair is refused rather than half-honoured.
             problems.append(("wait_for_capacity", "does not go with all_or_nothing yet: give one or the other"))
+        problems += self._maintenance_problems()
         if problems:
             raise RequestProblems(problems)
         return self
@@ -314,6 +347,18 @@ class Request(BaseModel):
             return []
         given = [n for n, v in (("placement", self.placement != "any"), ("all_or_nothing", self.all_or_nothing)) if v]
         return [(name, f"only goes with action 'provision' (this request's action is {self.action!r})") for name in given]
+
+    def _maintenance_problems(self) -> list[tuple[str, str]]:
+        problems: list[tuple[str, str]] = []
+        if self.maintain and self.action != "provision":
+            problems.append(("maintain", f"only goes with action 'provision' (this request's action is {self.action!r})"))
+        if self.refill is not None and (self.action != "provision" or not self.maintain):
+            problems.append(("refill", "is set by gpufill on the refill runs of a request with maintain: true"))
+        if self.maintain and (self.placement != "any" or self.all_or_nothing):
+            # A refill run replaces one instance wherever the market has room; it would not keep
+            # the gang's AZ or region, nor roll the gang back, so the pair is refused.
+            problems.append(("maintain", "does not go with a gang (placement other than 'any', or all_or_nothing) yet"))
+        return problems
 
     def types(self) -> list[str]:
         if self.instance_types is not None:
@@ -424,6 +469,13 @@ class ProvisionRequest(BaseModel):
     wait_for_capacity_seconds: int | None = None
     # 0: the run does not wait for the model servers (serving unknown).
     ready_timeout_seconds: int = DEFAULT_READY_TIMEOUT_SECONDS
+    maintain: bool = False
+    refill: Refill | None = None
+
+    @property
+    def owner_id(self) -> str:
+        """The request whose instances this run launches: a refill run's are its request's."""
+        return self.refill.request_id if self.refill is not None else self.request_id
 
 
 def normalise(request: Request, *, request_id: str, default_regions: list[str], home_region: str) -> ProvisionRequest:
@@ -456,6 +508,8 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
         ready_timeout_seconds=(
             DEFAULT_READY_TIMEOUT_SECONDS if request.ready_timeout is None else int(request.ready_timeout.total_seconds())
         ),
+        maintain=request.maintain,
+        refill=request.refill,
     )
 
 

@@ -143,6 +143,8 @@ class StatusEntry(_InstanceFacts):
     finding: Finding
     # What startup.sh last reported on the instance (tag gpufill:startup-step): "serving" once its model answers.
     startup_step: str | None = None
+    # maintain: the instances a refill run launched in place of this one, after EC2 reclaimed it.
+    replaced_by: list[str] | None = None
 
 
 class StatusReport(_Model):

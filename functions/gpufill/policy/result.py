@@ -22,7 +22,7 @@ def fill_result(request: ProvisionRequest, run: Run, attempts: list[Attempt], st
             item["connect"] = port_forward_command(item["region"], item["instance_id"])
     listed = attempts[-MAX_RESULT_ATTEMPTS:]
     result = {
-        "request_id": request.request_id,
+        "request_id": request.owner_id,
         "status": status,
         "requested": request.count,
         "launched": run.launched,
@@ -36,6 +36,8 @@ def fill_result(request: ProvisionRequest, run: Run, attempts: list[Attempt], st
     checked = [i for i in run.instances if i.serving is not None]
     if checked:  # ready_timeout: how many model servers answer (per instance: serving, serving_reason)
         result["instances_serving"] = sum(1 for i in checked if i.serving)
+    if request.refill is not None:  # a refill run answers for its request, and says what it replaced
+        result["refill"] = {"run": request.request_id, **request.refill.model_dump(mode="json", exclude_none=True)}
     if len(attempts) > len(listed):
         result["attempts_note"] = f"the last {len(listed)} of {len(attempts)} attempts; `gpufill status` lists the instances"
     return result

@@ -86,8 +86,8 @@ def report(
     for instance_id, record in records.items():
         if instance_id in live:
             continue
-        if record.get("state") == "terminated":
-            # gpufill saw it end (a teardown or an earlier status run): history, listed last.
+        if record.get("state") in ("terminated", "interrupted"):
+            # gpufill saw it end (a teardown, an interruption or an earlier status run): history, listed last.
             entries.append(_recorded_entry(instance_id, record, state="terminated", finding="recorded"))
         else:
             # A record whose instance EC2 no longer shows at all.
@@ -156,12 +156,14 @@ def ended(records: Mapping[str, dict], live: Mapping[str, LiveInstance], now: da
         if record.get(INSTANCES_TTL_ATTRIBUTE) is not None:
             continue  # already on its way out
         instance = live.get(instance_id)
+        # An interrupted record keeps saying so (maintenance replaced it) once it has ended.
+        ended_as = "interrupted" if record.get("state") == "interrupted" else "terminated"
         if instance is not None:
             if instance.state == "terminated":
-                marks[instance_id] = "terminated"
+                marks[instance_id] = ended_as
             continue
-        if record.get("state") == "terminated":
-            marks[instance_id] = "terminated"
+        if record.get("state") in ("terminated", "interrupted"):
+            marks[instance_id] = ended_as
             continue
         age = hours_since(record.get("launched_at"), now)
         if age is not None and age * 3600 >= GONE_AFTER_SECONDS:
@@ -181,6 +183,7 @@ def _recorded_entry(instance_id: str, record: dict, *, state: str, finding: str)
         state=state,
         launched_at=record.get("launched_at"),
         finding=finding,
+        replaced_by=record.get("replaced_by") or None,
     )
 
 
@@ -200,6 +203,7 @@ def _entry(instance: LiveInstance, record: dict | None, finding: str, now: datet
         hours_running=hours_since(launched, now) if instance.state in HOURS_STATES else None,
         finding=finding,
         startup_step=instance.tags.get(TAG_STARTUP_STEP),
+        replaced_by=record.get("replaced_by") or None,
     )
 
 

@@ -1,0 +1,267 @@
+"""`maintain`: an instance EC2 reclaims is replaced by a refill run of the same request, in another
+pool; nothing else EC2 reports starts one (a teardown, the idle watchdog, a request without
+maintain, another deployment's instance). EC2's events reach StartRefill through the rules the
+CDK app deploys, as the local engine delivers them."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufill import constants
+from gpufill.adapters import instances_table
+from gpufill.local import interruptions
+from gpufill.local.engine import LocalEngine
+from gpufill.local.scenario import MarketScenario
+from tests.conftest import zone
+
+EAST, WEST = "us-east-1", "us-west-2"
+# us-east-1a is the cheaper pool and ranks first; after a reclaim it must go last.
+MARKET = {
+    "regions": {
+        EAST: {"zones": {"us-east-1a": zone(0.40, spot=4), "us-east-1b": zone(0.70, spot=4)}},
+        WEST: {"zones": {"us-west-2a": zone(0.90, spot=4)}},
+    },
+}
+REQUEST = {"instance_type": "g6.xlarge", "count": 1, "maintain": True, "regions": [EAST]}
+
+
+def engine(interrupt: list[dict] | None = None, **kwargs) -> LocalEngine:
+    scenario = {**MARKET, "interruptions": interrupt or []}
+    return LocalEngine(MarketScenario.model_validate(scenario), regions_config={"regions": [EAST, WEST]}, **kwargs)
+
+
+def refills(account: LocalEngine, env: str | None = None) -> list[str]:
+    return [n for n in account.executions(env) if constants.REFILL_NAME_INFIX in n]
+
+
+def answers(account: LocalEngine, instance_id: str) -> list[tuple[str, str]]:
+    """How StartRefill answered each event about the instance: (what EC2 said, reason)."""
+    found = []
+    for delivery in account.event_deliveries:
+        if delivery["event"]["detail"]["instance-id"] == instance_id:
+            detail = delivery["event"]["detail"]
+            found.append((detail.get("state") or "warning", delivery["answer"]["reason"]))
+    return found
+
+
+def record(instance_id: str) -> dict:
+    return instances_table.records_by_ids([instance_id])[instance_id]
+
+
+def tags(account: LocalEngine, region: str, instance_id: str) -> dict[str, str]:
+    [reservation] = account.client("ec2", region).describe_instances(InstanceIds=[instance_id])["Reservations"]
+    return {t["Key"]: t["Value"] for t in reservation["Instances"][0]["Tags"]}
+
+
+def test_an_interrupted_instance_is_replaced_in_another_pool_and_its_record_says_so():
+    with engine([{"at_seconds": 600, "instance": 1}]) as account:
+        first = account.run(REQUEST, name="serve")
+        [old] = first.output["instances"]
+        assert old["availability_zone"] == "us-east-1a"
+
+        account.advance(600)  # the warning: the refill starts at once, two minutes before the end
+        account.settle()
+        [name] = refills(account)
+        refill = account.follow(name)
+
+        assert refill.status == "SUCCEEDED", refill.cause
+        assert refill.output["status"] == "FULFILLED"
+        [new] = refill.output["instances"]
+        assert new["availability_zone"] == "us-east-1b"  # the reclaimed pool went last
+        assert refill.output["request_id"] == "serve"
+        assert refill.output["refill"] == {
+            "run": f"serve-refill-{old['instance_id']}",
+            "request_id": "serve",
+            "replaces": [old["instance_id"]],
+            "reclaimed_pool": "spot/us-east-1/us-east-1a/g6.xlarge",
+        }
+        before = record(old["instance_id"])
+        assert before["state"] == "interrupted"
+        assert before["interruption"] == "spot interruption warning"
+        assert before["replaced_by"] == [new["instance_id"]]
+        assert before["refill_run"] == name
+        assert before["launched_at"] and before["client_token"]  # its history is kept
+        after = record(new["instance_id"])
+        assert after["request_id"] == "serve" and after["replaces"] == [old["instance_id"]] and after["maintain"] is True
+        assert tags(account, EAST, new["instance_id"])[constants.TAG_REQUEST_ID] == "serve"
+
+        account.advance(interruptions.SPOT_WARNING_SECONDS)  # EC2 ends the old one
+        account.settle()
+        status = account.run({"action": "status", "request_id": "serve"}, name="status-serve")
+        assert status.output["running"] == 1
+        states = {i["instance_id"]: i["state"] for i in status.output["instances"]}
+        assert states == {old["instance_id"]: "terminated", new["instance_id"]: "running"}
+        replaced = {i["instance_id"]: i.get("replaced_by") for i in status.output["instances"]}
+        assert replaced == {old["instance_id"]: [new["instance_id"]], new["instance_id"]: None}
+        from gpufill.cli.render import render_status
+
+        assert f"Replaced (EC2 reclaimed them; maintain refilled): {old['instance_id']} -> {new['instance_id']}" in render_status(
+            status.output
+        )
+        assert record(old["instance_id"])["state"] == "interrupted"  # the status run keeps the word
+
+
+def test_the_warning_and_the_termination_start_one_refill():
+    with engine([{"at_seconds": 600, "instance": 1}]) as account:
+        [old] = account.run(REQUEST, name="serve").output["instances"]
+        account.advance(600)
+        account.settle()
+        [name] = refills(account)
+        account.follow(name)
+        account.advance(interruptions.SPOT_WARNING_SECONDS)  # EC2 ends the instance
+        account.settle()
+
+        assert refills(account) == [name]
+        said = sorted(answers(account, old["instance_id"]))  # EventBridge promises no order
+        assert said == [("shutting-down", "already-refilled"), ("terminated", "already-refilled"), ("warning", "reclaimed")]
+        assert len(record(old["instance_id"])["replaced_by"]) == 1
+
+
+def test_the_state_change_alone_starts_the_refill_and_a_repeat_is_the_same_run():
+    """An on-demand instance gets no warning: EC2's state changes (Server.InternalError) start it."""
+    on_demand = {**REQUEST, "market": "on-demand"}
+    market = {"regions": {EAST: {"zones": {"us-east-1a": zone(0.4, on_demand=2), "us-east-1b": zone(0.7, on_demand=2)}}}}
+    scenario = MarketScenario.model_validate({**market, "interruptions": [{"at_seconds": 60, "instance": 1}]})
+    with LocalEngine(scenario, regions_config={"regions": [EAST]}) as account:
+        [old] = account.run(on_demand, name="steady").output["instances"]
+        account.advance(60)
+        account.settle()
+
+        [name] = refills(account)
+        assert account.follow(name).output["status"] == "FULFILLED"
+        said = dict(answers(account, old["instance_id"]))
+        assert said["shutting-down"] == "reclaimed" or said["terminated"] == "reclaimed"
+        # both may answer "reclaimed" (the same name and input: the same run), or the second sees it done
+        assert set(said.values()) <= {"reclaimed", "already-refilled"}
+        assert record(old["instance_id"])["interruption"] == "Server.InternalError"
+
+
+def test_a_teardown_stops_maintenance():
+    with engine([{"at_seconds": 900, "instance": 2}]) as account:
+        account.run({**REQUEST, "count": 2}, name="pair")
+        first, second = (account.market.launched_instance(n)[2].id for n in (1, 2))
+        ended = account.run({"action": "teardown", "instance_ids": [first]}, name="shrink", decision="approved")
+        assert ended.output["status"] == "TERMINATED"
+        account.settle()
+
+        account.advance(900)  # the other instance is reclaimed after the teardown
+        account.settle()
+
+        assert refills(account) == []
+        assert answers(account, second)[0] == ("warning", "torn-down")
+        # The teardown's own terminations are EC2 events too: they start nothing. (Had one arrived
+        # before the teardown recorded it, EC2's Client.UserInitiatedShutdown says the same.)
+        assert {reason for _, reason in answers(account, first)} <= {"teardown", "user-initiated"}
+        assert len(answers(account, first)) == 2
+
+
+def test_an_instance_that_shut_itself_down_is_not_replaced():
+    with engine() as account:
+        [old] = account.run(REQUEST, name="idle").output["instances"]
+        interruptions.power_off(account, EAST, old["instance_id"])  # the idle watchdog
+        account.settle()
+
+        assert refills(account) == []
+        assert sorted(answers(account, old["instance_id"])) == [("shutting-down", "instance-initiated"), ("terminated", "instance-initiated")]
+        assert record(old["instance_id"]).get("state") != "interrupted"
+
+
+def test_a_request_without_maintain_is_not_replaced():
+    with engine([{"at_seconds": 600, "instance": 1}]) as account:
+        [old] = account.run({**REQUEST, "maintain": False}, name="once").output["instances"]
+        account.advance(600 + interruptions.SPOT_WARNING_SECONDS)
+        account.settle()
+
+        assert refills(account) == []
+        assert {reason for _, reason in answers(account, old["instance_id"])} == {"no-maintain"}
+
+
+def test_another_deployments_instance_is_ignored():
+    with engine([{"at_seconds": 600, "instance": 1}], env_names=("local", "dev")) as account:
+        [theirs] = account.run(REQUEST, name="theirs", env="dev").output["instances"]
+        account.advance(600)
+        account.settle()
+
+        [name] = refills(account, "dev")
+        account.follow(name, env="dev")
+        assert refills(account, "local") == []
+        local = account.deployments["local"].function_arns["StartRefill"]
+        mine = [d["answer"]["reason"] for d in account.event_deliveries
+                if d["function"] == local and d["event"]["detail"]["instance-id"] == theirs["instance_id"]]
+        assert mine and set(mine) == {"not-ours"}
+
+
+def test_an_interruption_of_an_instance_never_launched_is_noted():
+    with engine([{"at_seconds": 60, "instance": 3}]) as account:
+        account.run(REQUEST, name="one")
+        account.advance(60)
+        account.settle()
+        [reclaim] = account.reclaims
+        assert reclaim.instance_id is None and reclaim.note == "no instance 3 was launched by then"
+        assert refills(account) == []
+
+
+@pytest.mark.parametrize("bad", [{"at_seconds": 60, "instance": 0}, {"at_seconds": -1, "instance": 1}, {"at_seconds": 5, "instance": "1"}])
+def test_interruptions_in_a_scenario_are_checked(bad):
+    with pytest.raises(ValueError, match="interruptions.0"):
+        MarketScenario.model_validate({**MARKET, "interruptions": [bad]})
+
+
+def test_simulate_advance_shows_the_interruption_and_the_refill_run(capsys):
+    from gpufill.cli import main
+    from tests.conftest import EXAMPLES
+
+    code = main(["simulate", str(EXAMPLES / "requests/provision-maintain.json"),
+                 "--market", str(EXAMPLES / "markets/interruption-at-10min.json"), "--advance", "3600"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "3600 s of modelled time pass" in out
+    assert "t=600 s  EC2 reclaims instance 1 (i-" in out
+    assert ", started by StartRefill" in out
+    assert "Refill of request simulate-provision-maintain: replaces i-" in out
+    assert "(reclaimed from spot/us-west-2/us-west-2a/g6.xlarge, tried last)" in out
+    assert out.rstrip().splitlines()[-2] == "FULFILLED: 1 of 1 launched, $0.4500/h in all"
+
+
+def test_simulate_advance_json_lists_every_run_and_the_interruptions(capsys):
+    import json
+
+    from gpufill.cli import main
+    from tests.conftest import EXAMPLES
+
+    code = main(["simulate", str(EXAMPLES / "requests/provision-maintain.json"),
+                 "--market", str(EXAMPLES / "markets/interruption-at-10min.json"), "--advance", "700", "--json"])
+    printed = json.loads(capsys.readouterr().out)
+    assert code == 0
+    first, refill = printed["runs"]
+    assert printed["advanced_seconds"] == 700
+    [reclaim] = printed["interruptions"]
+    assert (reclaim["at_seconds"], reclaim["instance"], reclaim["market"]) == (600, 1, "spot")
+    assert reclaim["instance_id"] == first["execution"]["output"]["instances"][0]["instance_id"]
+    assert refill["execution"]["output"]["refill"]["replaces"] == [reclaim["instance_id"]]
+    assert refill["execution"]["output"]["instances"][0]["availability_zone"] == "us-west-2b"
+
+
+def test_simulate_advance_must_be_positive(capsys):
+    from gpufill.cli import main
+    from tests.conftest import EXAMPLES
+
+    code = main(["simulate", str(EXAMPLES / "requests/provision-maintain.json"),
+                 "--market", str(EXAMPLES / "markets/interruption-at-10min.json"), "--advance", "0"])
+    assert code == 2
+    assert "argument --advance: '0' must be more than 0 seconds" in capsys.readouterr().err
+
+
+def test_an_instance_reclaimed_at_launch_is_refilled_when_the_request_maintains():
+    """EC2 takes it back before it ever runs: the run reports it lost, and the refill replaces it."""
+    market = {"regions": {EAST: {"zones": {"us-east-1a": {"g6.xlarge": {"spot_price": 0.4, "spot": 3, "reclaimed_at_launch": 1}},
+                                            "us-east-1b": zone(0.7, spot=2)}}}}
+    with LocalEngine(MarketScenario.model_validate(market), regions_config={"regions": [EAST]}) as account:
+        first = account.run({**REQUEST, "count": 2}, name="bumpy")
+        [lost] = first.output["lost"]
+        account.settle()
+        [name] = refills(account)
+        assert name == f"bumpy-refill-{lost['instance_id']}"
+        refill = account.follow(name)
+        assert refill.output["status"] == "FULFILLED"
+        assert record(lost["instance_id"])["replaced_by"] == [refill.output["instances"][0]["instance_id"]]
