@@ -169,12 +169,72 @@ def note_launch_region(region: str) -> None:
     )
 
 
-    KIND_REQUEST,
-    KIND_WAIT,
-    LAUNCH_REGIONS_KEY,
-    PLAN_KEY_PREFIX,
-    REQUEST_KEY_PREFIX,
-    WAIT_KEY_PREFIX,
+# --- waiting for capacity ---------------------------------------------------------------
+# One item per request that waits: what `gpufill status` shows while it waits, and where a
+# teardown leaves word that the wait should end. Kept by the original request id, so every
+# execution of a continued chain writes the same item.
+
+
+def wait_key(request_id: str) -> str:
+    return f"{WAIT_KEY_PREFIX}{request_id}"
+
+
+def save_wait(request_id: str, view: dict) -> None:
+    """Write the wait's view (phase, deadline, next try, tries, execution), keeping a stop mark."""
+    fields = {k: v for k, v in view.items() if v is not None}
+    gone = [k for k, v in view.items() if v is None]
+    update = "SET kind = :kind, " + ", ".join(f"#{k} = :{k}" for k in fields) + f", {INSTANCES_TTL_ATTRIBUTE} = :exp"
+    if gone:
+        update += " REMOVE " + ", ".join(f"#{k}" for k in gone)
+    _table().update_item(
+        Key={INSTANCES_TABLE_KEY: wait_key(request_id)},
+        UpdateExpression=update,
+        ExpressionAttributeNames={f"#{k}": k for k in view},
+        ExpressionAttributeValues={**{f":{k}": v for k, v in fields.items()}, ":kind": KIND_WAIT, ":exp": _expires()},
+    )
+
+
+def load_wait(request_id: str) -> dict | None:
+    item = _table().get_item(Key={INSTANCES_TABLE_KEY: wait_key(request_id)}, ConsistentRead=True).get("Item")
+    return {k: _plain(v) for k, v in item.items()} if item else None
+
+
+def mark_wait_stopped(request_id: str, *, by: str) -> bool:
+    """A teardown of a waiting request: its next try ends the wait instead of launching. False if it does not wait."""
+    try:
+        _table().update_item(
+            Key={INSTANCES_TABLE_KEY: wait_key(request_id)},
+            UpdateExpression="SET stopped_by = :by",
+            ConditionExpression="attribute_exists(#key) AND phase IN (:waiting, :trying)",
+            ExpressionAttributeNames={"#key": INSTANCES_TABLE_KEY},
+            ExpressionAttributeValues={":by": by, ":waiting": "waiting", ":trying": "trying"},
+        )
+    except _table().meta.client.exceptions.ConditionalCheckFailedException:
+        return False
+    return True
+
+
+def _plain(value):
+    """DynamoDB numbers come back as Decimal: whole ones as int, the rest as float."""
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
+
+
+# --- a maintained request, as it was accepted (StartRefill asks for the same again) ---------
+
+
+def save_request(request_id: str, request: dict) -> None:
+    """Kept without expiry: maintenance lasts as long as the request's instances do. The same
+    request is written by every step of its run, with the same content."""
+    _table().put_item(Item={INSTANCES_TABLE_KEY: f"{REQUEST_KEY_PREFIX}{request_id}", "kind": KIND_REQUEST, "body": _pack(request)})
+
+
+def load_request(request_id: str) -> dict | None:
+    item = _table().get_item(Key={INSTANCES_TABLE_KEY: f"{REQUEST_KEY_PREFIX}{request_id}"}, ConsistentRead=True).get("Item")
+    return None if item is None else _unpack(item["body"])  # type: ignore[return-value]
 
 
 def _batch_get(keys: list[str]) -> dict[str, dict]:
