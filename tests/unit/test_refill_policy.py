@@ -113,6 +113,9 @@ def test_the_refill_asks_for_one_instance_of_the_same_request():
         "image": STORED["image"],
         "root_volume_gib": 200,
         "scoring": "blended",
+        "placement": "any",
+        "all_or_nothing": False,
+        "ready_timeout": "PT1800S",
         "maintain": True,
         "refill": {"request_id": "serve", "replaces": [OLD], "reclaimed_pool": "spot/us-east-1/us-east-1a/g6.xlarge"},
     }
@@ -326,3 +329,14 @@ def test_a_refill_runs_result_answers_for_its_request_and_says_what_it_replaced(
     plain = fill_result(normalise(Request(), request_id="once", default_regions=["us-east-1"], home_region="us-east-1"),
                         Run(batch=1, remaining=0), [], "FULFILLED")
     assert plain["request_id"] == "once" and "refill" not in plain
+
+
+def test_the_refill_keeps_the_requests_own_waits():
+    stored = normalise(
+        Request(instance_type="g6.xlarge", count=2, maintain=True, ready_timeout="PT0S", wait_for_capacity={"deadline": "PT2H"}),
+        request_id="patient", default_regions=["us-east-1"], home_region="us-east-1",
+    ).model_dump(mode="json")
+    asked = refill.refill_input(stored, request_id="patient", instance_id=OLD, pool="spot/us-east-1/us-east-1a/g6.xlarge")
+    assert (asked["ready_timeout"], asked["wait_for_capacity"]) == ("PT0S", {"deadline": "PT7200S"})
+    accepted = Request.model_validate(asked)
+    assert (accepted.ready_timeout.total_seconds(), accepted.wait_for_capacity.deadline.total_seconds()) == (0, 7200)

@@ -220,7 +220,7 @@ def test_simulate_advance_shows_the_interruption_and_the_refill_run(capsys):
     assert ", started by StartRefill" in out
     assert "Refill of request simulate-provision-maintain: replaces i-" in out
     assert "(reclaimed from spot/us-west-2/us-west-2a/g6.xlarge, tried last)" in out
-    assert out.rstrip().splitlines()[-2] == "FULFILLED: 1 of 1 launched, $0.4500/h in all"
+    assert out.rstrip().splitlines()[-2] == "FULFILLED: 1 of 1 launched, $0.4500/h in all, 1 serving"
 
 
 def test_simulate_advance_json_lists_every_run_and_the_interruptions(capsys):

@@ -229,6 +229,7 @@ class LocalEngine:
         self._elapsed = 0.0
         self._scheduled: list[tuple[float, int, Callable[[], None]]] = []
         self._clock_lock = threading.RLock()
+        self._delivery_lock = threading.Lock()
         # EC2's events put on a default bus, and what each scheduled interruption did.
         self.events_sent: list[dict] = []
         self.event_deliveries: list[dict] = []
@@ -440,7 +441,7 @@ class LocalEngine:
         """EventBridge invokes a Lambda target asynchronously: the invocation is queued for a few
         delivery threads (Lambda's concurrency, kept small so a teardown of a thousand instances
         does not start two thousand threads); settle() waits until the queue is empty."""
-        with self._clock_lock:
+        with self._delivery_lock:  # not the clock's: a scheduled teardown holds that while its events go out
             while len(self._delivery_workers) < interruptions.DELIVERY_WORKERS:
                 worker = threading.Thread(target=self._deliver_forever, daemon=True)
                 worker.start()

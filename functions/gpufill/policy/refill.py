@@ -126,6 +126,11 @@ def refill_input(stored_request: dict, *, request_id: str, instance_id: str, poo
     same instance always gives the same input and StartExecution stays idempotent."""
     carried = {k: v for k, v in stored_request.items() if k in Request.model_fields and k not in _NOT_CARRIED}
     carried["maintain"] = True
+    # The stored request is the normalised one: its durations are in seconds, under other names.
+    if stored_request.get("ready_timeout_seconds") is not None:
+        carried["ready_timeout"] = f"PT{int(stored_request['ready_timeout_seconds'])}S"
+    if stored_request.get("wait_for_capacity_seconds") is not None:
+        carried["wait_for_capacity"] = {"deadline": f"PT{int(stored_request['wait_for_capacity_seconds'])}S"}
     return {
         **carried,
         "action": "provision",
