@@ -297,6 +297,7 @@ class LocalEngine:
         self._stack.enter_context(self.calls.patches())
         self._stack.enter_context(limits.patches(self._answered_tokens))
         self._stack.enter_context(_shared_botocore_models())
+        self._stack.enter_context(_parse_definitions_once())
         from gpufill.adapters import spot_advisor
 
         spot_advisor.reset(self.scenario.advisor_document())
@@ -597,18 +598,29 @@ class LocalEngine:
     def _follow(self, name: str, arn: str, *, env: str, marker, published: int,
                 on_event: Callable[[dict], None] | None, timeout: float, decision: str | None) -> Execution:
         sfn = self.client("stepfunctions")
+        # Waiting reads moto's own record of the execution (its status and how many events it has),
+        # which costs nothing; every answer the run gets (status, output, history) still comes
+        # through the Step Functions API once the execution has ended.
+        record = _execution_record(arn)
         answered = timed_out = False
-        seen = 0
+        seen = read_at_events = 0
+        next_read = 0.0  # watching: the history is read again no sooner than this
         deadline = time.monotonic() + timeout
-        pause = 0.002  # short at first: most steps end in a few milliseconds
+        pause = 0.001  # short at first: most steps end in a few milliseconds
         while True:
-            described = sfn.describe_execution(executionArn=arn)
-            if on_event:  # the history is only read while running when someone is watching
-                history = _history(sfn, arn)
-                for event in history[seen:]:
-                    on_event(event)
-                seen = len(history)
-            if described["status"] != "RUNNING":
+            status = _record_status(record) if record is not None else sfn.describe_execution(executionArn=arn)["status"]
+            if on_event and status == "RUNNING" and time.monotonic() >= next_read:
+                # The history is only read while running when someone is watching, when it has
+                # grown, and at most a fifth of the time (each read serialises the whole history).
+                events = _record_events(record)
+                if events is None or events != read_at_events:
+                    began = time.monotonic()
+                    history = _history(sfn, arn)
+                    for event in history[seen:]:
+                        on_event(event)
+                    seen, read_at_events = len(history), events
+                    next_read = time.monotonic() + max(0.05, 4 * (time.monotonic() - began))
+            if status != "RUNNING":
                 break
             if decision is not None and not answered:
                 with self.as_deployment(env):
@@ -626,7 +638,8 @@ class LocalEngine:
                 deadline = time.monotonic() + 5
                 continue
             time.sleep(pause)
-            pause = min(pause * 2, 0.02)
+            pause = min(pause * 2, 0.005)
+        described = sfn.describe_execution(executionArn=arn)
         # The interpreter flips the status a moment before it stores the output: wait for it.
         settle_until = time.monotonic() + 5
         while described["status"] == "SUCCEEDED" and "output" not in described and time.monotonic() < settle_until:
@@ -897,7 +910,7 @@ def _atomic_start_execution():
 
 _SEQUENCE = itertools.count()
 _MODELS: dict[tuple, Any] = {}
-_MODELS_LOCK = threading.Lock()
+_MODELS_LOCK = threading.RLock()  # a model load lists the services first
 
 
 def _shared_botocore_models():
@@ -905,10 +918,12 @@ def _shared_botocore_models():
     loads each service model once. A botocore Loader caches models per session, and the
     interpreter and Powertools make new sessions, so each would parse the same multi-megabyte
     JSON again. The models are read-only once loaded (botocore already hands one cached
-    object to every client of a session)."""
+    object to every client of a session). Likewise each new Loader would list every service's
+    directory (over 400) before its first model; the listing of a set of search paths is kept."""
     from botocore.loaders import Loader
 
     original = Loader.load_service_model
+    original_listing = Loader.list_available_services
 
     def load_service_model(loader, service_name, type_name, api_version=None):
         key = (tuple(loader.search_paths), service_name, type_name, api_version)
@@ -917,7 +932,45 @@ def _shared_botocore_models():
                 _MODELS[key] = original(loader, service_name, type_name, api_version)
             return _MODELS[key]
 
-    return mock.patch.object(Loader, "load_service_model", load_service_model)
+    def list_available_services(loader, type_name):
+        key = ("services", tuple(loader.search_paths), type_name)
+        with _MODELS_LOCK:
+            if key not in _MODELS:
+                _MODELS[key] = tuple(original_listing(loader, type_name))
+            return list(_MODELS[key])
+
+    stack = ExitStack()
+    stack.enter_context(mock.patch.object(Loader, "load_service_model", load_service_model))
+    stack.enter_context(mock.patch.object(Loader, "list_available_services", list_available_services))
+    return stack
+
+
+_PARSE_TREES: dict[str, Any] = {}
+_PARSE_LOCK = threading.Lock()
+
+
+def _parse_definitions_once():
+    """moto parses a definition with ANTLR when the state machine is created and again at every
+    StartExecution (about 0.3 s for gpufill's). The parse tree of a text that parsed without
+    errors is kept for the process; every parse still builds fresh evaluation components from
+    it (moto's Preprocessor reads the tree, never changes it), so no execution shares state
+    with another. A text with syntax errors is parsed, and refused, every time."""
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+
+    original = AmazonStateLanguageParser.parse
+
+    def parse(definition: str):
+        with _PARSE_LOCK:
+            tree = _PARSE_TREES.get(definition)
+        if tree is None:
+            program, tree = original(definition)
+            with _PARSE_LOCK:
+                _PARSE_TREES[definition] = tree
+            return program, tree
+        return Preprocessor().visit(tree), tree
+
+    return mock.patch.object(AmazonStateLanguageParser, "parse", staticmethod(parse))
 
 
 def _lambda_error(error: str, function) -> str:
@@ -948,6 +1001,29 @@ def render_definition(text: str, substitutions: dict[str, str]) -> str:
         start = text.index("${")
         raise ValueError(f"placeholder without a substitution: {text[start:text.index('}', start) + 1]}")
     return text
+
+
+def _execution_record(arn: str):
+    """moto's record of execution `arn` (what DescribeExecution answers from), or None."""
+    from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+    _, _, _, region, account, *_ = arn.split(":")
+    try:
+        return stepfunctions_parser_backends[account][region].describe_execution(arn)
+    except Exception:  # noqa: BLE001 (not there: the engine falls back to asking the API each time)
+        return None
+
+
+def _record_status(record) -> str:
+    return record.exec_status.value if record.exec_status is not None else "RUNNING"
+
+
+def _record_events(record) -> int | None:
+    """How many history events execution `record` has so far; None when it cannot tell."""
+    try:
+        return len(record.exec_worker.env.event_manager._history_event_list)
+    except AttributeError:
+        return None
 
 
 def _history(sfn, arn: str) -> list[dict]:
