@@ -267,6 +267,8 @@ class LocalEngine:
         self._stack.enter_context(mock.patch.dict(os.environ, {**ACCOUNT_ENV, **deployment_env(self.env_names[0])}))
         for name in SCRUBBED_ENV:
             os.environ.pop(name, None)
+        # First: importing moto's EC2 models below already makes sessions and loads models.
+        self._stack.enter_context(_shared_botocore_models())
         from moto import mock_aws  # imported late: the CLI's --help should not pay for moto
 
         from gpufill.local import limits
@@ -296,7 +298,6 @@ class LocalEngine:
         self._stack.enter_context(_atomic_start_execution())
         self._stack.enter_context(self.calls.patches())
         self._stack.enter_context(limits.patches(self._answered_tokens))
-        self._stack.enter_context(_shared_botocore_models())
         self._stack.enter_context(_parse_definitions_once())
         from gpufill.adapters import spot_advisor
 
@@ -918,15 +919,30 @@ def _shared_botocore_models():
     loads each service model once. A botocore Loader caches models per session, and the
     interpreter and Powertools make new sessions, so each would parse the same multi-megabyte
     JSON again. The models are read-only once loaded (botocore already hands one cached
-    object to every client of a session). Likewise each new Loader would list every service's
-    directory (over 400) before its first model; the listing of a set of search paths is kept."""
+    object to every client of a session). Likewise, per process: the listing of every service's
+    directory (over 400) a new Loader makes before its first model, the endpoints and other
+    top-level data files (read-only too), and a service's regions (each new session would load
+    the service's whole model to read its endpoint prefix; moto makes a session per backend)."""
     from botocore.loaders import Loader
+    from botocore.session import Session
 
     original = Loader.load_service_model
     original_listing = Loader.list_available_services
+    original_data = Loader.load_data_with_path
+    original_regions = Session.get_available_regions
 
     def load_service_model(loader, service_name, type_name, api_version=None):
-        key = (tuple(loader.search_paths), service_name, type_name, api_version)
+        # Loaders with other search paths (boto3's, moto's) load the same file: the key is the
+        # file a loader would read and the extras it would merge into it (moto's loader merges
+        # its own, boto3's the SDK's).
+        try:
+            version = api_version or loader.determine_latest_version(service_name, type_name)
+            name = f"{service_name}/{version}/{type_name}"
+            found = next(path for path in loader._potential_locations(name) if loader.file_loader.exists(path))
+            extras = tuple(json.dumps(e, sort_keys=True) for e in loader._find_extras(service_name, type_name, version))
+            key = ("model", found, extras)
+        except Exception:  # noqa: BLE001 (an unknown service or version: the loader itself says so)
+            key = (tuple(loader.search_paths), service_name, type_name, api_version)
         with _MODELS_LOCK:  # parallel Map branches would otherwise each parse the same model at once
             if key not in _MODELS:
                 _MODELS[key] = original(loader, service_name, type_name, api_version)
@@ -939,9 +955,31 @@ def _shared_botocore_models():
                 _MODELS[key] = tuple(original_listing(loader, type_name))
             return list(_MODELS[key])
 
+    def load_data_with_path(loader, name):
+        # Only the top-level files (endpoints, partitions, _retry, sdk-default-configuration):
+        # a service model gets its extras merged into it in place, per loader.
+        if "/" in name:
+            return original_data(loader, name)
+        found = next((path for path in loader._potential_locations(name) if loader.file_loader.exists(path)), None)
+        key = ("data", found or tuple(loader.search_paths), name)
+        with _MODELS_LOCK:
+            if key not in _MODELS:
+                _MODELS[key] = original_data(loader, name)
+            return _MODELS[key]
+
+    def get_available_regions(session, service_name, partition_name="aws", allow_non_regional=False):
+        key = ("regions", tuple(session.get_component("data_loader").search_paths), service_name,
+               partition_name, allow_non_regional)
+        with _MODELS_LOCK:
+            if key not in _MODELS:
+                _MODELS[key] = tuple(original_regions(session, service_name, partition_name, allow_non_regional))
+            return list(_MODELS[key])
+
     stack = ExitStack()
     stack.enter_context(mock.patch.object(Loader, "load_service_model", load_service_model))
     stack.enter_context(mock.patch.object(Loader, "list_available_services", list_available_services))
+    stack.enter_context(mock.patch.object(Loader, "load_data_with_path", load_data_with_path))
+    stack.enter_context(mock.patch.object(Session, "get_available_regions", get_available_regions))
     return stack
 
 
