@@ -223,6 +223,8 @@ class LocalEngine:
         self._environments = _Environments()
         self._invocation = threading.local()
         self._answered_tokens: set[str] = set()
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients_lock = threading.Lock()
         self._role = ""
         # Modelled time: what the fast-forwarded Wait states and advance() have added, and what
         # the scenario or a test scheduled to happen at a modelled second.
@@ -296,6 +298,7 @@ class LocalEngine:
         self._stack.enter_context(self._start_execution_as_aws_does())
         self._stack.enter_context(interruptions.patches(self))
         self._stack.enter_context(_atomic_start_execution())
+        self._stack.enter_context(_one_lambda_client_per_region())
         self._stack.enter_context(self.calls.patches())
         self._stack.enter_context(limits.patches(self._answered_tokens))
         self._stack.enter_context(_parse_definitions_once())
@@ -348,9 +351,15 @@ class LocalEngine:
     # --- the simulated account ---------------------------------------------------------
 
     def client(self, service: str, region: str = HOME_REGION):
-        import boto3
+        """A boto3 client of the simulated account, one per service and region for the engine's
+        life (clients are thread-safe; making one costs tens of milliseconds)."""
+        key = (service, region)
+        with self._clients_lock:
+            if key not in self._clients:
+                import boto3
 
-        return boto3.client(service, region_name=region)
+                self._clients[key] = boto3.client(service, region_name=region)
+            return self._clients[key]
 
     def _deploy_account(self) -> None:
         """What every deployment shares: the account's role and the public Deep Learning AMI."""
@@ -907,6 +916,24 @@ def _atomic_start_execution():
             return original(backend, *args, **kwargs)
 
     return mock.patch.object(StepFunctionsParserBackend, "start_execution", start_execution)
+
+
+def _one_lambda_client_per_region():
+    """moto's interpreter makes a new boto3 Lambda client for every Lambda task it runs (about
+    7 ms each); one per region serves them all (it ignores a task's Credentials either way)."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+    original = lambda_eval_utils.boto_client_for
+    clients: dict[tuple[str, str], Any] = {}
+    lock = threading.Lock()
+
+    def boto_client_for(region: str, service: str, state_credentials: Any = None):
+        with lock:
+            if (region, service) not in clients:
+                clients[(region, service)] = original(region=region, service=service, state_credentials=state_credentials)
+            return clients[(region, service)]
+
+    return mock.patch.object(lambda_eval_utils, "boto_client_for", boto_client_for)
 
 
 _SEQUENCE = itertools.count()
