@@ -299,6 +299,7 @@ class LocalEngine:
         self._stack.enter_context(interruptions.patches(self))
         self._stack.enter_context(_atomic_start_execution())
         self._stack.enter_context(_one_lambda_client_per_region())
+        self._stack.enter_context(_one_response_method_listing())
         self._stack.enter_context(self.calls.patches())
         self._stack.enter_context(limits.patches(self._answered_tokens))
         self._stack.enter_context(_parse_definitions_once())
@@ -1019,11 +1020,15 @@ def _parse_definitions_once():
     StartExecution (about 0.3 s for gpufill's). The parse tree of a text that parsed without
     errors is kept for the process; every parse still builds fresh evaluation components from
     it (moto's Preprocessor reads the tree, never changes it), so no execution shares state
-    with another. A text with syntax errors is parsed, and refused, every time."""
+    with another. A text with syntax errors is parsed, and refused, every time. The text of
+    each node of a kept tree is kept too: the Preprocessor asks for the whole program's text
+    (for an error message it raises only when StartAt or States is missing) on every build."""
+    from antlr4.RuleContext import RuleContext
     from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
     from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 
     original = AmazonStateLanguageParser.parse
+    original_text = RuleContext.getText
 
     def parse(definition: str):
         with _PARSE_LOCK:
@@ -1031,11 +1036,48 @@ def _parse_definitions_once():
         if tree is None:
             program, tree = original(definition)
             with _PARSE_LOCK:
+                _remember_texts(tree)
                 _PARSE_TREES[definition] = tree
             return program, tree
         return Preprocessor().visit(tree), tree
 
-    return mock.patch.object(AmazonStateLanguageParser, "parse", staticmethod(parse))
+    def get_text(context):
+        text = _TEXTS.get(id(context))  # only nodes of kept trees, which live as long as the process
+        return text if text is not None else original_text(context)
+
+    stack = ExitStack()
+    stack.enter_context(mock.patch.object(AmazonStateLanguageParser, "parse", staticmethod(parse)))
+    stack.enter_context(mock.patch.object(RuleContext, "getText", get_text))
+    return stack
+
+
+_TEXTS: dict[int, str] = {}
+
+
+def _remember_texts(tree) -> str:
+    from antlr4.RuleContext import RuleContext
+
+    if not isinstance(tree, RuleContext):
+        return tree.getText()  # a token
+    text = "".join(_remember_texts(child) for child in (tree.children or ()))
+    _TEXTS[id(tree)] = text
+    return text
+
+
+def _one_response_method_listing():
+    """moto lists a response class's methods (inspect.getmembers, about a millisecond) on every
+    request to see whether it has the action; the listing is kept per class while the engine runs."""
+    from moto.core import responses
+
+    original = responses.method_names_from_class
+    listings: dict[type, list[str]] = {}
+
+    def method_names_from_class(clazz):
+        if clazz not in listings:
+            listings[clazz] = original(clazz)
+        return listings[clazz]
+
+    return mock.patch.object(responses, "method_names_from_class", method_names_from_class)
 
 
 def _lambda_error(error: str, function) -> str:
