@@ -236,6 +236,7 @@ class LocalEngine:
         self.event_deliveries: list[dict] = []
         self._delivery_queue: queue.Queue = queue.Queue()
         self._delivery_workers: list[threading.Thread] = []
+        self._delivery_lock = threading.Lock()
         self.reclaims: list = []
         from gpufill.local.faults import Faults
 
@@ -452,7 +453,9 @@ class LocalEngine:
         """EventBridge invokes a Lambda target asynchronously: the invocation is queued for a few
         delivery threads (Lambda's concurrency, kept small so a teardown of a thousand instances
         does not start two thousand threads); settle() waits until the queue is empty."""
-        with self._clock_lock:
+        # Its own lock, not the clock's: an action scheduled at a modelled second runs holding the
+        # clock's lock and may run an execution (a teardown) whose TerminateInstances delivers events.
+        with self._delivery_lock:
             while len(self._delivery_workers) < interruptions.DELIVERY_WORKERS:
                 worker = threading.Thread(target=self._deliver_forever, daemon=True)
                 worker.start()
