@@ -6,7 +6,7 @@ PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: demo test test-all bench setup lint-asl clean mutation
+.PHONY: demo test test-all bench bench-engine setup lint-asl clean mutation
 
 demo: $(PY_STAMP)
 	$(VENV)/bin/gpufill simulate examples/requests/provision-spot.json --market examples/markets/first-az-sold-out.json
@@ -20,6 +20,10 @@ test-all: setup lint-asl
 
 bench: $(PY_STAMP)
 	$(PY) -m bench
+
+# The local engine's speed on `make demo`'s run, against a worktree of BASE (default: the merge-base with main).
+bench-engine: $(PY_STAMP)
+	$(PY) -m bench.engine_speed $(if $(BASE),--engine-base $(BASE)) $(if $(REPEAT),--repeat $(REPEAT))
 
 # Mutation testing of models/request.py and policy/ against the fast tests (not part of `make test`):
 # the score per module and the survivors; fails when a score falls below tools/mutation/baseline.json.

@@ -97,6 +97,17 @@ def mutmut_modules() -> list[str]:
                   for path in paths if path.suffix == ".py" and path.name != "__init__.py")
 
 
+def _refresh_data_files() -> None:
+    """mutmut copies the package's data files (the instance catalog's JSON) into mutants/ once and
+    never again; a catalog that changed since would make the clean test run fail."""
+    copied = STAGING / "mutants" / "src"
+    if not copied.exists():
+        return
+    for path in (STAGING / "src").rglob("*"):
+        if path.is_file() and path.suffix != ".py" and "__pycache__" not in path.parts:
+            _write_if_changed(copied / path.relative_to(STAGING / "src"), path.read_bytes())
+
+
 def run_mutmut(children: int, only: list[str] | None = None) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the mutated copy must win
     mutmut = Path(sys.executable).with_name("mutmut")
@@ -104,6 +115,7 @@ def run_mutmut(children: int, only: list[str] | None = None) -> None:
     names = [f"{module}.*" for module in mutmut_modules() if matches(module, only)] if only else []
     if only and not names:
         return  # only module-level rules match (constants, launch.user_data)
+    _refresh_data_files()
     subprocess.run([str(mutmut), "run", "--max-children", str(children), *names], cwd=STAGING, env=env,
                    check=True, stdout=subprocess.DEVNULL)
 

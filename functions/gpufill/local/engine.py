@@ -223,6 +223,8 @@ class LocalEngine:
         self._environments = _Environments()
         self._invocation = threading.local()
         self._answered_tokens: set[str] = set()
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients_lock = threading.Lock()
         self._role = ""
         # Modelled time: what the fast-forwarded Wait states and advance() have added, and what
         # the scenario or a test scheduled to happen at a modelled second.
@@ -235,6 +237,7 @@ class LocalEngine:
         self.event_deliveries: list[dict] = []
         self._delivery_queue: queue.Queue = queue.Queue()
         self._delivery_workers: list[threading.Thread] = []
+        self._delivery_lock = threading.Lock()
         self.reclaims: list = []
         from gpufill.local.faults import Faults
 
@@ -268,6 +271,8 @@ class LocalEngine:
         self._stack.enter_context(mock.patch.dict(os.environ, {**ACCOUNT_ENV, **deployment_env(self.env_names[0])}))
         for name in SCRUBBED_ENV:
             os.environ.pop(name, None)
+        # First: importing moto's EC2 models below already makes sessions and loads models.
+        self._stack.enter_context(_shared_botocore_models())
         from moto import mock_aws  # imported late: the CLI's --help should not pay for moto
 
         from gpufill.local import limits
@@ -295,9 +300,11 @@ class LocalEngine:
         self._stack.enter_context(self._start_execution_as_aws_does())
         self._stack.enter_context(interruptions.patches(self))
         self._stack.enter_context(_atomic_start_execution())
+        self._stack.enter_context(_one_lambda_client_per_region())
+        self._stack.enter_context(_one_response_method_listing())
         self._stack.enter_context(self.calls.patches())
         self._stack.enter_context(limits.patches(self._answered_tokens))
-        self._stack.enter_context(_shared_botocore_models())
+        self._stack.enter_context(_parse_definitions_once())
         from gpufill.adapters import spot_advisor
 
         spot_advisor.reset(self.scenario.advisor_document())
@@ -347,9 +354,15 @@ class LocalEngine:
     # --- the simulated account ---------------------------------------------------------
 
     def client(self, service: str, region: str = HOME_REGION):
-        import boto3
+        """A boto3 client of the simulated account, one per service and region for the engine's
+        life (clients are thread-safe; making one costs tens of milliseconds)."""
+        key = (service, region)
+        with self._clients_lock:
+            if key not in self._clients:
+                import boto3
 
-        return boto3.client(service, region_name=region)
+                self._clients[key] = boto3.client(service, region_name=region)
+            return self._clients[key]
 
     def _deploy_account(self) -> None:
         """What every deployment shares: the account's role and the public Deep Learning AMI."""
@@ -441,7 +454,9 @@ class LocalEngine:
         """EventBridge invokes a Lambda target asynchronously: the invocation is queued for a few
         delivery threads (Lambda's concurrency, kept small so a teardown of a thousand instances
         does not start two thousand threads); settle() waits until the queue is empty."""
-        with self._delivery_lock:  # not the clock's: a scheduled teardown holds that while its events go out
+        # Its own lock, not the clock's: an action scheduled at a modelled second runs holding the
+        # clock's lock and may run an execution (a teardown) whose TerminateInstances delivers events.
+        with self._delivery_lock:
             while len(self._delivery_workers) < interruptions.DELIVERY_WORKERS:
                 worker = threading.Thread(target=self._deliver_forever, daemon=True)
                 worker.start()
@@ -598,18 +613,29 @@ class LocalEngine:
     def _follow(self, name: str, arn: str, *, env: str, marker, published: int,
                 on_event: Callable[[dict], None] | None, timeout: float, decision: str | None) -> Execution:
         sfn = self.client("stepfunctions")
+        # Waiting reads moto's own record of the execution (its status and how many events it has),
+        # which costs nothing; every answer the run gets (status, output, history) still comes
+        # through the Step Functions API once the execution has ended.
+        record = _execution_record(arn)
         answered = timed_out = False
-        seen = 0
+        seen = read_at_events = 0
+        next_read = 0.0  # watching: the history is read again no sooner than this
         deadline = time.monotonic() + timeout
-        pause = 0.002  # short at first: most steps end in a few milliseconds
+        pause = 0.001  # short at first: most steps end in a few milliseconds
         while True:
-            described = sfn.describe_execution(executionArn=arn)
-            if on_event:  # the history is only read while running when someone is watching
-                history = _history(sfn, arn)
-                for event in history[seen:]:
-                    on_event(event)
-                seen = len(history)
-            if described["status"] != "RUNNING":
+            status = _record_status(record) if record is not None else sfn.describe_execution(executionArn=arn)["status"]
+            if on_event and status == "RUNNING" and time.monotonic() >= next_read:
+                # The history is only read while running when someone is watching, when it has
+                # grown, and at most a fifth of the time (each read serialises the whole history).
+                events = _record_events(record)
+                if events is None or events != read_at_events:
+                    began = time.monotonic()
+                    history = _history(sfn, arn)
+                    for event in history[seen:]:
+                        on_event(event)
+                    seen, read_at_events = len(history), events
+                    next_read = time.monotonic() + max(0.05, 4 * (time.monotonic() - began))
+            if status != "RUNNING":
                 break
             if decision is not None and not answered:
                 with self.as_deployment(env):
@@ -627,7 +653,8 @@ class LocalEngine:
                 deadline = time.monotonic() + 5
                 continue
             time.sleep(pause)
-            pause = min(pause * 2, 0.02)
+            pause = min(pause * 2, 0.005)
+        described = sfn.describe_execution(executionArn=arn)
         # The interpreter flips the status a moment before it stores the output: wait for it.
         settle_until = time.monotonic() + 5
         while described["status"] == "SUCCEEDED" and "output" not in described and time.monotonic() < settle_until:
@@ -896,9 +923,27 @@ def _atomic_start_execution():
     return mock.patch.object(StepFunctionsParserBackend, "start_execution", start_execution)
 
 
+def _one_lambda_client_per_region():
+    """moto's interpreter makes a new boto3 Lambda client for every Lambda task it runs (about
+    7 ms each); one per region serves them all (it ignores a task's Credentials either way)."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+    original = lambda_eval_utils.boto_client_for
+    clients: dict[tuple[str, str], Any] = {}
+    lock = threading.Lock()
+
+    def boto_client_for(region: str, service: str, state_credentials: Any = None):
+        with lock:
+            if (region, service) not in clients:
+                clients[(region, service)] = original(region=region, service=service, state_credentials=state_credentials)
+            return clients[(region, service)]
+
+    return mock.patch.object(lambda_eval_utils, "boto_client_for", boto_client_for)
+
+
 _SEQUENCE = itertools.count()
 _MODELS: dict[tuple, Any] = {}
-_MODELS_LOCK = threading.Lock()
+_MODELS_LOCK = threading.RLock()  # a model load lists the services first
 
 
 def _shared_botocore_models():
@@ -906,19 +951,137 @@ def _shared_botocore_models():
     loads each service model once. A botocore Loader caches models per session, and the
     interpreter and Powertools make new sessions, so each would parse the same multi-megabyte
     JSON again. The models are read-only once loaded (botocore already hands one cached
-    object to every client of a session)."""
+    object to every client of a session). Likewise, per process: the listing of every service's
+    directory (over 400) a new Loader makes before its first model, the endpoints and other
+    top-level data files (read-only too), and a service's regions (each new session would load
+    the service's whole model to read its endpoint prefix; moto makes a session per backend)."""
     from botocore.loaders import Loader
+    from botocore.session import Session
 
     original = Loader.load_service_model
+    original_listing = Loader.list_available_services
+    original_data = Loader.load_data_with_path
+    original_regions = Session.get_available_regions
 
     def load_service_model(loader, service_name, type_name, api_version=None):
-        key = (tuple(loader.search_paths), service_name, type_name, api_version)
+        # Loaders with other search paths (boto3's, moto's) load the same file: the key is the
+        # file a loader would read and the extras it would merge into it (moto's loader merges
+        # its own, boto3's the SDK's).
+        try:
+            version = api_version or loader.determine_latest_version(service_name, type_name)
+            name = f"{service_name}/{version}/{type_name}"
+            found = next(path for path in loader._potential_locations(name) if loader.file_loader.exists(path))
+            extras = tuple(json.dumps(e, sort_keys=True) for e in loader._find_extras(service_name, type_name, version))
+            key = ("model", found, extras)
+        except Exception:  # noqa: BLE001 (an unknown service or version: the loader itself says so)
+            key = (tuple(loader.search_paths), service_name, type_name, api_version)
         with _MODELS_LOCK:  # parallel Map branches would otherwise each parse the same model at once
             if key not in _MODELS:
                 _MODELS[key] = original(loader, service_name, type_name, api_version)
             return _MODELS[key]
 
-    return mock.patch.object(Loader, "load_service_model", load_service_model)
+    def list_available_services(loader, type_name):
+        key = ("services", tuple(loader.search_paths), type_name)
+        with _MODELS_LOCK:
+            if key not in _MODELS:
+                _MODELS[key] = tuple(original_listing(loader, type_name))
+            return list(_MODELS[key])
+
+    def load_data_with_path(loader, name):
+        # Only the top-level files (endpoints, partitions, _retry, sdk-default-configuration):
+        # a service model gets its extras merged into it in place, per loader.
+        if "/" in name:
+            return original_data(loader, name)
+        found = next((path for path in loader._potential_locations(name) if loader.file_loader.exists(path)), None)
+        key = ("data", found or tuple(loader.search_paths), name)
+        with _MODELS_LOCK:
+            if key not in _MODELS:
+                _MODELS[key] = original_data(loader, name)
+            return _MODELS[key]
+
+    def get_available_regions(session, service_name, partition_name="aws", allow_non_regional=False):
+        key = ("regions", tuple(session.get_component("data_loader").search_paths), service_name,
+               partition_name, allow_non_regional)
+        with _MODELS_LOCK:
+            if key not in _MODELS:
+                _MODELS[key] = tuple(original_regions(session, service_name, partition_name, allow_non_regional))
+            return list(_MODELS[key])
+
+    stack = ExitStack()
+    stack.enter_context(mock.patch.object(Loader, "load_service_model", load_service_model))
+    stack.enter_context(mock.patch.object(Loader, "list_available_services", list_available_services))
+    stack.enter_context(mock.patch.object(Loader, "load_data_with_path", load_data_with_path))
+    stack.enter_context(mock.patch.object(Session, "get_available_regions", get_available_regions))
+    return stack
+
+
+_PARSE_TREES: dict[str, Any] = {}
+_PARSE_LOCK = threading.Lock()
+
+
+def _parse_definitions_once():
+    """moto parses a definition with ANTLR when the state machine is created and again at every
+    StartExecution (about 0.3 s for gpufill's). The parse tree of a text that parsed without
+    errors is kept for the process; every parse still builds fresh evaluation components from
+    it (moto's Preprocessor reads the tree, never changes it), so no execution shares state
+    with another. A text with syntax errors is parsed, and refused, every time. The text of
+    each node of a kept tree is kept too: the Preprocessor asks for the whole program's text
+    (for an error message it raises only when StartAt or States is missing) on every build."""
+    from antlr4.RuleContext import RuleContext
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+
+    original = AmazonStateLanguageParser.parse
+    original_text = RuleContext.getText
+
+    def parse(definition: str):
+        with _PARSE_LOCK:
+            tree = _PARSE_TREES.get(definition)
+        if tree is None:
+            program, tree = original(definition)
+            with _PARSE_LOCK:
+                _remember_texts(tree)
+                _PARSE_TREES[definition] = tree
+            return program, tree
+        return Preprocessor().visit(tree), tree
+
+    def get_text(context):
+        text = _TEXTS.get(id(context))  # only nodes of kept trees, which live as long as the process
+        return text if text is not None else original_text(context)
+
+    stack = ExitStack()
+    stack.enter_context(mock.patch.object(AmazonStateLanguageParser, "parse", staticmethod(parse)))
+    stack.enter_context(mock.patch.object(RuleContext, "getText", get_text))
+    return stack
+
+
+_TEXTS: dict[int, str] = {}
+
+
+def _remember_texts(tree) -> str:
+    from antlr4.RuleContext import RuleContext
+
+    if not isinstance(tree, RuleContext):
+        return tree.getText()  # a token
+    text = "".join(_remember_texts(child) for child in (tree.children or ()))
+    _TEXTS[id(tree)] = text
+    return text
+
+
+def _one_response_method_listing():
+    """moto lists a response class's methods (inspect.getmembers, about a millisecond) on every
+    request to see whether it has the action; the listing is kept per class while the engine runs."""
+    from moto.core import responses
+
+    original = responses.method_names_from_class
+    listings: dict[type, list[str]] = {}
+
+    def method_names_from_class(clazz):
+        if clazz not in listings:
+            listings[clazz] = original(clazz)
+        return listings[clazz]
+
+    return mock.patch.object(responses, "method_names_from_class", method_names_from_class)
 
 
 def _lambda_error(error: str, function) -> str:
@@ -949,6 +1112,29 @@ def render_definition(text: str, substitutions: dict[str, str]) -> str:
         start = text.index("${")
         raise ValueError(f"placeholder without a substitution: {text[start:text.index('}', start) + 1]}")
     return text
+
+
+def _execution_record(arn: str):
+    """moto's record of execution `arn` (what DescribeExecution answers from), or None."""
+    from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+    _, _, _, region, account, *_ = arn.split(":")
+    try:
+        return stepfunctions_parser_backends[account][region].describe_execution(arn)
+    except Exception:  # noqa: BLE001 (not there: the engine falls back to asking the API each time)
+        return None
+
+
+def _record_status(record) -> str:
+    return record.exec_status.value if record.exec_status is not None else "RUNNING"
+
+
+def _record_events(record) -> int | None:
+    """How many history events execution `record` has so far; None when it cannot tell."""
+    try:
+        return len(record.exec_worker.env.event_manager._history_event_list)
+    except AttributeError:
+        return None
 
 
 def _history(sfn, arn: str) -> list[dict]:

@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterable
 from functools import cache
 
-import botocore.session
 from botocore.model import OperationNotFoundError
+from moto.core.utils import get_service_model
 from moto.ec2.exceptions import EC2ClientError
 
 _LISTED_NAME = re.compile(r"<li>\s*<p>\s*<code>([^<]+)</code>")
@@ -25,7 +25,9 @@ _ANY_TAG = {"tag", "tag:&lt;key&gt;"}
 @cache
 def documented(action: str) -> frozenset[str] | None:
     """The filter names EC2's API reference lists for `action`; None when it lists none."""
-    model = botocore.session.get_session().get_service_model("ec2")
+    # moto's own EC2 model (loaded once per process, the one moto parses requests with): a new
+    # botocore session per action would list every service's directory and build the model again.
+    model = get_service_model("ec2")
     try:
         shape = model.operation_model(action).input_shape
     except OperationNotFoundError:
