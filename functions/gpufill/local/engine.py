@@ -231,7 +231,6 @@ class LocalEngine:
         self._elapsed = 0.0
         self._scheduled: list[tuple[float, int, Callable[[], None]]] = []
         self._clock_lock = threading.RLock()
-        self._delivery_lock = threading.Lock()
         # EC2's events put on a default bus, and what each scheduled interruption did.
         self.events_sent: list[dict] = []
         self.event_deliveries: list[dict] = []
@@ -381,19 +380,10 @@ class LocalEngine:
         deployment = Deployment(env)
         self.deployments[env] = deployment
         deployment.approval_topic_arn = self.client("sns").create_topic(Name=approval_topic_name(env))["TopicArn"]
-        lam = self.client("lambda")
         for placeholder, handler in constants.LAMBDA_TASKS.items():
-            deployment.function_arns[placeholder] = lam.create_function(
-                FunctionName=function_name(env, placeholder.removesuffix("FunctionArn")),
-                Runtime="python3.12",
-                Role=self._role,
-                Handler=handler,
-                Code={"ZipFile": _empty_zip()},
-                Architectures=["arm64"],
-                MemorySize=256,
-                Timeout=60,
-                Environment={"Variables": deployment.environment},
-            )["FunctionArn"]
+            deployment.function_arns[placeholder] = self._create_function(
+                function_name(env, placeholder.removesuffix("FunctionArn")), handler, deployment.environment
+            )
         self.client("s3").create_bucket(Bucket=variables[constants.ENV_STARTUP_BUCKET])
         ddb = self.client("dynamodb")
         ddb.create_table(
@@ -431,23 +421,25 @@ class LocalEngine:
         self._deploy_event_functions(deployment)
         return deployment
 
+    def _create_function(self, name: str, handler: str, variables: dict[str, str]) -> str:
+        """A function as the CDK app deploys it (arm64, 256 MB, 60 s); its code runs in-process."""
+        return self.client("lambda").create_function(
+            FunctionName=name,
+            Runtime="python3.12",
+            Role=self._role,
+            Handler=handler,
+            Code={"ZipFile": _empty_zip()},
+            Architectures=["arm64"],
+            MemorySize=256,
+            Timeout=60,
+            Environment={"Variables": variables},
+        )["FunctionArn"]
+
     def _deploy_event_functions(self, deployment: Deployment) -> None:
         """StartRefill (it may start runs of this deployment's state machine) and the rules that invoke it."""
-        lam = self.client("lambda")
         variables = {**deployment.environment, constants.ENV_STATE_MACHINE_ARN: deployment.state_machine_arn}
         for name, handler in constants.EVENT_FUNCTIONS.items():
-            arn = lam.create_function(
-                FunctionName=function_name(deployment.env, name),
-                Runtime="python3.12",
-                Role=self._role,
-                Handler=handler,
-                Code={"ZipFile": _empty_zip()},
-                Architectures=["arm64"],
-                MemorySize=256,
-                Timeout=60,
-                Environment={"Variables": variables},
-            )["FunctionArn"]
-            deployment.function_arns[name] = arn
+            deployment.function_arns[name] = self._create_function(function_name(deployment.env, name), handler, variables)
         interruptions.deploy_rules(self, deployment, deployment.function_arns["StartRefill"])
 
     def _invoke_async(self, function_arn: str, event: dict) -> None:
