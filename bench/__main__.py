@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench import analysis, plot, report
-from bench.generate import DEFAULT_SCENARIOS, DEFAULT_SEED, all_cases
+from bench import analysis, leak, plot, report
+from bench.generate import DEFAULT_SCENARIOS, DEFAULT_SCORE_NOISE, DEFAULT_SEED, all_cases
 from bench.outcome import Outcome
 from bench.runner import run_all
 from bench.tables import as_text, calls_table, summary_table
@@ -34,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"market generator seed (default {DEFAULT_SEED})")
     parser.add_argument("--scenarios", type=int, default=DEFAULT_SCENARIOS, help="generated markets (default %(default)s)")
+    parser.add_argument(
+        "--score-noise", type=float, default=DEFAULT_SCORE_NOISE, help="placement score error, in doublings (default %(default)s)"
+    )
     parser.add_argument("--no-examples", action="store_true", help="leave out the markets in examples/")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), help="engine processes (default %(default)s)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where report.md, scarcity.png and outcomes.json go")
@@ -43,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     started = time.monotonic()
-    cases = all_cases(args.seed, args.scenarios, with_examples=not args.no_examples)
+    cases = all_cases(args.seed, args.scenarios, with_examples=not args.no_examples, score_noise=args.score_noise)
     generated = {c.name for c in cases if c.source == "generated"}
     engine_runs = 2 * len(cases)
     done = 0
@@ -74,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     print(as_text(*calls_table(rows)))
     print(f"\nAggregate over the {len(generated)} generated markets\n")
     print(as_text(*summary_table(analysis.aggregate(gen_rows))))
+    gen_cases = [c for c in cases if c.name in generated]
+    print(
+        f"\nWhat the public signals give away (AUC for 'pool has capacity', 0.5 = none): placement score "
+        f"{leak.score_auc(gen_cases):.2f} as generated, {leak.score_auc(gen_cases, as_returned=True):.2f} as "
+        f"returned (cap, top 10); Spot Advisor tier {leak.advisor_auc(gen_cases):.2f}"
+    )
     print("\nTargets (generated set)\n")
     for verdict in judge(gen_rows):
         print(f"  {verdict.word:6}  {verdict.target}: {verdict.margin}")
