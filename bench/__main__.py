@@ -12,7 +12,8 @@ from pathlib import Path
 from bench import analysis, leak, plot, report
 from bench.generate import DEFAULT_SCENARIOS, DEFAULT_SCORE_NOISE, DEFAULT_SEED, all_cases
 from bench.outcome import Outcome
-from bench.runner import run_all
+from bench.engine_runs import ENGINE_STRATEGIES
+from bench.runner import SIMULATORS, run_all
 from bench.tables import as_text, calls_table, summary_table
 from bench.targets import judge
 
@@ -20,10 +21,16 @@ RESULTS = Path(__file__).parent / "results"
 
 
 def _saved_outcomes(path: Path, seed: int, cases) -> dict:
+    """The state-machine runs from `path`; the simulators run again (they take no time and see the same market)."""
     saved = json.loads(path.read_text())
     if saved["seed"] != seed:
         raise SystemExit(f"{path} holds seed {saved['seed']}, not {seed}")
-    outcomes = {(o["case"], o["strategy"]): Outcome(**o) for o in saved["outcomes"]}
+    outcomes = {
+        (o["case"], o["strategy"]): Outcome(**o) for o in saved["outcomes"] if o["strategy"] in ENGINE_STRATEGIES
+    }
+    for case in cases:
+        for strategy, simulate in SIMULATORS.items():
+            outcomes[(case.name, strategy)] = simulate(case)
     missing = [c.name for c in cases if (c.name, "gpufill") not in outcomes]
     if missing:
         raise SystemExit(f"{path} has no outcomes for {', '.join(missing)}")

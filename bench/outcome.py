@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-STRATEGIES = ("broker", "classic", "gpufill", "oracle")
-SIMULATED = frozenset({"broker", "oracle"})  # policy-level simulators; the others run the state machine
+STRATEGIES = ("broker", "karpenter", "classic", "gpufill", "oracle")
+SIMULATED = frozenset({"broker", "karpenter", "oracle"})
+LAUNCH_APIS = ("RunInstances", "CreateFleet")  # policy-level simulators; the others run the state machine
 
 
 @dataclass
@@ -32,6 +33,11 @@ class Outcome:
     @property
     def simulated(self) -> bool:
         return self.strategy in SIMULATED
+
+    @property
+    def launch_calls(self) -> int:
+        """Launch calls of any kind: RunInstances, and CreateFleet (one fleet call counts 1)."""
+        return self.run_instances + self.ec2_by_api.get("CreateFleet", 0)
 
     @property
     def fill(self) -> float:

@@ -17,21 +17,25 @@ HOW = """\
 
 | strategy | runs on | what it does |
 | --- | --- | --- |
-| `broker` | simulator | the single-instance spot broker: regions by the classic score, one RunInstances for one instance with no AZ named (it succeeds when any AZ of the region has capacity; the simulation places it in the cheapest such AZ), repeated per instance with no memory between instances, no batching; stops when an instance fails everywhere |
+| `broker` | simulator | a spot broker: regions (then types) by the classic score, one RunInstances with no AZ named for the whole remaining count (MinCount 1, MaxCount capped at the spot quota it can read); EC2 puts it in one AZ of the default VPC (the model: the AZ that can launch the most) or fails; a region that launched is asked again, one that failed is remembered and never asked again |
+| `karpenter` | simulator | Karpenter's launch: per region by the classic score, one CreateFleet (instant, spot, price-capacity-optimized) for the whole remaining count over every acceptable (AZ, type) override, partial fulfilment, an ICE cache of the overrides that answered InsufficientInstanceCapacity |
 | `classic` | state machine | probe-and-fill as first described: `launch_mode: exact`, batch 4 halving on capacity, AZ rotation, region fallback, classic scoring{classic_scoring} |
 | `gpufill` | state machine | the project's defaults ({defaults}) |
-| `oracle` | simulator | knows every capacity: the cheapest feasible fill, each pool asked once for exactly what it gives — the fewest calls that reach that fill, a lower bound |
+| `oracle` | simulator | knows every capacity: a lower bound on launch calls of any kind (the fewest regions whose capacity, within the quota, holds the most the market allows: one fleet call each) next to the cheapest feasible fill's $/h; the two need not be reachable together |
 
 `classic` and `gpufill` run `statemachine/provisioner.asl.json` on the local engine (moto), a fresh
 simulated account per run, so state transitions, Lambda invocations and EC2 calls are real counts
 (and every run starts with nothing remembered from another run).
-`broker` and `oracle` are policy-level simulators over the same market model (`bench/market.py`);
-they have no state machine, so their transitions, invocations and orchestration cost are `—`.
+`broker`, `karpenter` and `oracle` are policy-level simulators over the same market model
+(`bench/market.py`); `broker` and `karpenter` are given only the public view (`PublicView`: zones,
+prices, tiers, quotas; no capacity) and a simulated EC2 client. They have no state machine, so their
+transitions, invocations and orchestration cost are `—`.
 
 How each figure is made:
 - **fill**: launched ÷ requested.
-- **RunInstances / EC2 calls**: every call the run made (scoring calls included; the broker scores each
-  region with two calls like gpufill; the oracle needs none).
+- **launch calls / EC2 calls**: launch calls are RunInstances plus CreateFleet (a fleet call counts 1);
+  EC2 calls are every call the run made (scoring included; the broker and karpenter score each region
+  with two calls like gpufill; the oracle needs none).
 - **orchestration $**: state transitions at the Standard workflow price, plus Lambda requests and
   duration (each invocation billed for its modelled seconds at the deployed memory); prices and
   their source in `bench/prices.json`.
@@ -41,10 +45,11 @@ How each figure is made:
   (per-API latency, per-transition and per-invocation overhead, a Map costs its slowest branch).
   The simulators pay the same per-call latencies, one call after another. Wait states (instances
   booting) are left out: they are not time spent finding capacity, and the simulators have none.
-- The oracle bounds the calls that reach the *cheapest* fill; a strategy that settles for a pricier
-  fleet can make fewer calls than it (a ratio below 1).
-- Spot placement scores in the generated markets follow each AZ's and region's capacity relative
-  to the request, off by up to 2 and now and then any value (`bench/generate.py`): a hint, as EC2's are.
+- The oracle's call count is a true lower bound: no strategy that launches as many makes fewer.
+  CreateFleet is given RunInstances' modelled latency (the latency model has no figure for it).
+- Spot placement scores in the generated markets are noisy estimates (`score_noise` doublings of
+  capacity per request) and the Spot Advisor tier buckets an interruption rate drawn apart from
+  capacity (`bench/generate.py`); `bench/leak.py` measures what each gives away (AUC).
 - Ratios are per case, then the median; a ratio against 0 (the oracle on a sold-out market) is `—`.
 """
 
@@ -101,9 +106,9 @@ def render(rows: list[Row], *, seed: int, generated_names: set[str], sources: di
         "",
         as_markdown(*tier_table(generated)),
         "",
-        "![RunInstances calls and modelled time against scarcity](scarcity.png)",
+        "![Launch calls and modelled time against scarcity](scarcity.png)",
         "",
-        "## RunInstances per case",
+        "## Launch calls per case",
         "",
         "Calls per strategy; the fill follows in brackets when it is short of the request.",
         "",

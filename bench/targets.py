@@ -60,15 +60,15 @@ def fewer_calls_than_classic(rows: list[Row]) -> Verdict:
     pairs = [(g, c) for g, c in _pairs(rows) if g.case.count >= 4]
     if not pairs:
         return _unjudged("fewer RunInstances than classic on every scenario with count ≥ 4")
-    not_fewer = [(g, c) for g, c in pairs if g.outcome.run_instances >= c.outcome.run_instances]
-    equal = sum(1 for g, c in not_fewer if g.outcome.run_instances == c.outcome.run_instances)
+    not_fewer = [(g, c) for g, c in pairs if g.outcome.launch_calls >= c.outcome.launch_calls]
+    equal = sum(1 for g, c in not_fewer if g.outcome.launch_calls == c.outcome.launch_calls)
     misses = [
-        f"{g.case.name}: gpufill {g.outcome.run_instances}, classic {c.outcome.run_instances} RunInstances"
+        f"{g.case.name}: gpufill {g.outcome.launch_calls}, classic {c.outcome.launch_calls} RunInstances"
         for g, c in not_fewer
     ]
     fewer = len(pairs) - len(not_fewer)
     if not_fewer:
-        worst = max(g.outcome.run_instances - c.outcome.run_instances for g, c in not_fewer)
+        worst = max(g.outcome.launch_calls - c.outcome.launch_calls for g, c in not_fewer)
         margin = (
             f"fewer on {fewer} of {len(pairs)} cases; equal on {equal}, more on {len(not_fewer) - equal}"
             + (f" (by up to {worst} calls)" if worst > 0 else "")
@@ -88,7 +88,7 @@ def near_oracle_calls(rows: list[Row]) -> Verdict:
         f"over by {over:.0%}" if over > EPSILON else f"under by {-over:.0%}"
     )
     misses = [
-        f"{r.case.name}: {r.outcome.run_instances} vs oracle {r.oracle.run_instances} ({r.calls_vs_oracle:.2f}×)"
+        f"{r.case.name}: {r.outcome.launch_calls} vs oracle {r.oracle.launch_calls} ({r.calls_vs_oracle:.2f}×)"
         for r in sorted(mine, key=lambda r: -r.calls_vs_oracle)
         if r.calls_vs_oracle > CALLS_VS_ORACLE
     ]
