@@ -111,6 +111,6 @@ def notes(verdicts: list[Verdict], rows: list[Row]) -> list[str]:
             continue
         if "count ≥ 4" in target:
             found.extend(not_fewer_calls(rows))
-        elif "$/h" in target:
+        elif target.startswith("fleet $/h"):
             found.append(pricier_regions(rows))
     return found

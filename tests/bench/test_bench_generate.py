@@ -71,3 +71,11 @@ def test_auc_counts_ties_as_half():
     assert leak.auc([1, 2, 3], [False, True, True]) == 1.0
     assert leak.auc([2, 2], [False, True]) == 0.5
     assert leak.auc([1], [True]) is None
+
+
+def test_spread_gives_the_median_quartiles_and_range():
+    from bench.pooled import spread
+
+    s = spread([5, 1, 4, 2, 3, None])
+    assert (s.n, s.median, s.q1, s.q3, s.low, s.high) == (5, 3, 2, 4, 1, 5)
+    assert spread([7]).q1 == spread([7]).q3 == 7 and spread([None]) is None
