@@ -24,6 +24,7 @@ class Outcome:
     transitions: int | None = None
     lambda_invocations: int | None = None
     orchestration_usd: float | None = None
+    history_events: int | None = None  # the execution's history (Step Functions caps one at 25,000)
     # RunInstances answers by outcome ("launched", "capacity", "quota", ...), and how many launched a full batch.
     answers: dict[str, int] = field(default_factory=dict)
     full_batches: int = 0

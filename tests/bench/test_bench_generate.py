@@ -79,3 +79,16 @@ def test_spread_gives_the_median_quartiles_and_range():
     s = spread([5, 1, 4, 2, 3, None])
     assert (s.n, s.median, s.q1, s.q3, s.low, s.high) == (5, 3, 2, 4, 1, 5)
     assert spread([7]).q1 == spread([7]).q3 == 7 and spread([None]) is None
+
+
+def test_scaling_points_are_valid_markets_one_axis_at_a_time():
+    from bench.scaling import AXES, BASE, points, scaling_case
+
+    for axis, p in points():
+        assert {k for k in p if p[k] != BASE[k]} <= {axis}
+        case = scaling_case(p["count"], p["regions"], p["types"])
+        MarketScenario.model_validate(case.scenario)
+        Request.model_validate(case.request)
+        assert len(case.regions()) == p["regions"] and len(case.instance_types()) == p["types"]
+        assert not any("quota" in m for m in case.scenario["regions"].values())
+    assert len(points()) == sum(len(v) for v in AXES.values())
