@@ -18,7 +18,7 @@ from bench.tables import tier_series  # noqa: E402
 STYLE = {"broker": ("tab:gray", "s"), "karpenter": ("tab:purple", "v"), "classic": ("tab:orange", "^"), "gpufill": ("tab:blue", "o"), "oracle": ("tab:green", "D")}
 
 
-def draw(rows: list[Row], path: Path, label: str) -> None:
+def draw(rows: list[Row], path: Path, caption: str) -> None:
     tiers = [t for t in TIERS if any(r.case.tier == t for r in rows)]
     shares = [median(r.case.sold_out_share for r in rows if r.case.tier == t) for t in tiers]
     labels = [f"{t}\n({s:.0%} sold out)" for t, s in zip(tiers, shares)]
@@ -38,7 +38,7 @@ def draw(rows: list[Row], path: Path, label: str) -> None:
         axis.grid(True, which="both", alpha=0.3)
         axis.tick_params(axis="x", labelsize=8)
     axes[0].legend()
-    figure.suptitle(f"gpufill scarcity benchmark: requests of 1, 4, 16 and 64 ({label})")
+    figure.suptitle(f"gpufill scarcity benchmark: requests of 1, 4, 16 and 64 ({caption})")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110, metadata={"Software": None})
