@@ -86,7 +86,7 @@ def render(rows: list[Row], *, seed: int, generated_names: set[str], sources: di
         "",
         f"Seed {seed}: {len(generated_names)} generated markets and {len({r.case.name for r in rows}) - len(generated_names)} "
         f"hand-written ones from `examples/`, each met by {len(STRATEGIES)} strategies. Reproduce with "
-        f"`make bench` (or `python -m bench --seed {seed}`); the same seed gives the same report.",
+        f"`python -m bench --seed {seed} --seeds 1` (`make bench` runs it with four more seeds); the same seed gives the same report.",
         "",
         "## Targets (judged on this seed's generated set)",
         "",

@@ -94,7 +94,7 @@ def near_oracle_calls(rows: list[Row]) -> Verdict:
     over = value / CALLS_VS_ORACLE - 1
     margin = f"{value:.2f}× against {CALLS_VS_ORACLE}×: " + (
         f"over by {over:.0%}" if over > EPSILON else f"under by {-over:.0%}"
-    )
+    ) + " (per count bucket: " + ", ".join(near_lower_bound_by_bucket(rows)) + ")"
     misses = [
         f"{r.case.name}: {r.outcome.launch_calls} vs bound {r.oracle.launch_calls} ({r.calls_vs_oracle:.2f}×)"
         for r in sorted(mine, key=lambda r: -r.calls_vs_oracle)
