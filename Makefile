@@ -18,7 +18,7 @@ test: setup lint-asl
 test-all: setup lint-asl
 	$(PY) -m pytest
 
-# Five seeds of 20 generated markets plus examples/ (about 12 minutes on 2 cores): pooled figures with their spread.
+# Five seeds of 20 generated markets plus examples/ (about 20 minutes on 2 shared cores): pooled figures with their spread.
 bench: $(PY_STAMP)
 	$(PY) -m bench
 
