@@ -6,7 +6,7 @@ PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: demo test test-all bench bench-engine setup lint-asl clean mutation
+.PHONY: demo test test-all bench bench-quick bench-engine setup lint-asl clean mutation
 
 demo: $(PY_STAMP)
 	$(VENV)/bin/gpufill simulate examples/requests/provision-spot.json --market examples/markets/first-az-sold-out.json
@@ -18,8 +18,13 @@ test: setup lint-asl
 test-all: setup lint-asl
 	$(PY) -m pytest
 
+# Five seeds of 20 generated markets plus examples/ (about 20 minutes on 2 shared cores): pooled figures with their spread.
 bench: $(PY_STAMP)
 	$(PY) -m bench
+
+# CI-sized: two seeds, one market per request size, no examples (about a minute); writes to a scratch directory.
+bench-quick: $(PY_STAMP)
+	$(PY) -m bench --quick --out $${TMPDIR:-/tmp}/gpufill-bench-quick
 
 # The local engine's speed on `make demo`'s run, against a worktree of BASE (default: the merge-base with main).
 bench-engine: $(PY_STAMP)

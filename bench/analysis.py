@@ -27,11 +27,11 @@ class Row:
 
     @property
     def calls_vs_oracle(self) -> float | None:
-        return ratio(self.outcome.run_instances, self.oracle.run_instances)
+        return ratio(self.outcome.launch_calls, self.oracle.launch_calls)
 
     @property
     def calls_vs_classic(self) -> float | None:
-        return ratio(self.outcome.run_instances, self.classic.run_instances)
+        return ratio(self.outcome.launch_calls, self.classic.launch_calls)
 
     @property
     def time_vs_oracle(self) -> float | None:
@@ -76,7 +76,7 @@ def aggregate(all_rows: list[Row]) -> dict[str, dict]:
             "cases": len(mine),
             "mean_fill": mean(o.fill for o in outs) if outs else None,
             "min_fill": min((o.fill for o in outs), default=None),
-            "run_instances": _total(o.run_instances for o in outs),
+            "run_instances": _total(o.launch_calls for o in outs),
             "calls_vs_oracle": _median(r.calls_vs_oracle for r in mine),
             "calls_vs_classic": _median(r.calls_vs_classic for r in mine),
             "ec2_calls": _total(o.ec2_calls for o in outs),

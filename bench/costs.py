@@ -37,3 +37,10 @@ def orchestration_usd(transitions: int, invocations: list[Invocation]) -> float:
         + len(invocations) * lam["usd_per_request"]
         + gb_seconds * lam["usd_per_gb_second"]
     )
+
+
+def fleet_seconds() -> float:
+    """One CreateFleet (instant). The latency model has no figure for it; it is given RunInstances'
+    time, which if anything flatters the fleet (an instant fleet waits on every pool it tries)."""
+    table = LATENCY_MODEL["api_seconds"]
+    return table.get("ec2:CreateFleet", table["ec2:RunInstances"])

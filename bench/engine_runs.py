@@ -71,6 +71,7 @@ def run(case: Case, strategy: str) -> Outcome:
         transitions=metrics["state_transitions"],
         lambda_invocations=metrics["lambda_invocations"],
         orchestration_usd=orchestration_usd(metrics["state_transitions"], invocations),
+        history_events=metrics.get("history_events"),
         answers=dict(Counter(a["outcome"] for a in attempts)),
         ec2_by_api=dict(metrics["ec2_calls"]),
         regions_used=list(dict.fromkeys(i["region"] for i in result.get("instances") or [])),

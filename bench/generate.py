@@ -4,14 +4,24 @@ A generated market has 5-8 real regions with the AZ letters EC2 (and moto) knows
 3-6 AZs each where the region has that many, and capacity spread unevenly: some
 regions dry, some AZs deep, others empty. Scarcity runs from plenty to nearly sold
 out, requests ask for 1, 4, 16 or 64 instances, and some regions carry a spot vCPU
-quota. Spot placement scores, per region and per AZ, follow capacity with noise, as
-EC2's own estimates do. The same seed always gives the same cases.
+quota. The same seed always gives the same cases.
+
+What a strategy can learn about a market is what AWS tells it, and no more:
+
+- Spot placement scores are *estimates*: a noisy guess (noise ``score_noise``, in
+  doublings of capacity, default DEFAULT_SCORE_NOISE) at how far a pool's capacity
+  covers the request, so a score tells an open pool from an empty one only loosely
+  (bench.leak measures how loosely). The engine then caps them low when fewer than
+  three types are asked for and returns the top 10 only, as GetSpotPlacementScores does.
+- The Spot Advisor tier is the bucket of a (region, type)'s *interruption* rate, drawn
+  from a stream of its own: it says nothing about capacity.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 from pathlib import Path
 
@@ -54,22 +64,33 @@ SCARCITY = {
 }
 DEPTH_FLOOR = 8
 QUOTA_CHANCE = 0.3
-SCORE_MISLEADS = 0.15
+# One standard deviation of a placement score's error, in doublings of (1 + capacity / count):
+# at 1.0 an estimate is off by a factor of about two as often as not. AWS publishes no accuracy
+# for its scores; this default keeps them informative but far from an oracle (AUC ~0.65).
+DEFAULT_SCORE_NOISE = 1.0
+# The Spot Advisor's interruption buckets (<5 %, 5-10 %, 10-15 %, 15-20 %, >20 %).
+ADVISOR_BUCKETS = (0.05, 0.10, 0.15, 0.20)
 QUOTA_VCPUS = (8, 16, 32, 64, 128)
 
 
-def generated(seed: int = DEFAULT_SEED, scenarios: int = DEFAULT_SCENARIOS) -> list[Case]:
+def generated(
+    seed: int = DEFAULT_SEED, scenarios: int = DEFAULT_SCENARIOS, score_noise: float = DEFAULT_SCORE_NOISE
+) -> list[Case]:
     """Tiers cycle fastest and counts next, so 20 cases cover every (tier, count) once."""
     rng = random.Random(seed)
     cases = []
     for index in range(scenarios):
         tier = TIERS[index % len(TIERS)]
         count = COUNTS[(index // len(TIERS)) % len(COUNTS)]
-        cases.append(_case(rng, index, tier, count))
+        # Interruption rates come from a stream of their own, so the advisor tier cannot follow capacity.
+        advisor_rng = random.Random(f"advisor-{seed}-{index}")
+        cases.append(_case(rng, advisor_rng, index, tier, count, score_noise))
     return cases
 
 
-def _case(rng: random.Random, index: int, tier: str, count: int) -> Case:
+def _case(
+    rng: random.Random, advisor_rng: random.Random, index: int, tier: str, count: int, score_noise: float
+) -> Case:
     regions = sorted(rng.sample(sorted(REGION_ZONES), rng.randint(5, 8)))
     types = [PRIMARY_TYPE, SECOND_TYPE] if rng.random() < 0.3 else [PRIMARY_TYPE]
     sold_out, depth = SCARCITY[tier]
@@ -78,8 +99,9 @@ def _case(rng: random.Random, index: int, tier: str, count: int) -> Case:
     # instance holds more than a handful of them.
     _spread(rng, pools, total=max(1, round(max(count, DEPTH_FLOOR) * depth * rng.uniform(0.7, 1.3))))
     scenario = {"description": f"{tier}: {count} x {'/'.join(types)} over {len(regions)} regions", "regions": {}}
+    interruption = {r: {t: round(advisor_rng.betavariate(1.2, 8.0), 4) for t in types} for r in regions}
     for region in regions:
-        market = _region(rng, region, types, pools, count)
+        market = _region(rng, region, types, pools, count, score_noise, interruption[region])
         scenario["regions"][region] = market
     request = {
         "action": "provision",
@@ -90,7 +112,13 @@ def _case(rng: random.Random, index: int, tier: str, count: int) -> Case:
         "origin_region": ORIGIN,
     }
     slug = tier.replace(" ", "-")
-    return Case(name=f"g{index:02d}-{slug}-n{count}", scenario=scenario, request=request, tier=tier)
+    return Case(
+        name=f"g{index:02d}-{slug}-n{count}",
+        scenario=scenario,
+        request=request,
+        tier=tier,
+        notes={"interruption_rate": interruption, "score_noise": score_noise},
+    )
 
 
 def _pools(rng: random.Random, regions: list[str], types: list[str], sold_out: float) -> dict:
@@ -123,12 +151,14 @@ def _spread(rng: random.Random, pools: dict, total: int) -> None:
         pools[key]["spot"] = max(1, round(weight * scale))
 
 
-def _region(rng: random.Random, region: str, types: list[str], pools: dict, count: int) -> dict:
+def _region(
+    rng: random.Random, region: str, types: list[str], pools: dict, count: int, noise: float, interruption: dict
+) -> dict:
     mine = {key: pool for key, pool in pools.items() if key[0] == region}
     market: dict = {
-        "advisor_tier": {t: rng.randint(0, 4) for t in types},
+        "advisor_tier": {t: advisor_tier(interruption[t]) for t in types},
         "placement_score": {
-            t: placement_score(rng, sum(p["spot"] for k, p in mine.items() if k[2] == t), count) for t in types
+            t: placement_score(rng, sum(p["spot"] for k, p in mine.items() if k[2] == t), count, noise) for t in types
         },
         "zones": {},
     }
@@ -138,23 +168,27 @@ def _region(rng: random.Random, region: str, types: list[str], pools: dict, coun
         market["zones"].setdefault(zone, {})[itype] = {
             "spot_price": pool["price"],
             "spot": pool["spot"],
-            "placement_score": placement_score(rng, pool["spot"], count),
+            "placement_score": placement_score(rng, pool["spot"], count, noise),
         }
     return market
 
 
-def placement_score(rng: random.Random, capacity: int, count: int) -> int:
+def placement_score(rng: random.Random, capacity: int, count: int, noise: float = DEFAULT_SCORE_NOISE) -> int:
     """A spot placement score (1-10) for a request of `count` where `capacity` is left.
 
-    EC2's scores estimate how likely a request of that size succeeds, so they follow
-    capacity relative to the request; they are estimates, not counts, so each is off
-    by up to 2, and now and then (SCORE_MISLEADS) it is any value at all.
+    EC2's score estimates how likely a request of that size is to succeed, from its own
+    view of the pool (other accounts' demand, capacity it may free, a snapshot that lags),
+    not from the count a launch will meet. So the score follows log2(1 + capacity / count)
+    with a gaussian error of `noise` doublings: an empty pool scores 2 on average, one
+    that holds the request 4-5, one that holds it eight times over 9.
     """
-    if rng.random() < SCORE_MISLEADS:
-        return rng.randint(1, 10)
-    share = capacity / count
-    base = 1 if capacity == 0 else 4 if share < 0.25 else 6 if share < 1 else 9
-    return max(1, min(10, base + rng.randint(-2, 2)))
+    estimate = math.log2(1 + capacity / count) + rng.gauss(0.0, noise)
+    return max(1, min(10, round(2 + 2.3 * estimate)))
+
+
+def advisor_tier(interruption_rate: float) -> int:
+    """The Spot Advisor's bucket (0: <5 % ... 4: >20 %) of a monthly interruption rate."""
+    return sum(1 for edge in ADVISOR_BUCKETS if interruption_rate >= edge)
 
 
 def examples() -> list[Case]:
@@ -178,8 +212,13 @@ def examples() -> list[Case]:
     return cases
 
 
-def all_cases(seed: int = DEFAULT_SEED, scenarios: int = DEFAULT_SCENARIOS, with_examples: bool = True) -> list[Case]:
-    return generated(seed, scenarios) + (examples() if with_examples else [])
+def all_cases(
+    seed: int = DEFAULT_SEED,
+    scenarios: int = DEFAULT_SCENARIOS,
+    with_examples: bool = True,
+    score_noise: float = DEFAULT_SCORE_NOISE,
+) -> list[Case]:
+    return generated(seed, scenarios, score_noise) + (examples() if with_examples else [])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -187,10 +226,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.generate", description=main.__doc__)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--scenarios", type=int, default=DEFAULT_SCENARIOS)
+    parser.add_argument("--score-noise", type=float, default=DEFAULT_SCORE_NOISE)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    for case in generated(args.seed, args.scenarios):
+    for case in generated(args.seed, args.scenarios, args.score_noise):
         (args.out / f"{case.name}.market.json").write_text(json.dumps(case.scenario, indent=2) + "\n")
         (args.out / f"{case.name}.request.json").write_text(json.dumps(case.request, indent=2) + "\n")
     print(f"wrote {args.scenarios} cases to {args.out}")

@@ -106,3 +106,131 @@ class SpotMarket:
 
     def pools_of(self, region: str, instance_type: str) -> list[SpotPool]:
         return [p for p in self.pools if p.region == region and p.instance_type == instance_type]
+
+
+# --- what a strategy may see and call ------------------------------------------------------------
+
+# Fields of a zone's stock that only EC2 knows: how much is left, and what happens to a launch.
+HIDDEN_FIELDS = ("spot", "on_demand", "reclaimed_at_launch", "cluster", "startup")
+
+
+def public_scenario(scenario: dict) -> dict:
+    """The scenario with every hidden field of every zone's stock taken out: prices, tiers and scores stay."""
+    regions = {}
+    for region, market in scenario.get("regions", {}).items():
+        zones = {
+            zone: {t: {k: v for k, v in stock.items() if k not in HIDDEN_FIELDS} for t, stock in types.items()}
+            for zone, types in market.get("zones", {}).items()
+        }
+        regions[region] = {**{k: v for k, v in market.items() if k != "zones"}, "zones": zones}
+    return {"regions": regions}
+
+
+class PublicView:
+    """What AWS tells any account about a case's market: offered zones and types, spot prices,
+    Spot Advisor tiers, placement scores as returned, and the account's spot quotas. No capacity:
+    the simulated strategies are given this and an Ec2 client, never the SpotMarket."""
+
+    def __init__(self, case: Case):
+        self.count = case.count
+        self.types = case.instance_types()
+        self.scenario = public_scenario(case.scenario)
+        self.regions = [r for r in case.regions() if r in self.scenario["regions"]]
+        public_case = Case(name=case.name, scenario=self.scenario, request=case.request, tier=case.tier)
+        self._market = SpotMarket(public_case)  # built from the public scenario: every capacity reads 0
+
+    def offers(self, region: str, instance_type: str) -> list[tuple[str, float]]:
+        """(zone, spot price) where the region offers the type."""
+        return [(p.zone, p.price) for p in self._market.pools_of(region, instance_type)]
+
+    def quota_vcpus(self, region: str) -> int | None:
+        return self._market.quota_vcpus.get(region)
+
+    def classic_order(self) -> list[tuple[str, str]]:
+        return self._market.classic_order()
+
+
+@dataclass
+class Launched:
+    """One launch call's answer: instances by (zone, type), and the pools that answered with an error."""
+
+    instances: dict[tuple[str, str], int]
+    errors: dict[tuple[str, str], str]
+    price: float
+
+    @property
+    def count(self) -> int:
+        return sum(self.instances.values())
+
+
+class Ec2:
+    """The launch APIs a simulated strategy calls, answered from the hidden market; each call is counted."""
+
+    def __init__(self, case: Case):
+        self.__market = SpotMarket(case)
+        self.calls: dict[str, int] = {}
+
+    def _count(self, api: str) -> None:
+        self.calls[api] = self.calls.get(api, 0) + 1
+
+    def _room(self, region: str, vcpus: int) -> int:
+        return self.__market.quota_room(region, vcpus)
+
+    def run_instances(self, region: str, instance_type: str, max_count: int, min_count: int = 1) -> Launched:
+        """RunInstances with no subnet named: EC2 uses a default subnet of the default VPC, so one AZ.
+
+        EC2 does not document how it picks that AZ; the model gives the caller its best case,
+        the AZ that can launch the most (the cheapest among equals). MaxCount past the region's
+        spot vCPU quota fails on quota, as the local engine's market answers; fewer than
+        MinCount available anywhere fails on capacity.
+        """
+        self._count("RunInstances")
+        market = self.__market
+        pools = market.pools_of(region, instance_type)
+        if not pools:
+            return Launched({}, {(region, instance_type): "unsupported"}, 0.0)
+        if max_count > market.quota_room(region, pools[0].vcpus):
+            return Launched({}, {(region, instance_type): "quota"}, 0.0)
+        best = min(pools, key=lambda p: (-market.left[p], p.price, p.zone))
+        take = min(max_count, market.left[best])
+        if take < min_count:
+            return Launched({}, {(region, instance_type): "capacity"}, 0.0)
+        market.take(best, take)
+        return Launched({(best.zone, instance_type): take}, {}, round(take * best.price, 4))
+
+    def create_fleet(self, region: str, overrides: list[tuple[str, str]], target: int) -> Launched:
+        """CreateFleet, type instant, spot, price-capacity-optimized, one override per (zone, type).
+
+        EC2 first looks at the pools that can hold the whole target and takes the cheapest of
+        them; when none can, it takes the deepest pools first (most capacity available for the
+        number launching) until the target is met or the overrides are spent. The fleet launches
+        what it can (partial fulfilment) up to the region's spot vCPU quota, and lists an
+        InsufficientInstanceCapacity error for every override it found empty (or emptied, when it
+        falls short of the target).
+        """
+        self._count("CreateFleet")
+        market = self.__market
+        pools = [p for p in market.pools if p.region == region and (p.zone, p.instance_type) in set(overrides)]
+        instances: dict[tuple[str, str], int] = {}
+        errors = {(p.zone, p.instance_type): "capacity" for p in pools if market.left[p] == 0}
+        price, wanted = 0.0, target
+        whole = sorted((p for p in pools if market.left[p] >= wanted), key=lambda p: (p.price, p.zone, p.instance_type))
+        ranked = whole[:1] + sorted(
+            (p for p in pools if 0 < market.left[p] < wanted), key=lambda p: (-market.left[p], p.price, p.zone)
+        )
+        for pool in ranked:
+            room = market.quota_room(region, pool.vcpus)
+            take = min(wanted, market.left[pool], room)
+            if room == 0:
+                errors[(pool.zone, pool.instance_type)] = "quota"
+                continue
+            if take > 0:
+                market.take(pool, take)
+                instances[(pool.zone, pool.instance_type)] = take
+                price += take * pool.price
+                wanted -= take
+            if wanted == 0:
+                break
+        if wanted:  # short of the target: every override now empty answered with an error
+            errors.update({(p.zone, p.instance_type): "capacity" for p in pools if market.left[p] == 0})
+        return Launched(instances, errors, round(price, 4))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-STRATEGIES = ("broker", "classic", "gpufill", "oracle")
-SIMULATED = frozenset({"broker", "oracle"})  # policy-level simulators; the others run the state machine
+STRATEGIES = ("broker", "karpenter", "classic", "gpufill", "oracle")
+SIMULATED = frozenset({"broker", "karpenter", "oracle"})
+LAUNCH_APIS = ("RunInstances", "CreateFleet")  # policy-level simulators; the others run the state machine
 
 
 @dataclass
@@ -23,6 +24,7 @@ class Outcome:
     transitions: int | None = None
     lambda_invocations: int | None = None
     orchestration_usd: float | None = None
+    history_events: int | None = None  # the execution's history (Step Functions caps one at 25,000)
     # RunInstances answers by outcome ("launched", "capacity", "quota", ...), and how many launched a full batch.
     answers: dict[str, int] = field(default_factory=dict)
     full_batches: int = 0
@@ -32,6 +34,11 @@ class Outcome:
     @property
     def simulated(self) -> bool:
         return self.strategy in SIMULATED
+
+    @property
+    def launch_calls(self) -> int:
+        """Launch calls of any kind: RunInstances, and CreateFleet (one fleet call counts 1)."""
+        return self.run_instances + self.ec2_by_api.get("CreateFleet", 0)
 
     @property
     def fill(self) -> float:

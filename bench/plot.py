@@ -1,4 +1,4 @@
-"""bench/results/scarcity.png: RunInstances calls and modelled time to fill against scarcity."""
+"""bench/results/scarcity.png: Launch calls and modelled time to fill against scarcity."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ from bench.cases import TIERS  # noqa: E402
 from bench.outcome import SIMULATED, STRATEGIES  # noqa: E402
 from bench.tables import tier_series  # noqa: E402
 
-STYLE = {"broker": ("tab:gray", "s"), "classic": ("tab:orange", "^"), "gpufill": ("tab:blue", "o"), "oracle": ("tab:green", "D")}
+STYLE = {"broker": ("tab:gray", "s"), "karpenter": ("tab:purple", "v"), "classic": ("tab:orange", "^"), "gpufill": ("tab:blue", "o"), "oracle": ("tab:green", "D")}
 
 
-def draw(rows: list[Row], path: Path, seed: int) -> None:
+def draw(rows: list[Row], path: Path, caption: str) -> None:
     tiers = [t for t in TIERS if any(r.case.tier == t for r in rows)]
     shares = [median(r.case.sold_out_share for r in rows if r.case.tier == t) for t in tiers]
     labels = [f"{t}\n({s:.0%} sold out)" for t, s in zip(tiers, shares)]
     panels = [
-        ("RunInstances calls per case (mean)", tier_series(rows, lambda r: r.outcome.run_instances)),
+        ("launch calls per case (mean)", tier_series(rows, lambda r: r.outcome.launch_calls)),
         ("modelled time to fill, s (mean)", tier_series(rows, lambda r: r.outcome.modelled_seconds)),
     ]
     figure, axes = plt.subplots(1, 2, figsize=(12, 4.8))
@@ -38,8 +38,7 @@ def draw(rows: list[Row], path: Path, seed: int) -> None:
         axis.grid(True, which="both", alpha=0.3)
         axis.tick_params(axis="x", labelsize=8)
     axes[0].legend()
-    cases = len({r.case.name for r in rows})
-    figure.suptitle(f"gpufill scarcity benchmark: {cases} generated markets, requests of 1, 4, 16 and 64 (seed {seed})")
+    figure.suptitle(f"gpufill scarcity benchmark: requests of 1, 4, 16 and 64 ({caption})")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110, metadata={"Software": None})

@@ -10,11 +10,11 @@ import multiprocessing
 import time
 from collections.abc import Callable
 
-from bench import broker, engine_runs, oracle
+from bench import broker, engine_runs, karpenter, oracle
 from bench.cases import Case
 from bench.outcome import STRATEGIES, Outcome
 
-SIMULATORS = {"broker": broker.run, "oracle": oracle.run}
+SIMULATORS = {"broker": broker.run, "karpenter": karpenter.run, "oracle": oracle.run}
 
 
 def _engine_job(job: tuple[Case, str]) -> tuple[Outcome, float]:

@@ -39,7 +39,7 @@ CASE_COLUMNS: list[tuple[str, Callable[[Row], str]]] = [
     ("tier", lambda r: r.case.tier),
     ("strategy", lambda r: r.outcome.strategy + (" (sim)" if r.outcome.simulated else "")),
     ("fill", lambda r: _pct(r.outcome.fill)),
-    ("RunInstances", lambda r: str(r.outcome.run_instances)),
+    ("launch calls", lambda r: str(r.outcome.launch_calls)),
     ("×oracle", lambda r: _ratio(r.calls_vs_oracle)),
     ("×classic", lambda r: _ratio(r.calls_vs_classic)),
     ("EC2 calls", lambda r: str(r.outcome.ec2_calls)),
@@ -58,7 +58,7 @@ SUMMARY_COLUMNS: list[tuple[str, Callable[[str, dict], str]]] = [
     ("runs on", lambda s, a: "simulator" if s in SIMULATED else "state machine"),
     ("mean fill", lambda s, a: _pct(a["mean_fill"])),
     ("min fill", lambda s, a: _pct(a["min_fill"])),
-    ("RunInstances", lambda s, a: _int(a["run_instances"])),
+    ("launch calls", lambda s, a: _int(a["run_instances"])),
     ("×oracle (median)", lambda s, a: _ratio(a["calls_vs_oracle"])),
     ("×classic (median)", lambda s, a: _ratio(a["calls_vs_classic"])),
     ("EC2 calls", lambda s, a: _int(a["ec2_calls"])),
@@ -81,7 +81,7 @@ def summary_table(summary: dict[str, dict]) -> tuple[list[str], list[list[str]]]
 
 
 def calls_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
-    """One line per case: each strategy's RunInstances (and fill when short), gpufill's ratios."""
+    """One line per case: each strategy's launch calls (and fill when short), gpufill's ratios."""
     header = ["scenario", "count", "tier", *STRATEGIES, "gpufill ×oracle", "gpufill ×classic"]
     body = []
     for name in dict.fromkeys(r.case.name for r in rows):
@@ -89,7 +89,7 @@ def calls_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
         any_row = mine["gpufill"]
 
         def cell(r: Row) -> str:
-            return str(r.outcome.run_instances) + ("" if r.outcome.fill == 1 else f" ({r.outcome.fill:.0%})")
+            return str(r.outcome.launch_calls) + ("" if r.outcome.fill == 1 else f" ({r.outcome.fill:.0%})")
 
         body.append(
             [name, str(any_row.case.count), any_row.case.tier, *(cell(mine[s]) for s in STRATEGIES),
@@ -111,7 +111,7 @@ def tier_series(rows: list[Row], field: Callable[[Row], float]) -> dict[str, lis
 
 
 def tier_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
-    calls = tier_series(rows, lambda r: r.outcome.run_instances)
+    calls = tier_series(rows, lambda r: r.outcome.launch_calls)
     seconds = tier_series(rows, lambda r: r.outcome.modelled_seconds)
     header = ["tier", "cases", "sold-out share", *(f"{s} calls" for s in STRATEGIES), *(f"{s} time s" for s in STRATEGIES)]
     body = []

@@ -1,14 +1,22 @@
-"""Issue 6's targets for gpufill, judged on the generated set: MET or MISSED, and by how much."""
+"""The targets for gpufill, judged on the generated set (pooled over seeds): MET or MISSED, and by how much.
+
+Issue 11's: fewer launch calls than karpenter and than broker in every count bucket, at
+fleet $/h within 5 % of the cheapest feasible; at most 1.5× the lower bound on launch
+calls; modelled time to fill no more than any baseline's. Issue 6's: fill ≥ classic's,
+fewer calls than classic.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from statistics import median
+from statistics import mean, median
 
 from bench.analysis import Row
+from bench.generate import COUNTS
 
-CALLS_VS_ORACLE = 1.25
+CALLS_VS_ORACLE = 1.5  # against the lower bound on launch calls
 COST_VS_CHEAPEST = 1.05
+BASELINES = ("broker", "karpenter", "classic")
 EPSILON = 1e-9
 
 
@@ -60,15 +68,15 @@ def fewer_calls_than_classic(rows: list[Row]) -> Verdict:
     pairs = [(g, c) for g, c in _pairs(rows) if g.case.count >= 4]
     if not pairs:
         return _unjudged("fewer RunInstances than classic on every scenario with count ≥ 4")
-    not_fewer = [(g, c) for g, c in pairs if g.outcome.run_instances >= c.outcome.run_instances]
-    equal = sum(1 for g, c in not_fewer if g.outcome.run_instances == c.outcome.run_instances)
+    not_fewer = [(g, c) for g, c in pairs if g.outcome.launch_calls >= c.outcome.launch_calls]
+    equal = sum(1 for g, c in not_fewer if g.outcome.launch_calls == c.outcome.launch_calls)
     misses = [
-        f"{g.case.name}: gpufill {g.outcome.run_instances}, classic {c.outcome.run_instances} RunInstances"
+        f"{g.case.name}: gpufill {g.outcome.launch_calls}, classic {c.outcome.launch_calls} RunInstances"
         for g, c in not_fewer
     ]
     fewer = len(pairs) - len(not_fewer)
     if not_fewer:
-        worst = max(g.outcome.run_instances - c.outcome.run_instances for g, c in not_fewer)
+        worst = max(g.outcome.launch_calls - c.outcome.launch_calls for g, c in not_fewer)
         margin = (
             f"fewer on {fewer} of {len(pairs)} cases; equal on {equal}, more on {len(not_fewer) - equal}"
             + (f" (by up to {worst} calls)" if worst > 0 else "")
@@ -81,18 +89,18 @@ def fewer_calls_than_classic(rows: list[Row]) -> Verdict:
 def near_oracle_calls(rows: list[Row]) -> Verdict:
     mine = [r for r in rows if r.outcome.strategy == "gpufill" and r.calls_vs_oracle is not None]
     if not mine:
-        return _unjudged(f"RunInstances ≤ {CALLS_VS_ORACLE}× oracle at the median")
+        return _unjudged(f"launch calls ≤ {CALLS_VS_ORACLE}× the lower bound at the median")
     value = median(r.calls_vs_oracle for r in mine)
     over = value / CALLS_VS_ORACLE - 1
     margin = f"{value:.2f}× against {CALLS_VS_ORACLE}×: " + (
         f"over by {over:.0%}" if over > EPSILON else f"under by {-over:.0%}"
-    )
+    ) + " (per count bucket: " + ", ".join(near_lower_bound_by_bucket(rows)) + ")"
     misses = [
-        f"{r.case.name}: {r.outcome.run_instances} vs oracle {r.oracle.run_instances} ({r.calls_vs_oracle:.2f}×)"
+        f"{r.case.name}: {r.outcome.launch_calls} vs bound {r.oracle.launch_calls} ({r.calls_vs_oracle:.2f}×)"
         for r in sorted(mine, key=lambda r: -r.calls_vs_oracle)
         if r.calls_vs_oracle > CALLS_VS_ORACLE
     ]
-    return Verdict(f"RunInstances ≤ {CALLS_VS_ORACLE}× oracle at the median", value <= CALLS_VS_ORACLE + EPSILON, f"{value:.2f}×", margin, misses)
+    return Verdict(f"launch calls ≤ {CALLS_VS_ORACLE}× the lower bound at the median", value <= CALLS_VS_ORACLE + EPSILON, f"{value:.2f}×", margin, misses)
 
 
 def near_cheapest_fleet(rows: list[Row]) -> Verdict:
@@ -118,5 +126,73 @@ def near_cheapest_fleet(rows: list[Row]) -> Verdict:
     )
 
 
+def _by_bucket(rows: list[Row], strategy: str) -> dict[int, list[Row]]:
+    return {n: [r for r in rows if r.outcome.strategy == strategy and r.case.count == n] for n in COUNTS}
+
+
+def fewer_calls_than_baselines(rows: list[Row]) -> Verdict:
+    """In every count bucket: gpufill's mean launch calls per case below karpenter's and broker's,
+    and its median fleet $/h within 5 % of the cheapest feasible."""
+    target = f"fewer launch calls than karpenter and than broker in every count bucket, fleet $/h ≤ {COST_VS_CHEAPEST:.2f}× cheapest"
+    mine = _by_bucket(rows, "gpufill")
+    if not any(mine.values()):
+        return _unjudged(target)
+    parts, misses, ok = [], [], 0
+    for n, gpu in mine.items():
+        if not gpu:
+            continue
+        calls = {s: mean(r.outcome.launch_calls for r in rs) for s, rs in
+                 (("gpufill", gpu), ("karpenter", _by_bucket(rows, "karpenter")[n]), ("broker", _by_bucket(rows, "broker")[n])) if rs}
+        costs = [r.cost_vs_cheapest for r in gpu if r.cost_vs_cheapest is not None]
+        cost = median(costs) if costs else None
+        good = all(calls["gpufill"] < calls[s] for s in calls if s != "gpufill") and (cost is None or cost <= COST_VS_CHEAPEST + EPSILON)
+        ok += good
+        text = (f"n={n}: gpufill {calls['gpufill']:.1f}, karpenter {calls.get('karpenter', float('nan')):.1f}, "
+                f"broker {calls.get('broker', float('nan')):.1f} calls per case, fleet ×{cost:.3f}" if cost else f"n={n}: no fleet")
+        parts.append(text)
+        if not good:
+            misses.append(text)
+    judged = sum(1 for v in mine.values() if v)
+    return Verdict(target, ok == judged, f"{ok}/{judged} buckets", "; ".join(parts), misses)
+
+
+def near_lower_bound_by_bucket(rows: list[Row]) -> list[str]:
+    out = []
+    for n, gpu in _by_bucket(rows, "gpufill").items():
+        ratios = [r.calls_vs_oracle for r in gpu if r.calls_vs_oracle is not None]
+        if ratios:
+            out.append(f"n={n}: {median(ratios):.2f}×")
+    return out
+
+
+def fastest(rows: list[Row]) -> Verdict:
+    """In every count bucket: gpufill's median modelled time to fill ≤ each baseline's."""
+    target = "modelled time to fill ≤ every baseline's (median, every count bucket)"
+    mine = _by_bucket(rows, "gpufill")
+    if not any(mine.values()):
+        return _unjudged(target)
+    parts, misses, ok, judged = [], [], 0, 0
+    for n, gpu in mine.items():
+        if not gpu:
+            continue
+        judged += 1
+        times = {"gpufill": median(r.outcome.modelled_seconds for r in gpu)}
+        for s in BASELINES:
+            theirs = _by_bucket(rows, s)[n]
+            if theirs:
+                times[s] = median(r.outcome.modelled_seconds for r in theirs)
+        slower = [s for s in times if s != "gpufill" and times["gpufill"] > times[s] + EPSILON]
+        ok += not slower
+        text = f"n={n}: " + ", ".join(f"{s} {t:.1f} s" for s, t in times.items())
+        parts.append(text)
+        if slower:
+            misses.append(text + f" (slower than {', '.join(slower)})")
+    return Verdict(target, ok == judged, f"{ok}/{judged} buckets", "; ".join(parts), misses)
+
+
 def judge(rows: list[Row]) -> list[Verdict]:
-    return [f(rows) for f in (fill_not_below_classic, fewer_calls_than_classic, near_oracle_calls, near_cheapest_fleet)]
+    return [
+        f(rows)
+        for f in (fewer_calls_than_baselines, near_oracle_calls, fastest, near_cheapest_fleet, fill_not_below_classic,
+                  fewer_calls_than_classic)
+    ]

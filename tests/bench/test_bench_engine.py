@@ -34,7 +34,7 @@ def test_one_market_through_every_strategy_fills_every_column():
     header, body = case_table(rows)
     assert header == [h for h, _ in CASE_COLUMNS] and len(body) == len(STRATEGIES)
     assert all(len(row) == len(header) for row in body)
-    for needed in ("fill", "RunInstances", "×oracle", "×classic", "EC2 calls", "transitions", "Lambda",
+    for needed in ("fill", "launch calls", "×oracle", "×classic", "EC2 calls", "transitions", "Lambda",
                    "orch. $", "fleet $/h", "×cheapest", "time s"):
         assert needed in header
     header, body = summary_table(analysis.aggregate(rows))

@@ -4,7 +4,8 @@ from gpufill.local.scenario import MarketScenario
 from gpufill.models.request import Request
 
 from bench.cases import TIERS
-from bench.generate import COUNTS, REGION_ZONES, all_cases, examples, generated
+from bench import leak
+from bench.generate import COUNTS, REGION_ZONES, advisor_tier, all_cases, examples, generated
 
 
 def test_same_seed_same_cases_other_seed_other_cases():
@@ -45,3 +46,49 @@ def test_the_hand_written_markets_come_with_a_request():
     for case in cases:
         assert case.source.startswith("examples/markets/")
         assert case.request["count"] >= 1
+
+
+def test_placement_scores_are_estimates_not_a_capacity_leak():
+    # The old generator scored each AZ from its own capacity: AUC 0.87-0.99 for "this pool has capacity".
+    cases = [c for seed in (1, 2, 3) for c in generated(seed)]
+    raw, returned = leak.score_auc(cases), leak.score_auc(cases, as_returned=True)
+    assert 0.55 < raw < 0.8, raw  # informative, far from an oracle
+    assert returned <= raw + 0.02, (returned, raw)  # the cap for few types and the top-10 cut only lose information
+    # The noise is the knob: none gives the old leak back, more makes scores worthless.
+    assert leak.score_auc(generated(1, score_noise=0.0)) > leak.score_auc(generated(1, score_noise=3.0)) + 0.1
+
+
+def test_advisor_tier_is_interruptions_not_capacity():
+    cases = [c for seed in (1, 2, 3) for c in generated(seed)]
+    assert abs(leak.advisor_auc(cases) - 0.5) < 0.08
+    for case in cases:
+        for region, market in case.scenario["regions"].items():
+            for itype, tier in market["advisor_tier"].items():
+                assert tier == advisor_tier(case.notes["interruption_rate"][region][itype])
+
+
+def test_auc_counts_ties_as_half():
+    assert leak.auc([1, 2, 3], [False, True, True]) == 1.0
+    assert leak.auc([2, 2], [False, True]) == 0.5
+    assert leak.auc([1], [True]) is None
+
+
+def test_spread_gives_the_median_quartiles_and_range():
+    from bench.pooled import spread
+
+    s = spread([5, 1, 4, 2, 3, None])
+    assert (s.n, s.median, s.q1, s.q3, s.low, s.high) == (5, 3, 2, 4, 1, 5)
+    assert spread([7]).q1 == spread([7]).q3 == 7 and spread([None]) is None
+
+
+def test_scaling_points_are_valid_markets_one_axis_at_a_time():
+    from bench.scaling import AXES, BASE, points, scaling_case
+
+    for axis, p in points():
+        assert {k for k in p if p[k] != BASE[k]} <= {axis}
+        case = scaling_case(p["count"], p["regions"], p["types"])
+        MarketScenario.model_validate(case.scenario)
+        Request.model_validate(case.request)
+        assert len(case.regions()) == p["regions"] and len(case.instance_types()) == p["types"]
+        assert not any("quota" in m for m in case.scenario["regions"].values())
+    assert len(points()) == sum(len(v) for v in AXES.values())
