@@ -182,7 +182,7 @@ def render_pooled(
         f"AUC of each signal for \"this pool has capacity\" over the generated pools (0.5 = nothing, 1.0 = "
         f"an oracle): placement score **{signals['score']:.2f}** as generated (per seed {auc_seeds}), "
         f"**{signals['returned']:.2f}** as GetSpotPlacementScores returns it (capped at 3 for one or two "
-        f"types, top 10 only); Spot Advisor tier **{signals['advisor']:.2f}**. The generator before issue 11 "
+        f"types, top 10 only); Spot Advisor tier **{signals['advisor']:.2f}**. The earlier generator "
         "(commit c999f8d) gave 0.88–0.91 per seed as generated and 0.63–0.72 as returned on seeds "
         "20261106–20261110: its per-AZ scores were computed from each pool's capacity.",
         "",

@@ -32,7 +32,7 @@ def _seconds(value: float | None) -> str:
     return DASH if value is None else f"{value:.1f}"
 
 
-# (header, cell) for the per-case table: every metric of issue 6, with ratios to oracle and classic.
+# (header, cell) for the per-case table: every metric of the first benchmark, with ratios to oracle and classic.
 CASE_COLUMNS: list[tuple[str, Callable[[Row], str]]] = [
     ("scenario", lambda r: r.case.name),
     ("count", lambda r: str(r.case.count)),

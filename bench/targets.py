@@ -1,8 +1,8 @@
 """The targets for gpufill, judged on the generated set (pooled over seeds): MET or MISSED, and by how much.
 
-Issue 11's: fewer launch calls than karpenter and than broker in every count bucket, at
+The launch-efficiency targets: fewer launch calls than karpenter and than broker in every count bucket, at
 fleet $/h within 5 % of the cheapest feasible; at most 1.5× the lower bound on launch
-calls; modelled time to fill no more than any baseline's. Issue 6's: fill ≥ classic's,
+calls; modelled time to fill no more than any baseline's. The first benchmark's: fill ≥ classic's,
 fewer calls than classic.
 """
 

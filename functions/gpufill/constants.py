@@ -230,7 +230,7 @@ OUTPUT_APPROVAL_TOPIC_ARN = "ApprovalTopicArn"
 OUTPUT_START_EXECUTION_COMMAND = "StartExecutionCommand"
 
 
-# --- Waiting for capacity (wait_for_capacity; issue 13 item 1) ----------------------------
+# --- Waiting for capacity (wait_for_capacity) -------------------------------------------
 # The longest a run may wait: Step Functions keeps an execution for up to a year, but a wait
 # past a week is a reservation, not a fill.
 MAX_WAIT_FOR_CAPACITY_SECONDS = 7 * 24 * 3600
