@@ -284,3 +284,13 @@ def test_a_maintained_request_is_not_a_gang_yet():
     assert problems({"maintain": True, "placement": "same-az"}) == {"maintain": refused}
     assert problems({"maintain": True, "all_or_nothing": True}) == {"maintain": refused}
     assert Request.model_validate({"maintain": True, "placement": "any"}).maintain
+
+
+def test_a_cause_exactly_at_the_budget_is_kept_whole(monkeypatch):
+    tried = [attempt(WEST_A, 1, "launched")]
+    rolled = [{"instance_id": "i-00001", "region": "us-west-2", "availability_zone": "us-west-2a"}]
+    whole = gang.not_placed_cause(request(count=2, all_or_nothing=True), tried, rolled, [])
+    monkeypatch.setattr(gang, "CAUSE_BUDGET", len(whole))
+    assert gang.not_placed_cause(request(count=2, all_or_nothing=True), tried, rolled, []) == whole
+    monkeypatch.setattr(gang, "CAUSE_BUDGET", len(whole) - 1)
+    assert "pools_note" in json.loads(gang.not_placed_cause(request(count=2, all_or_nothing=True), tried, rolled, []))

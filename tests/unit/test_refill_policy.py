@@ -326,6 +326,11 @@ def test_a_refill_runs_result_answers_for_its_request_and_says_what_it_replaced(
     assert result["refill"] == {
         "run": f"serve-refill-{OLD}", "request_id": "serve", "replaces": [OLD], "reclaimed_pool": "spot/us-east-1/us-east-1a/g6.xlarge",
     }
+    # A refill asked without a reclaimed pool (none was known) says nothing of one.
+    unknown = {**body, "refill": {"request_id": "serve", "replaces": [OLD]}}
+    request = normalise(Request.model_validate(unknown), request_id="serve-refill-x", default_regions=[], home_region="us-east-1")
+    assert fill_result(request, Run(batch=1, remaining=0), [], "FULFILLED")["refill"] == {
+        "run": "serve-refill-x", "request_id": "serve", "replaces": [OLD]}
     plain = fill_result(normalise(Request(), request_id="once", default_regions=["us-east-1"], home_region="us-east-1"),
                         Run(batch=1, remaining=0), [], "FULFILLED")
     assert plain["request_id"] == "once" and "refill" not in plain

@@ -185,3 +185,13 @@ def test_past_a_hundred_instances_what_needs_attention_is_listed_before_history(
     assert report.note == (
         "100 of 101 instances listed (those needing attention and the billed ones first); the counts cover all. "
         'For one request\'s instances: {"action": "status", "request_id": "<execution name>"}')
+
+
+def test_a_live_instance_shows_the_startup_step_its_own_tag_reports_and_what_replaced_it():
+    from gpufill.constants import TAG_STARTUP_STEP
+
+    live = {"i-1": instance(tags={**MANAGED, TAG_STARTUP_STEP: "syncing model"}), "i-2": instance("i-2")}
+    records = {"i-1": {"request_id": "run-a", "replaced_by": ["i-9"]}, "i-2": {"request_id": "run-a", "replaced_by": []}}
+    first, second = view(records=records, live=live).instances
+    assert (first.startup_step, first.replaced_by) == ("syncing model", ["i-9"])
+    assert (second.startup_step, second.replaced_by) == (None, None)  # nothing reported, nothing replaced

@@ -318,3 +318,18 @@ def test_the_status_line_of_each_phase(view, line):
 ])
 def test_names_of_the_form_request_c_n_are_kept_for_continued_executions(name, kept):
     assert waiting.is_successor_name(name) is kept
+
+
+@pytest.mark.parametrize(("deadline", "shown"), [
+    (21600, "a number"), ("06:00:00", "'06:00:00'"), (True, "true"), ({"hours": 6}, "an object")])
+def test_a_deadline_that_is_not_an_iso_duration_is_refused_saying_what_was_given(deadline, shown):
+    from pydantic import ValidationError
+
+    from gpufill.models.request import Request, describe_problems
+
+    with pytest.raises(ValidationError) as refused:
+        Request.model_validate({"wait_for_capacity": {"deadline": deadline}})
+    assert describe_problems(refused.value) == [{
+        "field": "wait_for_capacity.deadline",
+        "problem": f"must be an ISO 8601 duration such as 'PT6H' or 'P2D', got {shown}",
+    }]
