@@ -63,32 +63,48 @@ class LaunchSpec:
     placement_group: str | None = None
 
 
-def run_instances(pool: Pool, *, min_count: int, max_count: int, client_token: str, spec: LaunchSpec) -> dict:
-    ec2 = client("ec2", pool.region)
-    tags = {
-        **spec.user_tags,
-        TAG_REQUEST_ID: spec.request_id,
-        TAG_MANAGED: "true",
-        TAG_POOL: pool.key,
-        TAG_DEPLOYMENT: spec.deployment,
-    }
+def instance_settings(spec: LaunchSpec) -> dict:
+    """What every gpufill instance is launched with, by RunInstances or in a fleet's launch template."""
     ebs: dict = {"VolumeSize": spec.root_volume_gib, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}
     if spec.kms_key_id:
         ebs["KmsKeyId"] = spec.kms_key_id
-    params: dict = {
+    settings: dict = {
         "ImageId": spec.image_id,
-        "InstanceType": pool.instance_type,
-        "MinCount": min_count,
-        "MaxCount": max_count,
-        "ClientToken": client_token,
         "InstanceInitiatedShutdownBehavior": "terminate",
         # Hop limit 1: the serving container needs no instance credentials, so it gets no route to them.
         "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1},
         "BlockDeviceMappings": [{"DeviceName": ROOT_DEVICE, "Ebs": ebs}],
-        "TagSpecifications": [
-            {"ResourceType": kind, "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
-            for kind in ("instance", "volume")
-        ],
+    }
+    if spec.security_group_ids:
+        settings["SecurityGroupIds"] = list(spec.security_group_ids)
+    if spec.instance_profile_arn:
+        settings["IamInstanceProfile"] = {"Arn": spec.instance_profile_arn}
+    if spec.user_data:
+        settings["UserData"] = base64.b64encode(spec.user_data.encode()).decode()
+    return settings
+
+
+def launch_tags(spec: LaunchSpec, pool: Pool | None = None) -> dict[str, str]:
+    """The tags teardown and status find an instance by; a fleet's instances share one set, without the pool."""
+    tags = {**spec.user_tags, TAG_REQUEST_ID: spec.request_id, TAG_MANAGED: "true"}
+    if pool is not None:
+        tags[TAG_POOL] = pool.key
+    tags[TAG_DEPLOYMENT] = spec.deployment
+    return tags
+
+
+def tag_specifications(tags: dict[str, str], kinds: tuple[str, ...] = ("instance", "volume")) -> list[dict]:
+    return [{"ResourceType": kind, "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]} for kind in kinds]
+
+
+def run_instances(pool: Pool, *, min_count: int, max_count: int, client_token: str, spec: LaunchSpec) -> dict:
+    params: dict = {
+        **instance_settings(spec),
+        "InstanceType": pool.instance_type,
+        "MinCount": min_count,
+        "MaxCount": max_count,
+        "ClientToken": client_token,
+        "TagSpecifications": tag_specifications(launch_tags(spec, pool)),
     }
     if spec.subnet_id:
         params["SubnetId"] = spec.subnet_id
@@ -96,18 +112,12 @@ def run_instances(pool: Pool, *, min_count: int, max_count: int, client_token: s
         params["Placement"] = {"AvailabilityZone": pool.availability_zone}
     if spec.placement_group:
         params["Placement"] = {**params.get("Placement", {}), "GroupName": spec.placement_group}
-    if spec.security_group_ids:
-        params["SecurityGroupIds"] = list(spec.security_group_ids)
-    if spec.instance_profile_arn:
-        params["IamInstanceProfile"] = {"Arn": spec.instance_profile_arn}
-    if spec.user_data:
-        params["UserData"] = base64.b64encode(spec.user_data.encode()).decode()
     if pool.market == "spot":
         params["InstanceMarketOptions"] = {
             "MarketType": "spot",
             "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
         }
-    return ec2.run_instances(**params)
+    return client("ec2", pool.region).run_instances(**params)
 
 
 def launch(pool: Pool, *, min_count: int, max_count: int, client_token: str, spec: LaunchSpec) -> LaunchResult:
@@ -124,9 +134,9 @@ def launch(pool: Pool, *, min_count: int, max_count: int, client_token: str, spe
         # The request never reached EC2: nothing launched, and the region is out of reach.
         return LaunchResult(outcome="error", reason=type(error).__name__, message=str(error))
     except ClientError as error:
-        code = _code(error)
+        code = code_of(error)
         if code != "IdempotentParameterMismatch" and not is_transient(error):
-            return LaunchResult(outcome=classify(code), reason=code, message=_message(error))
+            return LaunchResult(outcome=classify(code), reason=code, message=message_of(error))
         return _settle_by_token(pool, client_token, error)
     except TRANSPORT_ERRORS as error:
         return _settle_by_token(pool, client_token, error)
@@ -168,11 +178,11 @@ def _instances(pool: Pool, described: list[dict]) -> list[Instance]:
     ]
 
 
-def _code(error: ClientError) -> str:
+def code_of(error: ClientError) -> str:
     return error.response.get("Error", {}).get("Code", "Unknown")
 
 
-def _message(error: ClientError) -> str:
+def message_of(error: ClientError) -> str:
     return error.response.get("Error", {}).get("Message", "")
 
 
@@ -181,7 +191,7 @@ def root_snapshot_gib(region: str, image_id: str) -> int | None:
     try:
         images = client("ec2", region).describe_images(ImageIds=[image_id])["Images"]
     except ClientError as error:
-        if not _code(error).startswith("InvalidAMIID"):
+        if not code_of(error).startswith("InvalidAMIID"):
             raise
         return None  # the launch meets the same answer and resolves the image again
     if not images:
@@ -207,7 +217,7 @@ def instance_states(region: str, instance_ids: list[str]) -> dict[str, dict]:
     try:
         reply = ec2.describe_instances(InstanceIds=instance_ids)
     except ClientError as error:
-        if _code(error) != "InvalidInstanceID.NotFound":
+        if code_of(error) != "InvalidInstanceID.NotFound":
             raise
         if len(instance_ids) == 1:
             return {instance_ids[0]: {"state": NOT_VISIBLE, "private_ip": None, "startup_step": None}}

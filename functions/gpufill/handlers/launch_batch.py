@@ -1,5 +1,8 @@
 """LaunchBatch: launch calls for the pools under the cursor, each recorded before the step returns.
 
+With launch_mode "fleet" the step makes one CreateFleet over every open pool of the region
+(policy/fleet.py); otherwise RunInstances calls, one pool at a time.
+
 One step makes up to fill.MAX_PROBES_PER_STEP calls in one region, halving the batch and moving
 the cursor between them as the policy says. Every call is exactly-once: its ClientToken comes
 from the deployment, the request and the attempt number, its parameters were fixed by
@@ -16,6 +19,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill.adapters import capacity_cache, ec2, instances_table, placement_groups, run_store
+from gpufill.adapters import fleet as fleet_calls
 from gpufill.constants import (
     ENV_DEPLOYMENT,
     ENV_EBS_KMS_KEY_ARN,
@@ -28,8 +32,8 @@ from gpufill.handlers.launch_step import finish_step
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.launch.user_data import render_user_data
 from gpufill.models.request import ProvisionRequest
-from gpufill.models.run import LaunchResult, Pool, RegionLaunch
-from gpufill.policy import fill, gang
+from gpufill.models.run import Instance, LaunchResult, Pool, RegionLaunch, Run
+from gpufill.policy import fill, fleet, gang
 from gpufill.policy.tokens import client_token
 
 # Stop starting calls when less than this is left of the function's time: a call may take 20 s.
@@ -48,6 +52,9 @@ def handler(event: dict, context: LambdaContext) -> dict:
         # Kept before anything launches, so every instance that can be reclaimed has a request to refill.
         run_store.save_request(request.request_id, request.model_dump(mode="json", exclude_none=True))
     run = fill.begin_step(step.run)
+    if request.launch_mode == "fleet":
+        run = launch_fleet(step, request, pools, run)
+        return finish_step(run, request, plan.market).model_dump(mode="json", exclude_none=True)
     probes = 0
     while run.next == "launch" and probes < fill.MAX_PROBES_PER_STEP:
         if probes and context.get_remaining_time_in_millis() < RESERVED_MILLIS:
@@ -56,15 +63,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         token = client_token(step.state_machine, request.request_id, run.attempts_total + 1)
         batch = run.batch
         result = launch(request, run.launch, pool, batch, token)
-        if result.instances:
-            # Recorded before the step returns: if this fails the step is retried with the same tokens.
-            replaces = request.refill.replaces if request.refill else None
-            instances_table.record_launched(
-                result.instances, request_id=request.owner_id, client_token=token, maintain=request.maintain, replaces=replaces
-            )
-            if replaces:
-                instances_table.mark_replaced(replaces, [i.instance_id for i in result.instances])
-            metrics.add_metric(name="InstancesLaunched", unit="Count", value=len(result.instances))
+        keep(result.instances, request, token)
         if fill.pool_found_empty(batch, result, request):
             capacity_cache.remember_full(pool.key, request_id=request.request_id, reason=result.reason or "capacity")
         run = fill.after_attempt(run, pools, result, request)
@@ -76,6 +75,61 @@ def handler(event: dict, context: LambdaContext) -> dict:
     return finish_step(run, request, plan.market).model_dump(mode="json", exclude_none=True)
 
 
+def keep(instances: list[Instance], request: ProvisionRequest, token: str) -> None:
+    """Recorded before the step returns: if this fails the step is retried with the same tokens."""
+    if not instances:
+        return
+    replaces = request.refill.replaces if request.refill else None
+    instances_table.record_launched(
+        instances, request_id=request.owner_id, client_token=token, maintain=request.maintain, replaces=replaces
+    )
+    if replaces:
+        instances_table.mark_replaced(replaces, [i.instance_id for i in instances])
+    metrics.add_metric(name="InstancesLaunched", unit="Count", value=len(instances))
+
+
+def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], run: Run) -> Run:
+    """One CreateFleet over the region's open pools, for everything still missing."""
+    here = pools[run.cursor]
+    run = fleet.begin_call(run)
+    indices = fleet.overrides(run, pools, request)
+    deployment = os.environ.get(ENV_DEPLOYMENT, "")
+    groups = {}
+    for index in indices:
+        group = gang.cluster_group(request, pools[index], deployment)
+        if group and pools[index].availability_zone not in groups:
+            placement_groups.ensure(here.region, group, request_id=request.request_id, deployment=deployment)
+            groups[pools[index].availability_zone] = group
+    call = fleet_calls.FleetCall(
+        region=here.region,
+        market=here.market,
+        pools=[(index, pools[index]) for index in indices],
+        target=run.batch,
+        strategy=fleet.allocation_strategy(here.market, request),
+        subnets=run.launch.subnets,
+        single_zone=fleet.single_zone(request),
+        min_target=fleet.min_target(run, request),
+        placement_groups=groups,
+    )
+    token = client_token(step.state_machine, request.request_id, run.attempts_total + 1)
+    run_store.record_intent(request_id=request.owner_id, region=here.region, client_token=token)
+    answer = fleet_calls.launch(call, launch_spec(request, run.launch), token)
+    keep([i for item in answer.answers for i in item.result.instances], request, token)
+    for index in fleet.pools_found_empty(answer):
+        capacity_cache.remember_full(pools[index].key, request_id=request.request_id, reason="capacity")
+    logger.info(
+        "fleet answered",
+        extra={
+            "region": here.region,
+            "pools": len(indices),
+            "target": run.batch,
+            "launched": sum(len(item.result.instances) for item in answer.answers),
+            "failure": answer.failure.reason if answer.failure else None,
+        },
+    )
+    return fleet.after_fleet(run, pools, answer, request)
+
+
 def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: int, token: str) -> LaunchResult:
     subnet = setup.subnets.get(pool.availability_zone)
     if subnet is None:
@@ -84,13 +138,27 @@ def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: in
     group = gang.cluster_group(request, pool, deployment)
     if group:
         placement_groups.ensure(pool.region, group, request_id=request.request_id, deployment=deployment)
-    spec = ec2.LaunchSpec(
+    spec = launch_spec(request, setup, subnet_id=subnet, placement_group=group)
+    run_store.record_intent(request_id=request.owner_id, region=pool.region, client_token=token)
+    return ec2.launch(
+        pool,
+        min_count=1 if request.launch_mode == "partial" else batch,
+        max_count=batch,
+        client_token=token,
+        spec=spec,
+    )
+
+
+def launch_spec(
+    request: ProvisionRequest, setup: RegionLaunch, *, subnet_id: str | None = None, placement_group: str | None = None
+) -> ec2.LaunchSpec:
+    return ec2.LaunchSpec(
         image_id=setup.image_id,
         request_id=request.owner_id,
-        deployment=deployment,
-        placement_group=group,
+        deployment=os.environ.get(ENV_DEPLOYMENT, ""),
+        placement_group=placement_group,
         user_tags=request.tags,
-        subnet_id=subnet,
+        subnet_id=subnet_id,
         security_group_ids=(setup.security_group_id,) if setup.security_group_id else (),
         instance_profile_arn=os.environ.get(ENV_INSTANCE_PROFILE_ARN) or None,
         user_data=render_user_data(
@@ -101,12 +169,4 @@ def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: in
         ),
         root_volume_gib=setup.root_volume_gib,
         kms_key_id=os.environ.get(ENV_EBS_KMS_KEY_ARN) or None,
-    )
-    run_store.record_intent(request_id=request.owner_id, region=pool.region, client_token=token)
-    return ec2.launch(
-        pool,
-        min_count=1 if request.launch_mode == "partial" else batch,
-        max_count=batch,
-        client_token=token,
-        spec=spec,
     )

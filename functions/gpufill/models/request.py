@@ -65,7 +65,7 @@ MAX_USER_TAGS = EC2_MAX_TAGS - GPUFILL_TAG_COUNT
 
 Action = Literal["provision", "plan", "teardown", "status"]
 Market = Literal["spot", "on-demand", "spot-then-on-demand"]
-LaunchMode = Literal["partial", "exact"]
+LaunchMode = Literal["partial", "exact", "fleet"]
 OnDemandStrategy = Literal["cost", "latency"]
 Scoring = Literal["blended", "classic"]
 Placement = Literal["any", "same-region", "same-az"]

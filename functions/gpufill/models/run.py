@@ -217,10 +217,25 @@ class Run(_Model):
 
 
 class LaunchResult(_Model):
-    """What one RunInstances call came back with, already classified."""
+    """What one launch call came back with for one pool, already classified."""
 
     outcome: Outcome
     reason: str | None = None
     message: str | None = None
     instances: list[Instance] = Field(default_factory=list)
     note: str | None = None
+
+
+class PoolAnswer(_Model):
+    """What a fleet launch said of one of its pools: `index` is the pool's place in the plan."""
+
+    index: int
+    result: LaunchResult
+
+
+class FleetAnswer(_Model):
+    """What one CreateFleet came back with: an answer per pool it launched in or could not
+    launch in, or one error for the whole call (`failure`), which EC2 gives before launching."""
+
+    answers: list[PoolAnswer] = Field(default_factory=list)
+    failure: LaunchResult | None = None

@@ -62,9 +62,17 @@ def begin_step(run: Run) -> Run:
 
 def after_attempt(run: Run, pools: list[Pool], result: LaunchResult, request: ProvisionRequest) -> Run:
     pool = pools[run.cursor]
+    if len(result.instances) > run.batch:
+        raise ValueError(f"RunInstances returned {len(result.instances)} instances for a batch of {run.batch}")
+    moved = record(run, pool, result)
+    if result.instances:
+        moved = gang.landed(moved, pool, request)
+    return _next_move(moved, pools, pool, result, request)
+
+
+def record(run: Run, pool: Pool, result: LaunchResult) -> Run:
+    """One more attempt in the log, and what it launched in the run's holdings."""
     launched = len(result.instances)
-    if launched > run.batch:
-        raise ValueError(f"RunInstances returned {launched} instances for a batch of {run.batch}")
     attempt = Attempt(
         number=run.attempts_total + 1,
         region=pool.region,
@@ -78,7 +86,7 @@ def after_attempt(run: Run, pools: list[Pool], result: LaunchResult, request: Pr
         note=result.note or (result.message[:MAX_NOTE] if result.message and result.outcome == "error" else None) or pool.note,
     )
     spent = sum(i.hourly_price or 0.0 for i in result.instances)
-    moved = run.model_copy(
+    return run.model_copy(
         update={
             "attempts_total": run.attempts_total + 1,
             "step_attempts": [*run.step_attempts, attempt],
@@ -88,9 +96,6 @@ def after_attempt(run: Run, pools: list[Pool], result: LaunchResult, request: Pr
             "hourly_cost": round(run.hourly_cost + spent, 4),
         }
     )
-    if launched:
-        moved = gang.landed(moved, pool, request)
-    return _next_move(moved, pools, pool, result, request)
 
 
 def _next_move(run: Run, pools: list[Pool], pool: Pool, result: LaunchResult, request: ProvisionRequest) -> Run:
@@ -108,17 +113,17 @@ def _next_move(run: Run, pools: list[Pool], pool: Pool, result: LaunchResult, re
             return run.model_copy(update={"next": "refresh"})
         return advance(run, pools, request)
     if region_unusable(code):
-        return advance(_block(run, region_key(pool.market, pool.region)), pools, request)
+        return advance(block(run, region_key(pool.market, pool.region)), pools, request)
     if result.outcome == "capacity" and request.launch_mode == "exact" and run.batch > 1:
         return halve(run)
     if result.outcome == "quota":
         if run.batch > 1:
             return halve(run)
-        return advance(_block(run, quota_key(pool)), pools, request)
+        return advance(block(run, quota_key(pool)), pools, request)
     return advance(run, pools, request)
 
 
-def _block(run: Run, key: str) -> Run:
+def block(run: Run, key: str) -> Run:
     return run if key in run.blocked else run.model_copy(update={"blocked": [*run.blocked, key]})
 
 

@@ -1,0 +1,213 @@
+"""EC2 Fleet launches (launch_mode "fleet"): one CreateFleet of type instant per region and market.
+
+Instances launched by a fleet are described by a launch template: one per deployment and
+region (`gpufill-<deployment>`), created on first use, with a version per request and region
+that holds what RunInstances would send (AMI, user data, root volume, tags). Both are created
+with ClientTokens derived from their contents, so a retried step finds the same template and
+version instead of adding new ones, and the CreateFleet itself carries the step's ClientToken:
+EC2 answers a token it has seen with the first call's fleet and launches nothing more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
+
+from gpufill.adapters.aws import TRANSPORT_ERRORS, TransientAwsError, client, is_transient
+from gpufill.adapters.ec2 import LaunchSpec, code_of, instance_settings, launch_tags, message_of, tag_specifications
+from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_MANAGED_VALUE
+from gpufill.models.run import FleetAnswer, Instance, LaunchResult, Pool, PoolAnswer
+from gpufill.policy.errors import classify
+
+TEMPLATE_NOT_FOUND = frozenset({"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"})
+TEMPLATE_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
+# A template's own first version: the metadata rule every gpufill instance keeps. Each request
+# launches from its own version, never from this one.
+BASE_TEMPLATE = {"MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1}}
+# A pool whose AZ has no subnet to launch into is left out of the call and answered so.
+NO_SUBNET = "NoSubnet"
+
+
+@dataclass(frozen=True)
+class FleetCall:
+    """One region's fleet: the pools it may launch in (their plan indices), what it asks for, how EC2 picks."""
+
+    region: str
+    market: str
+    pools: list[tuple[int, Pool]]
+    target: int
+    strategy: str
+    subnets: dict[str, str]
+    single_zone: bool = False
+    min_target: int | None = None
+    # A same-az gang of EFA types: each AZ's cluster placement group.
+    placement_groups: dict[str, str] = field(default_factory=dict)
+
+
+def template_name(deployment: str) -> str:
+    return f"gpufill-{deployment or 'default'}"[:128]
+
+
+def _token(prefix: str, *parts: object) -> str:
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:48]
+    return f"gpufill-{prefix}-{digest}"
+
+
+def template_version(region: str, spec: LaunchSpec) -> tuple[str, str]:
+    """(template id, version) for this request's instances in `region`, created once."""
+    ec2 = client("ec2", region)
+    name = template_name(spec.deployment)
+    data = {**instance_settings(spec), "TagSpecifications": tag_specifications(launch_tags(spec))}
+    token = _token("lt", spec.deployment, spec.request_id, data)
+    try:
+        version = ec2.create_launch_template_version(LaunchTemplateName=name, ClientToken=token, LaunchTemplateData=data)
+    except ClientError as error:
+        if code_of(error) not in TEMPLATE_NOT_FOUND:
+            raise
+        _create_template(ec2, name, spec.deployment)
+        version = ec2.create_launch_template_version(LaunchTemplateName=name, ClientToken=token, LaunchTemplateData=data)
+    made = version["LaunchTemplateVersion"]
+    return made["LaunchTemplateId"], str(made["VersionNumber"])
+
+
+def _create_template(ec2, name: str, deployment: str) -> None:
+    tags = {TAG_MANAGED: TAG_MANAGED_VALUE, TAG_DEPLOYMENT: deployment}
+    try:
+        ec2.create_launch_template(
+            LaunchTemplateName=name,
+            ClientToken=_token("template", deployment, name),
+            LaunchTemplateData=BASE_TEMPLATE,
+            TagSpecifications=tag_specifications(tags, ("launch-template",)),
+        )
+    except ClientError as error:
+        if code_of(error) != TEMPLATE_EXISTS:  # another run of this deployment made it first
+            raise
+
+
+def create_fleet_params(call: FleetCall, template: tuple[str, str], spec: LaunchSpec, client_token: str) -> dict:
+    overrides = []
+    for priority, (_, pool) in enumerate(_launchable(call)):
+        override: dict = {"InstanceType": pool.instance_type, "SubnetId": call.subnets[pool.availability_zone]}
+        if call.strategy == "prioritized":
+            override["Priority"] = float(priority)
+        group = call.placement_groups.get(pool.availability_zone)
+        if group:
+            override["Placement"] = {"GroupName": group}
+        overrides.append(override)
+    options: dict = {"AllocationStrategy": call.strategy}
+    if call.market == "spot":
+        options["InstanceInterruptionBehavior"] = "terminate"
+    if call.single_zone:
+        options["SingleAvailabilityZone"] = True
+    if call.min_target:
+        options["MinTargetCapacity"] = call.min_target
+    capacity_type = "spot" if call.market == "spot" else "on-demand"
+    return {
+        "Type": "instant",
+        "ClientToken": client_token,
+        "LaunchTemplateConfigs": [
+            {
+                "LaunchTemplateSpecification": {"LaunchTemplateId": template[0], "Version": template[1]},
+                "Overrides": overrides,
+            }
+        ],
+        "TargetCapacitySpecification": {"TotalTargetCapacity": call.target, "DefaultTargetCapacityType": capacity_type},
+        ("SpotOptions" if call.market == "spot" else "OnDemandOptions"): options,
+        "TagSpecifications": tag_specifications(launch_tags(spec), ("instance", "fleet")),
+    }
+
+
+def _launchable(call: FleetCall) -> list[tuple[int, Pool]]:
+    return [(i, p) for i, p in call.pools if p.availability_zone in call.subnets]
+
+
+def launch(call: FleetCall, spec: LaunchSpec, client_token: str) -> FleetAnswer:
+    """One CreateFleet, its answer mapped back onto the plan's pools; launches at most once whatever fails."""
+    missing = [PoolAnswer(index=i, result=_no_subnet(p)) for i, p in call.pools if p.availability_zone not in call.subnets]
+    if not _launchable(call):
+        return FleetAnswer(answers=missing)
+    try:
+        template = template_version(call.region, spec)
+    except (EndpointConnectionError, ConnectTimeoutError) as error:
+        return FleetAnswer(failure=LaunchResult(outcome="error", reason=type(error).__name__, message=str(error)))
+    except ClientError as error:
+        if is_transient(error):
+            raise TransientAwsError(f"the launch template in {call.region} could not be prepared ({error})") from error
+        return FleetAnswer(failure=LaunchResult(outcome=classify(code_of(error)), reason=code_of(error), message=message_of(error)))
+    params = create_fleet_params(call, template, spec, client_token)
+    try:
+        reply = client("ec2", call.region).create_fleet(**params)
+    except (EndpointConnectionError, ConnectTimeoutError) as error:
+        # The request never reached EC2: nothing launched, and the region is out of reach.
+        return FleetAnswer(failure=LaunchResult(outcome="error", reason=type(error).__name__, message=str(error)))
+    except ClientError as error:
+        if not is_transient(error):
+            return FleetAnswer(failure=LaunchResult(outcome=classify(code_of(error)), reason=code_of(error), message=message_of(error)))
+        reply = _again(call, params, error)
+    except TRANSPORT_ERRORS as error:
+        reply = _again(call, params, error)
+    return FleetAnswer(answers=[*missing, *_answers(call, reply)])
+
+
+def _again(call: FleetCall, params: dict, error: Exception) -> dict:
+    """The identical call once more: EC2 answers a ClientToken it has seen with that call's fleet."""
+    try:
+        return client("ec2", call.region).create_fleet(**params)
+    except (ClientError, *TRANSPORT_ERRORS) as again:
+        raise TransientAwsError(
+            f"CreateFleet in {call.region} ended unsettled ({error}; then {again}); the same call will be sent again"
+        ) from again
+
+
+def _answers(call: FleetCall, reply: dict) -> list[PoolAnswer]:
+    by_override = {(p.instance_type, call.subnets[p.availability_zone]): (i, p) for i, p in _launchable(call)}
+    launched: dict[int, list[str]] = {}
+    errors: dict[int, tuple[str, str]] = {}
+    for item in reply.get("Instances") or []:
+        key = _override_key(item)
+        if key in by_override:
+            launched.setdefault(by_override[key][0], []).extend(item.get("InstanceIds") or [])
+    for item in reply.get("Errors") or []:
+        key = _override_key(item)
+        if key in by_override:
+            errors.setdefault(by_override[key][0], (item.get("ErrorCode") or "Unknown", item.get("ErrorMessage") or ""))
+    answers = []
+    for index, pool in _launchable(call):
+        ids = launched.get(index, [])
+        if ids:
+            note = f"the fleet also answered {errors[index][0]} here" if index in errors else None
+            instances = [_instance(pool, instance_id) for instance_id in ids]
+            answers.append(PoolAnswer(index=index, result=LaunchResult(outcome="launched", instances=instances, note=note)))
+        elif index in errors:
+            code, message = errors[index]
+            answers.append(PoolAnswer(index=index, result=LaunchResult(outcome=classify(code), reason=code, message=message)))
+    if not any(a.result.instances for a in answers) and not answers:
+        # EC2 launched nothing and named no pool: every pool of the call was looked at and found wanting.
+        answers = [
+            PoolAnswer(index=i, result=LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity"))
+            for i, _ in _launchable(call)
+        ]
+    return answers
+
+
+def _override_key(item: dict) -> tuple[str | None, str | None]:
+    overrides = (item.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+    return overrides.get("InstanceType") or item.get("InstanceType"), overrides.get("SubnetId")
+
+
+def _instance(pool: Pool, instance_id: str) -> Instance:
+    return Instance(
+        instance_id=instance_id,
+        region=pool.region,
+        availability_zone=pool.availability_zone,
+        instance_type=pool.instance_type,
+        market=pool.market,
+        hourly_price=pool.price,
+    )
+
+
+def _no_subnet(pool: Pool) -> LaunchResult:
+    return LaunchResult(outcome="error", reason=NO_SUBNET, message=f"no subnet to launch into in {pool.availability_zone}")

@@ -1,0 +1,224 @@
+"""launch_mode "fleet": one CreateFleet per region and market, driven by pure policy against random markets."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpufill.models.request import Request, normalise
+from gpufill.models.run import FleetAnswer, Instance, LaunchResult, Pool, PoolAnswer, RegionLaunch
+from gpufill.policy import fill, fleet
+
+REGIONS = ["us-west-2", "us-east-1", "eu-central-1"]
+
+
+def request_of(**fields):
+    return normalise(Request(launch_mode="fleet", **fields), request_id="f", default_regions=REGIONS,
+                     home_region="us-east-1")
+
+
+def pool(region, zone, itype="g6.xlarge", market="spot", price=0.5):
+    return Pool(region=region, availability_zone=f"{region}{zone}", instance_type=itype, market=market, price=price)
+
+
+def instances(p, n, start=0):
+    return [Instance(instance_id=f"i-{p.availability_zone}-{p.instance_type}-{start + k}", region=p.region,
+                     availability_zone=p.availability_zone, instance_type=p.instance_type, market=p.market,
+                     hourly_price=p.price) for k in range(n)]
+
+
+@st.composite
+def markets(draw):
+    pools, stock, quota = [], {}, {}
+    regions = draw(st.lists(st.sampled_from(REGIONS), min_size=1, max_size=3, unique=True))
+    for region in regions:
+        quota[region] = draw(st.one_of(st.none(), st.integers(0, 12)))
+        for zone in "abc"[: draw(st.integers(1, 3))]:
+            for itype in draw(st.lists(st.sampled_from(["g6.xlarge", "g5.xlarge"]), min_size=1, max_size=2, unique=True)):
+                p = pool(region, zone, itype)
+                pools.append(p)
+                stock[p.key] = draw(st.integers(0, 12))
+    # The plan may interleave regions (a ranking by pool score does): the fleet still asks each region once.
+    order = draw(st.permutations(range(len(pools))))
+    return [pools[i] for i in order], stock, quota
+
+
+def drive(pools, stock, quota, request):
+    """Answer CreateFleet as EC2 does (deepest pools first, partial fulfilment, an error per pool it
+    could not use), and follow the policy's moves until it stops. Returns the run and every call:
+    (region, pool indices covered, target)."""
+    stock, used, calls, attempts = dict(stock), {}, [], []
+    run = fill.prepare(fill.start(request), pools, request)
+    while run.next in ("launch", "prepare", "refresh"):
+        if run.next in ("prepare", "refresh"):
+            run = fill.enter_region(run, RegionLaunch(region=pools[run.cursor].region, image_id="ami-1", root_volume_gib=200))
+            continue
+        run = fleet.begin_call(fill.begin_step(run))
+        covered = fleet.overrides(run, pools, request)
+        region = pools[run.cursor].region
+        calls.append((region, covered, run.batch))
+        wanted, answers = run.batch, []
+        limit = quota.get(region)
+        for index in sorted(covered, key=lambda i: -stock[pools[i].key]):
+            p = pools[index]
+            room = wanted if limit is None else max(0, min(wanted, limit - used.get(region, 0)))
+            take = min(room, stock[p.key])
+            if take:
+                stock[p.key] -= take
+                used[region] = used.get(region, 0) + take
+                wanted -= take
+                answers.append(PoolAnswer(index=index, result=LaunchResult(outcome="launched", instances=instances(p, take, len(calls) * 100))))
+            elif stock[p.key] == 0:
+                answers.append(PoolAnswer(index=index, result=LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity")))
+            elif wanted:
+                answers.append(PoolAnswer(index=index, result=LaunchResult(outcome="quota", reason="MaxSpotInstanceCountExceeded")))
+        run = fleet.after_fleet(run, pools, FleetAnswer(answers=answers), request)
+        attempts.extend(run.step_attempts)
+    return run, calls, attempts
+
+
+requests = st.builds(lambda count: request_of(count=count), st.integers(1, 60))
+
+
+@settings(max_examples=300, deadline=None)
+@given(markets(), requests)
+def test_never_launches_more_than_requested_and_asks_each_region_once(market, request):
+    pools, stock, quota = market
+    run, calls, _ = drive(pools, stock, quota, request)
+    assert run.launched == len(run.instances) <= request.count
+    regions = [region for region, _, _ in calls]
+    assert len(regions) == len(set(regions)), "a region was asked twice in one market"
+    covered = [index for _, indices, _ in calls for index in indices]
+    assert len(covered) == len(set(covered)), "a pool was in two fleets"
+    asked = 0
+    for _, indices, target in calls:
+        assert target == request.count - asked  # each fleet asks for everything still missing
+        asked += sum(1 for i in run.instances if pools[indices[0]].region == i.region) if indices else 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(markets(), requests)
+def test_fills_whenever_the_market_can_and_no_quota_interferes(market, request):
+    pools, stock, quota = market
+    run, calls, _ = drive(pools, stock, {r: None for r in quota}, request)
+    assert run.launched == min(request.count, sum(stock.values()))
+    # Each region's fleet covers all of its pools: the cheapest number of calls with no knowledge.
+    assert len(calls) <= len({p.region for p in pools})
+
+
+@settings(max_examples=200, deadline=None)
+@given(markets(), requests)
+def test_every_attempt_names_a_pool_of_its_fleet_and_the_log_adds_up(market, request):
+    pools, stock, quota = market
+    run, calls, attempts = drive(pools, stock, quota, request)
+    assert sum(a.launched for a in attempts) == run.launched
+    assert [a.number for a in attempts] == list(range(1, len(attempts) + 1))
+    assert len({(a.region, a.availability_zone, a.instance_type) for a in attempts}) == len(attempts)
+
+
+def test_one_fleet_per_region_in_plan_order_and_the_pools_it_could_not_use_are_logged():
+    pools = [pool("us-west-2", "a"), pool("us-east-1", "a"), pool("us-west-2", "b"), pool("us-east-1", "b")]
+    request = request_of(count=6)
+    stock = {pools[0].key: 0, pools[1].key: 4, pools[2].key: 2, pools[3].key: 3}
+    run, calls, attempts = drive(pools, stock, {}, request)
+    assert [(region, indices, target) for region, indices, target in calls] == [
+        ("us-west-2", [0, 2], 6), ("us-east-1", [1, 3], 4)]
+    assert [(a.availability_zone, a.batch, a.launched, a.outcome) for a in attempts] == [
+        ("us-west-2a", 6, 0, "capacity"), ("us-west-2b", 6, 2, "launched"),
+        ("us-east-1a", 4, 4, "launched")]
+    assert run.next == "done" and run.launched == 6
+
+
+def test_a_region_short_of_the_target_is_left_for_the_next_one():
+    pools = [pool("us-west-2", "a"), pool("us-east-1", "a")]
+    run, calls, _ = drive(pools, {pools[0].key: 1, pools[1].key: 0}, {}, request_of(count=3))
+    assert [region for region, _, _ in calls] == ["us-west-2", "us-east-1"]
+    assert run.next == "exhausted" and run.launched == 1
+
+
+def entered(pools, request):
+    run = fill.prepare(fill.start(request), pools, request)
+    run = fill.enter_region(run, RegionLaunch(region=pools[0].region, image_id="ami-1", root_volume_gib=200))
+    return fleet.begin_call(fill.begin_step(run))
+
+
+def test_a_refusal_of_the_launch_itself_stops_the_run():
+    pools = [pool("us-west-2", "a"), pool("us-east-1", "a")]
+    run = entered(pools, request_of(count=2))
+    failure = LaunchResult(outcome="error", reason="UnauthorizedOperation", message="not allowed")
+    moved = fleet.after_fleet(run, pools, FleetAnswer(failure=failure), request_of(count=2))
+    assert moved.next == "rejected"
+    assert [(a.region, a.reason) for a in moved.step_attempts] == [("us-west-2", "UnauthorizedOperation")]
+
+
+def test_a_refusal_named_for_a_pool_stops_the_run_too():
+    pools = [pool("us-west-2", "a"), pool("us-west-2", "b")]
+    answer = FleetAnswer(answers=[PoolAnswer(index=0, result=LaunchResult(outcome="error", reason="InvalidBlockDeviceMapping"))])
+    assert fleet.after_fleet(entered(pools, request_of(count=1)), pools, answer, request_of(count=1)).next == "rejected"
+
+
+def test_a_stale_image_is_resolved_once_then_the_region_is_left():
+    pools = [pool("us-west-2", "a"), pool("us-east-1", "a")]
+    request = request_of(count=1)
+    stale = FleetAnswer(answers=[PoolAnswer(index=0, result=LaunchResult(outcome="error", reason="InvalidAMIID.NotFound"))])
+    run = entered(pools, request)
+    assert fleet.after_fleet(run, pools, stale, request).next == "refresh"
+    refreshed = run.model_copy(update={"launch": run.launch.model_copy(update={"ami_refreshed": True})})
+    moved = fleet.after_fleet(refreshed, pools, stale, request)
+    assert (moved.next, moved.cursor) == ("prepare", 1)
+
+
+def test_an_unreachable_region_is_skipped():
+    pools = [pool("us-west-2", "a"), pool("us-west-2", "b"), pool("us-east-1", "a")]
+    failure = LaunchResult(outcome="error", reason="EndpointConnectionError")
+    moved = fleet.after_fleet(entered(pools, request_of(count=1)), pools, FleetAnswer(failure=failure), request_of(count=1))
+    assert (moved.next, moved.cursor, moved.blocked) == ("prepare", 2, ["spot/us-west-2"])
+
+
+def test_an_answer_with_more_instances_than_the_target_is_refused():
+    pools = [pool("us-west-2", "a")]
+    answer = FleetAnswer(answers=[PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=instances(pools[0], 3)))])
+    with pytest.raises(ValueError, match="3 instances for a target of 2"):
+        fleet.after_fleet(entered(pools, request_of(count=2)), pools, answer, request_of(count=2))
+
+
+def test_an_answer_naming_one_pool_twice_is_refused():
+    pools = [pool("us-west-2", "a")]
+    capacity = LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity")
+    answer = FleetAnswer(answers=[PoolAnswer(index=0, result=capacity), PoolAnswer(index=0, result=capacity)])
+    with pytest.raises(ValueError, match="twice"):
+        fleet.after_fleet(entered(pools, request_of(count=2)), pools, answer, request_of(count=2))
+
+
+def test_how_ec2_is_asked_to_pick():
+    assert fleet.allocation_strategy("spot", request_of()) == "price-capacity-optimized"
+    assert fleet.allocation_strategy("on-demand", request_of(market="on-demand")) == "lowest-price"
+    assert fleet.allocation_strategy("on-demand", request_of(market="on-demand", on_demand_strategy="latency")) == "prioritized"
+
+
+def test_a_same_az_gang_asks_for_one_zone_and_all_or_nothing_for_its_whole_remainder():
+    run = entered([pool("us-west-2", "a")], request_of(count=4))
+    assert (fleet.single_zone(request_of(count=4)), fleet.min_target(run, request_of(count=4))) == (False, None)
+    gang = request_of(count=4, placement="same-az")
+    assert (fleet.single_zone(gang), fleet.min_target(run, gang)) == (True, None)
+    whole = request_of(count=4, placement="same-az", all_or_nothing=True)
+    assert (fleet.single_zone(whole), fleet.min_target(run, whole)) == (True, 4)
+    assert fleet.min_target(run, request_of(count=4, placement="same-region", all_or_nothing=True)) is None
+
+
+def test_a_same_region_gang_only_covers_the_region_it_landed_in():
+    pools = [pool("us-west-2", "a"), pool("us-east-1", "a"), pool("us-west-2", "b")]
+    request = request_of(count=4, placement="same-region")
+    run = entered(pools, request)
+    answer = FleetAnswer(answers=[PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=instances(pools[0], 1)))])
+    moved = fleet.after_fleet(run, pools, answer, request)
+    # The gang is anchored in us-west-2, whose fleet already looked at every pool: nothing is left.
+    assert moved.next == "exhausted" and moved.launched == 1
+
+
+def test_the_pools_found_empty_are_those_answered_with_capacity_alone():
+    answer = FleetAnswer(answers=[
+        PoolAnswer(index=0, result=LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity")),
+        PoolAnswer(index=1, result=LaunchResult(outcome="quota", reason="VcpuLimitExceeded")),
+        PoolAnswer(index=2, result=LaunchResult(outcome="launched", instances=instances(pool("us-west-2", "c"), 1))),
+    ])
+    assert fleet.pools_found_empty(answer) == [0]
