@@ -119,6 +119,7 @@ def run_tagged_instances(r: TaskResources) -> Grant:
         r.ec2_arn("volume/*"),
         r.ec2_arn("spot-instances-request/*"),
         r.ec2_arn("placement-group/*"),  # a same-az gang of EFA types launches into its cluster group
+        r.ec2_arn("launch-template/*"),  # a fleet launches from its deployment's launch template
     ]
     tagged = [instances, r.ec2_arn("volume/*")]
     stack = Stack.of(r.scope)
@@ -147,7 +148,7 @@ def run_tagged_instances(r: TaskResources) -> Grant:
             iam.PolicyStatement(
                 actions=["ec2:CreateTags"],
                 resources=tagged,
-                conditions={"StringEquals": {"ec2:CreateAction": "RunInstances"}},
+                conditions={"StringEquals": {"ec2:CreateAction": ["RunInstances", "CreateFleet"]}},
             ),
             # The first spot request of an account makes EC2 create its Spot service-linked
             # role, on the caller's permission; only that one role, only for that service.
@@ -159,6 +160,59 @@ def run_tagged_instances(r: TaskResources) -> Grant:
         ],
         {nag.wildcard_resource(r.scope, arn): why for arn in {instances, *touched, *tagged}},
     )
+
+
+def create_fleets(r: TaskResources) -> Grant:
+    """CreateFleet (type instant) from this deployment's launch templates: the templates are created
+    tagged for the deployment and only those get new versions (adapters.fleet); the fleet's
+    instances are launched under run_tagged_instances' RunInstances conditions."""
+    fleets = r.ec2_arn("fleet/*")
+    templates = r.ec2_arn("launch-template/*")
+    stack = Stack.of(r.scope)
+    fleet_role = (
+        f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/ec2fleet.amazonaws.com/AWSServiceRoleForEC2Fleet"
+    )
+    deployment_tags = {
+        f"aws:RequestTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE,
+        f"aws:RequestTag/{constants.TAG_DEPLOYMENT}": r.env,
+    }
+    return Grant(
+        [
+            iam.PolicyStatement(actions=["ec2:CreateFleet"], resources=[fleets, templates, *_fleet_touched(r)]),
+            iam.PolicyStatement(
+                actions=["ec2:CreateLaunchTemplate"], resources=[templates], conditions={"StringEquals": deployment_tags}
+            ),
+            iam.PolicyStatement(
+                actions=["ec2:CreateLaunchTemplateVersion"],
+                resources=[templates],
+                conditions={"StringEquals": {f"aws:ResourceTag/{constants.TAG_DEPLOYMENT}": r.env}},
+            ),
+            iam.PolicyStatement(
+                actions=["ec2:CreateTags"],
+                resources=[fleets, templates],
+                conditions={"StringEquals": {"ec2:CreateAction": ["CreateFleet", "CreateLaunchTemplate"]}},
+            ),
+            # An account's first EC2 Fleet has EC2 create the fleet service-linked role, on the caller's permission.
+            iam.PolicyStatement(
+                actions=["iam:CreateServiceLinkedRole"],
+                resources=[fleet_role],
+                conditions={"StringEquals": {"iam:AWSServiceName": "ec2fleet.amazonaws.com"}},
+            ),
+        ],
+        {
+            nag.wildcard_resource(r.scope, arn): (
+                "A fleet, its launch template and what it launches into are created or chosen at run "
+                "time in whichever region has capacity; templates are tagged for this deployment at "
+                "creation and only those get new versions."
+            )
+            for arn in {fleets, templates, *_fleet_touched(r)}
+        },
+    )
+
+
+def _fleet_touched(r: TaskResources) -> list[str]:
+    # The instances themselves are authorised as RunInstances, with its tag conditions.
+    return [r.ec2_arn("subnet/*"), r.ec2_arn("image/*", account=False)]
 
 
 def pass_instance_role(r: TaskResources) -> Grant:
@@ -479,11 +533,12 @@ TASKS: dict[str, TaskSpec] = {
         ),
     ),
     "LaunchBatchFunctionArn": TaskSpec(
-        summary="Up to 8 exactly-once RunInstances in one region; records every launched instance",
+        summary="Up to 8 exactly-once RunInstances, or one CreateFleet, in one region; records every launched instance",
         memory_mb=512,
         timeout_seconds=300,
         grants=(
             run_tagged_instances,
+            create_fleets,
             pass_instance_role,
             describe_instances,
             read_instance_record,

@@ -29,6 +29,12 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     # Tags at launch, the instance profile passes its role, and an account's first spot
     # request has EC2 create its Spot service-linked role.
     "run_instances": ("ec2:RunInstances", "ec2:CreateTags", "iam:PassRole", "iam:CreateServiceLinkedRole"),
+    # A fleet launches from a launch template with RunInstances' own checks, tags and role.
+    "create_fleet": (
+        "ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateTags", "iam:PassRole", "iam:CreateServiceLinkedRole",
+    ),
+    "create_launch_template": ("ec2:CreateLaunchTemplate", "ec2:CreateTags"),
+    "create_launch_template_version": ("ec2:CreateLaunchTemplateVersion",),
     "terminate_instances": ("ec2:TerminateInstances",),
     "create_placement_group": ("ec2:CreatePlacementGroup", "ec2:CreateTags"),
     "describe_placement_groups": ("ec2:DescribePlacementGroups",),

@@ -59,10 +59,27 @@ def test_run_instances_requires_the_managed_and_deployment_tags_and_tags_only_on
                 f"aws:RequestTag/{constants.TAG_DEPLOYMENT}": _env(synthesized),
             }
         }
+    creators = {"RunInstances", "CreateSecurityGroup", "CreatePlacementGroup", "CreateFleet", "CreateLaunchTemplate"}
     for statement in statements_with(statements, "ec2:CreateTags"):
-        assert statement["Condition"]["StringEquals"]["ec2:CreateAction"] in ("RunInstances", "CreateSecurityGroup", "CreatePlacementGroup")
+        allowed = statement["Condition"]["StringEquals"]["ec2:CreateAction"]
+        assert set([allowed] if isinstance(allowed, str) else allowed) <= creators
     by_task = _all_function_statements(synthesized, task_functions)
     assert {p for p, s in by_task.items() if statements_with(s, "ec2:RunInstances")} == {"LaunchBatchFunctionArn"}
+
+
+def test_fleet_templates_are_created_tagged_for_the_deployment_and_only_those_get_versions(synthesized, task_functions):
+    statements = _statements(synthesized, task_functions, "LaunchBatchFunctionArn")
+    (create,) = statements_with(statements, "ec2:CreateLaunchTemplate")
+    assert create["Condition"] == {
+        "StringEquals": {
+            f"aws:RequestTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE,
+            f"aws:RequestTag/{constants.TAG_DEPLOYMENT}": _env(synthesized),
+        }
+    }
+    (version,) = statements_with(statements, "ec2:CreateLaunchTemplateVersion")
+    assert version["Condition"] == {"StringEquals": {f"aws:ResourceTag/{constants.TAG_DEPLOYMENT}": _env(synthesized)}}
+    by_task = _all_function_statements(synthesized, task_functions)
+    assert {p for p, s in by_task.items() if statements_with(s, "ec2:CreateFleet")} == {"LaunchBatchFunctionArn"}
 
 
 def test_pass_role_only_for_the_instance_role_and_only_to_ec2(synthesized, task_functions):
