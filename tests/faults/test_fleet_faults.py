@@ -1,0 +1,35 @@
+"""Fleet launches under faults: a lost CreateFleet reply, a launch step killed before its records."""
+
+import pytest
+
+from tests.faults.conftest import EAST, REQUEST, WEST, assert_exactly_once
+
+FLEET = {**REQUEST, "launch_mode": "fleet"}
+
+
+@pytest.mark.parametrize("error", ["ReadTimeout", "InternalError"])
+def test_a_fleet_whose_reply_was_lost_is_answered_by_its_token_not_launched_again(account, error):
+    with account() as engine:
+        # The first CreateFleet launches; each of its botocore attempts, and the one identical
+        # call sent to settle it, lose their replies: the step is retried with the same token.
+        engine.faults.aws("ec2", "CreateFleet", error=error, after=True, times=10)
+        execution = engine.run(FLEET, name=f"fleet-lost-{error.lower()}")
+        seen = assert_exactly_once(engine, execution, launched=4)
+    assert execution.output["status"] == "FULFILLED" and len(seen.in_ec2) == 4
+    assert engine.faults.total >= 10
+
+
+def test_a_fleet_step_killed_before_its_records_are_written_keeps_every_instance(account):
+    with account() as engine:
+        engine.faults.kill_at("dynamodb", "BatchWriteItem", task="LaunchBatch")
+        execution = engine.run(FLEET, name="fleet-killed")
+        seen = assert_exactly_once(engine, execution, launched=4)
+    assert execution.output["status"] == "FULFILLED" and len(seen.in_ec2) == 4
+
+
+def test_an_unreachable_region_is_skipped_and_the_next_one_fills(account):
+    with account() as engine:
+        engine.faults.aws("ec2", "CreateLaunchTemplateVersion", error="EndpointConnectionError", region=WEST, times=None)
+        execution = engine.run(FLEET, name="fleet-unreachable")
+        assert_exactly_once(engine, execution, launched=4)
+    assert {i["region"] for i in execution.output["instances"]} == {EAST}
