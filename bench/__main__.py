@@ -65,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), help="engine processes (default %(default)s)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the reports, scarcity.png and each seed's outcomes go")
     parser.add_argument(
+        "--gpufill-launch-mode", choices=["partial", "exact", "fleet"], default=None,
+        help="the launch_mode gpufill's runs ask for (default: the request default), to compare modes",
+    )
+    parser.add_argument(
         "--render-only", action="store_true", help="rewrite the reports from OUT/seed-N/outcomes.json, running no state machine"
     )
     args = parser.parse_args(argv)
@@ -97,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  [{done}/{2 * len(cases)}] {outcome.strategy:8} {outcome.case:26} {seconds:5.1f} s wall",
                       file=sys.stderr, flush=True)
 
-            outcomes = run_all(cases, workers=args.workers, on_done=progress)
+            outcomes = run_all(cases, workers=args.workers, on_done=progress, launch_mode=args.gpufill_launch_mode)
             seed_dir.mkdir(parents=True, exist_ok=True)
             (seed_dir / "outcomes.json").write_text(
                 json.dumps({"seed": seed, "outcomes": [o.to_json() for o in outcomes.values()]}, indent=1) + "\n"

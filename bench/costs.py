@@ -40,7 +40,8 @@ def orchestration_usd(transitions: int, invocations: list[Invocation]) -> float:
 
 
 def fleet_seconds() -> float:
-    """One CreateFleet (instant). The latency model has no figure for it; it is given RunInstances'
-    time, which if anything flatters the fleet (an instant fleet waits on every pool it tries)."""
+    """One CreateFleet (instant): the latency model gives it RunInstances' time, which if anything
+    flatters the fleet (an instant fleet waits on every pool it tries); gpufill's fleet runs on
+    the engine are timed with the same figure."""
     table = LATENCY_MODEL["api_seconds"]
     return table.get("ec2:CreateFleet", table["ec2:RunInstances"])

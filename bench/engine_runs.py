@@ -28,7 +28,8 @@ STRATEGY_FIELDS = ("launch_mode", "batch_max", "scoring")
 EXPECTED_ENDS = ("FULFILLED", "PARTIAL", "ALL_SPOT_EXHAUSTED")
 
 
-def request_for(case: Case, strategy: str) -> dict:
+def request_for(case: Case, strategy: str, launch_mode: str | None = None) -> dict:
+    """The case's request as `strategy` sends it; gpufill uses its defaults unless `launch_mode` is given."""
     request = {k: v for k, v in case.request.items() if k not in STRATEGY_FIELDS}
     if strategy == "classic":
         # Probe-and-fill as first described: ask for the whole batch, halve on capacity.
@@ -36,12 +37,14 @@ def request_for(case: Case, strategy: str) -> dict:
         request["scoring"] = "classic"
     elif strategy != "gpufill":
         raise ValueError(f"{strategy!r} does not run on the engine")
+    elif launch_mode:
+        request["launch_mode"] = launch_mode
     return request
 
 
-def run(case: Case, strategy: str) -> Outcome:
+def run(case: Case, strategy: str, launch_mode: str | None = None) -> Outcome:
     warnings.filterwarnings("ignore", message="No application metrics to publish")
-    request = request_for(case, strategy)
+    request = request_for(case, strategy, launch_mode)
     # The handlers' metrics and logs go to stdout, which belongs to the bench's table.
     with contextlib.redirect_stdout(io.StringIO()), LocalEngine(case.market()) as engine:
         execution = engine.run(request, name=f"bench-{strategy}-{case.name}"[:80])
