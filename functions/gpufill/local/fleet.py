@@ -325,15 +325,16 @@ class FleetApi:
                 for n, o in enumerate(overrides):
                     zone = o["zone"] or self.market.roomiest_zone(region, o["type"], market)
                     o["placed"] = zone
-                    problem = check_launch_values(
-                        backend,
-                        image_id=o["data"].get("ImageId"),
-                        user_data=o["data"].get("UserData"),
-                        tags={**_tags(o["data"].get("TagSpecifications")), "instance": self._instance_tags(o, fleet_tags)},
-                        volumes=[(b.get("DeviceName"), (b.get("Ebs") or {}).get("VolumeSize")) for b in o["data"].get("BlockDeviceMappings") or []],
-                    )
-                    if problem is not None:
-                        refused[n] = problem
+                    try:  # what EC2 refuses in a RunInstances request, it refuses for each override
+                        check_launch_values(
+                            backend,
+                            image_id=o["data"].get("ImageId"),
+                            user_data=o["data"].get("UserData"),
+                            tags={**_tags(o["data"].get("TagSpecifications")), "instance": self._instance_tags(o, fleet_tags)},
+                            volumes=[(b.get("DeviceName"), (b.get("Ebs") or {}).get("VolumeSize")) for b in o["data"].get("BlockDeviceMappings") or []],
+                        )
+                    except EC2ClientError as refusal:
+                        refused[n] = (refusal.code, refusal.message)
                         continue
                     pools.append(
                         Pool(
