@@ -310,3 +310,12 @@ def test_metrics_count_both_kinds_of_launch_call(engine):
     engine.client("ec2", TOKYO).run_instances(ImageId=LOCAL_AMI, InstanceType="g6.xlarge", MinCount=1, MaxCount=1)
     metrics = engine.calls.metrics_since(marker, [])
     assert (metrics["run_instances_calls"], metrics["create_fleet_calls"], metrics["launch_calls"]) == (1, 1, 2)
+
+
+def test_a_fleet_without_overrides_launches_the_templates_own_type_where_there_is_most_room(engine):
+    lt = template(engine, IRELAND, "no-overrides", InstanceType="g6.xlarge")
+    answer = fleet(engine, IRELAND, lt, [], target=2, market="on-demand")
+    [entry] = answer["Instances"]
+    assert len(entry["InstanceIds"]) == 2 and entry["InstanceType"] == "g6.xlarge" and answer["Errors"] == []
+    bare = template(engine, IRELAND, "no-type")
+    assert error_of(lambda: fleet(engine, IRELAND, bare, [], target=1))[0] == "InvalidFleetConfiguration"
