@@ -22,6 +22,7 @@ from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.responses.spot_instances import SpotInstances
 
 from gpufill.local.cluster_groups import ClusterGroups
+from gpufill.local.fleet import FleetApi
 
 from gpufill import catalog
 from gpufill.constants import STARTUP_STEP_FAILED_PREFIX, TAG_STARTUP_STEP
@@ -47,44 +48,59 @@ MAX_USER_DATA_BYTES = 16 * 1024
 _NOT_COMPARED = {"Action", "Version", "ClientToken", "Placement.AvailabilityZone"}
 
 
-def _check_launch_parameters(response: InstanceResponse) -> None:
-    """EC2's own refusals of a RunInstances request: tags, user data, a root volume below the AMI's snapshot."""
-    import base64
-
-    query = {k: v[0] if isinstance(v, list) and v else v for k, v in response.querystring.items()}
-    specs: dict[str, dict[str, dict[str, str]]] = {}
-    for key, value in query.items():
-        parts = key.split(".")
-        if parts[0] == "TagSpecification" and len(parts) == 5 and parts[2] == "Tag":
-            specs.setdefault(parts[1], {}).setdefault(parts[3], {})[parts[4]] = value
+def check_tags(specs: dict[str, dict[str, str]]) -> None:
+    """EC2's tag limits, per resource type: 50 tags, keys of 128 and values of 256 characters, no `aws:` keys."""
     for tags in specs.values():
         if len(tags) > MAX_TAGS_PER_RESOURCE:
             raise EC2ClientError("TagLimitExceeded", f"The maximum number of tags per resource ({MAX_TAGS_PER_RESOURCE}) was exceeded: {len(tags)}.")
-        for tag in tags.values():
-            key, value = tag.get("Key", ""), tag.get("Value", "")
+        for key, value in tags.items():
             if len(key) > MAX_TAG_KEY:
                 raise EC2ClientError("InvalidParameterValue", f"Tag key exceeds the maximum length of {MAX_TAG_KEY} characters: {key[:40]}...")
             if len(value) > MAX_TAG_VALUE:
                 raise EC2ClientError("InvalidParameterValue", f"Tag value exceeds the maximum length of {MAX_TAG_VALUE} characters (key {key}).")
             if key.lower().startswith("aws:"):
                 raise EC2ClientError("InvalidParameterValue", f"Tag keys starting with 'aws:' are reserved for internal use: {key}")
-    user_data = query.get("UserData")
+
+
+def check_launch_values(backend, *, image_id, user_data, tags: dict[str, dict[str, str]], volumes: list[tuple]) -> None:
+    """EC2's own refusals of a launch (RunInstances, or one CreateFleet override): tags, user data
+    size, a root volume below the AMI's snapshot. `volumes` are (device name, size in GiB or None)."""
+    import base64
+
+    check_tags(tags)
     if user_data:
         size = len(base64.b64decode(user_data))
         if size > MAX_USER_DATA_BYTES:
             raise EC2ClientError("InvalidParameterValue", f"User data is limited to {MAX_USER_DATA_BYTES} bytes; this request has {size}.")
-    image = response.ec2_backend.amis.get(query.get("ImageId"))
+    image = backend.amis.get(image_id)
     snapshot_gib = getattr(image, "root_snapshot_gib", None)
     if image is None or snapshot_gib is None:
         return
-    for key, device in query.items():
-        if key.startswith("BlockDeviceMapping.") and key.endswith(".DeviceName") and device == image.root_device_name:
-            size = query.get(key.replace(".DeviceName", ".Ebs.VolumeSize"))
-            if size is not None and int(size) < snapshot_gib:
-                raise EC2ClientError(
-                    "InvalidBlockDeviceMapping",
-                    f"Volume of size {int(size)}GB is smaller than snapshot '{image.ebs_snapshot.id}', expect size >= {snapshot_gib}GB",
-                )
+    for device, size in volumes:
+        if device == image.root_device_name and size is not None and int(size) < snapshot_gib:
+            raise EC2ClientError(
+                "InvalidBlockDeviceMapping",
+                f"Volume of size {int(size)}GB is smaller than snapshot '{image.ebs_snapshot.id}', expect size >= {snapshot_gib}GB",
+            )
+
+
+def _check_launch_parameters(response: InstanceResponse) -> None:
+    """EC2's own refusals of a RunInstances request: tags, user data, a root volume below the AMI's snapshot."""
+    query = {k: v[0] if isinstance(v, list) and v else v for k, v in response.querystring.items()}
+    specs: dict[str, dict[str, dict[str, str]]] = {}
+    for key, value in query.items():
+        parts = key.split(".")
+        if parts[0] == "TagSpecification" and len(parts) == 5 and parts[2] == "Tag":
+            specs.setdefault(parts[1], {}).setdefault(parts[3], {})[parts[4]] = value
+    tags = {n: {t.get("Key", ""): t.get("Value", "") for t in spec.values()} for n, spec in specs.items()}
+    volumes = [
+        (device, query.get(key.replace(".DeviceName", ".Ebs.VolumeSize")))
+        for key, device in query.items()
+        if key.startswith("BlockDeviceMapping.") and key.endswith(".DeviceName")
+    ]
+    check_launch_values(
+        response.ec2_backend, image_id=query.get("ImageId"), user_data=query.get("UserData"), tags=tags, volumes=volumes
+    )
 
 
 # The earliest startup.sh can report: the instance boots and runs its user data first.
@@ -115,6 +131,7 @@ def _reclaimed_by_ec2(backend, instance_ids: list[str]) -> None:
 class SimulatedMarket:
     def __init__(self, scenario: MarketScenario, *, visibility_delay_calls: int = 1):
         self.scenario = scenario
+        self.default_vcpus = DEFAULT_VCPUS
         # EC2 is eventually consistent: a new instance is missing from the next
         # `visibility_delay_calls` DescribeInstances calls in its region (by id:
         # InvalidInstanceID.NotFound; by filter: absent).
@@ -254,15 +271,33 @@ class SimulatedMarket:
     def launched_with_token(self, region: str, token: str) -> list[str]:
         return list(self._token_instances.get((region, token), []))
 
+    def roomiest_zone(self, region: str, instance_type: str, market: str) -> str | None:
+        """The AZ a launch naming no subnet and no AZ lands in. EC2 picks one (a default subnet of
+        the default VPC) and does not say how; the model picks the zone offering the type with the
+        most instances left in that market, the cheapest then the first by name among equals."""
+        offered = self.scenario.regions.get(region)
+        zones = [z for z, types in sorted((offered.zones if offered else {}).items()) if instance_type in types]
+        if not zones:
+            return None
+        return min(zones, key=lambda z: (-self.left(region, z, instance_type, market), self.price(region, z, instance_type, market)))
+
+    def price(self, region: str, zone: str, instance_type: str, market: str) -> float:
+        """An hour of one instance: the zone's spot price (at most on-demand when it lists none), or the
+        catalog's on-demand price; 0.0 when neither is known (every such pool priced alike)."""
+        on_demand = catalog.on_demand_price(instance_type, region)
+        if market == "spot":
+            offered = self.scenario.regions.get(region)
+            stock = offered.zones.get(zone, {}).get(instance_type) if offered else None
+            if stock is not None and stock.spot_price is not None:
+                return stock.spot_price
+        return on_demand or 0.0
+
     def launch(self, response: InstanceResponse, launch_in_moto) -> ActionResult:
         region = response.region
         params = {
             key: response._get_param(key)
             for key in ("InstanceType", "MinCount", "MaxCount", "ImageId", "SubnetId", "ClientToken")
         }
-        zone = response._get_param("Placement.AvailabilityZone")
-        if params["SubnetId"]:
-            zone = response.ec2_backend.get_subnet(params["SubnetId"]).availability_zone
         market = "spot" if response._get_param("InstanceMarketOptions.MarketType") == "spot" else "on-demand"
         itype, low, high = params["InstanceType"], int(params["MinCount"]), int(params["MaxCount"])
         # Every parameter but the AZ: a retry with another image, user data or tags is another request.
@@ -279,6 +314,11 @@ class SimulatedMarket:
                         f"Arguments on this idempotent request are inconsistent with arguments used in previous request(s) with client token {token}.",
                     )
                 return result
+            zone = response._get_param("Placement.AvailabilityZone")
+            if params["SubnetId"]:
+                zone = response.ec2_backend.get_subnet(params["SubnetId"]).availability_zone
+            elif not zone:
+                zone = self.roomiest_zone(region, itype, market)
             _check_launch_parameters(response)
             self._check_quota(region, market, itype, high)
             left = self.left(region, zone, itype, market)
@@ -291,24 +331,32 @@ class SimulatedMarket:
                     + (f" for placement group {group}." if group and room < left else "."),
                 )
             count = min(high, left, room)
-            self._stock[(region, zone, itype, market)] = left - count
-            result = launch_in_moto(count)
+            result = launch_in_moto(count, zone)
             if group:
                 self.groups.joined(region, group, result.result.instances)
-            if market == "spot" and self._reclaims.get((region, zone, itype)):
-                doomed = [i.id for i in result.result.instances][: self._reclaims[(region, zone, itype)]]
-                self._reclaims[(region, zone, itype)] -= len(doomed)
-                response.ec2_backend.terminate_instances(doomed)
-                _reclaimed_by_ec2(response.ec2_backend, doomed)
-            vcpus = catalog.vcpus(itype) or DEFAULT_VCPUS
-            self._launched.extend((region, market, vcpus, i) for i in result.result.instances)
             if token:
                 self._tokens[(region, token)] = (fingerprint, result)
                 self._token_instances[(region, token)] = [i.id for i in result.result.instances]
-            self.hide_new(region, [i.id for i in result.result.instances])
-            for instance in result.result.instances:
-                self._boot(response.ec2_backend, instance, self.scenario.startup_for(zone, itype))
+            self.admit(response.ec2_backend, region, zone, itype, market, result.result.instances)
             return result
+
+    def admit(self, backend, region: str, zone: str, instance_type: str, market: str, instances: list) -> None:
+        """New instances of a launch (RunInstances or CreateFleet), as EC2 counts them: out of the
+        zone's stock, against the region's quota, reclaimed at launch where the scenario says so,
+        invisible for a while, and booting on the modelled clock."""
+        with self._lock:
+            key = (region, zone, instance_type, market)
+            self._stock[key] = self.left(region, zone, instance_type, market) - len(instances)
+            if market == "spot" and self._reclaims.get((region, zone, instance_type)):
+                doomed = [i.id for i in instances][: self._reclaims[(region, zone, instance_type)]]
+                self._reclaims[(region, zone, instance_type)] -= len(doomed)
+                backend.terminate_instances(doomed)
+                _reclaimed_by_ec2(backend, doomed)
+            vcpus = catalog.vcpus(instance_type) or DEFAULT_VCPUS
+            self._launched.extend((region, market, vcpus, i) for i in instances)
+            self.hide_new(region, [i.id for i in instances])
+            for instance in instances:
+                self._boot(backend, instance, self.scenario.startup_for(zone, instance_type))
 
     def _boot(self, backend, instance, startup: Startup) -> None:
         """startup.sh on a new instance tags it with each step it reaches, on the modelled clock,
@@ -323,24 +371,34 @@ class SimulatedMarket:
             if step == startup.stalls_at:
                 return
 
-    def _check_quota(self, region: str, market: str, itype: str, count: int) -> None:
-        quota = self.scenario.regions.get(region)
-        limit = None
-        if quota is not None:
-            limit = quota.quota.spot_vcpus if market == "spot" else quota.quota.on_demand_vcpus
+    def quota_limit(self, region: str, market: str) -> int | None:
+        offered = self.scenario.regions.get(region)
+        if offered is None:
+            return None
+        return offered.quota.spot_vcpus if market == "spot" else offered.quota.on_demand_vcpus
+
+    def quota_room_vcpus(self, region: str, market: str) -> int | None:
+        """vCPUs the region's quota for the market still allows (None: no quota)."""
+        limit = self.quota_limit(region, market)
         if limit is None:
-            return
+            return None
         running = sum(
             vcpus
             for r, m, vcpus, instance in self._launched
             if r == region and m == market and instance.state not in ("terminated", "shutting-down")
         )
+        return limit - running
+
+    def _check_quota(self, region: str, market: str, itype: str, count: int) -> None:
+        room = self.quota_room_vcpus(region, market)
+        if room is None:
+            return
         wanted = count * (catalog.vcpus(itype) or DEFAULT_VCPUS)
-        if running + wanted > limit:
+        if wanted > room:
             code = "MaxSpotInstanceCountExceeded" if market == "spot" else "VcpuLimitExceeded"
             raise EC2ClientError(
                 code,
-                f"You have requested more vCPU capacity than your current {market} vCPU limit of {limit} allows for {region}.",
+                f"You have requested more vCPU capacity than your current {market} vCPU limit of {self.quota_limit(region, market)} allows for {region}.",
             )
 
     # --- installing the patches ------------------------------------------------------
@@ -350,11 +408,12 @@ class SimulatedMarket:
         original_run = InstanceResponse.run_instances
 
         def run_instances(response: InstanceResponse) -> ActionResult:
-            def launch_in_moto(count: int) -> ActionResult:
+            def launch_in_moto(count: int, zone: str | None) -> ActionResult:
                 plain_get = response._get_param
-                response._get_param = lambda key, if_none=None: (  # moto reads MinCount as "how many"
-                    str(count) if key == "MinCount" else plain_get(key, if_none)
-                )
+                chosen = {"MinCount": str(count)}  # moto reads MinCount as "how many"
+                if zone and not plain_get("SubnetId"):
+                    chosen["Placement.AvailabilityZone"] = zone  # the AZ the market chose, when none was named
+                response._get_param = lambda key, if_none=None: chosen[key] if key in chosen else plain_get(key, if_none)
                 try:
                     return original_run(response)
                 finally:
@@ -460,6 +519,14 @@ class SimulatedMarket:
         stack.enter_context(mock.patch.object(InstanceResponse, "run_instances", run_instances))
         for name, method in market.groups.api().items():
             stack.enter_context(mock.patch.object(EC2Response, name, method, create=True))
+        from moto.ec2.responses.fleets import Fleets
+        from moto.ec2.responses.launch_templates import LaunchTemplates
+
+        fleet_api = FleetApi(market).api(
+            Fleets.create_fleet, LaunchTemplates.create_launch_template, LaunchTemplates.create_launch_template_version
+        )
+        for name, method in fleet_api.items():
+            stack.enter_context(mock.patch.object(EC2Response, name, method))
         stack.enter_context(mock.patch.object(SpotInstances, "describe_spot_price_history", describe_spot_price_history))
         stack.enter_context(
             mock.patch.object(InstanceTypeOfferingBackend, "describe_instance_type_offerings", describe_instance_type_offerings)

@@ -90,6 +90,8 @@ class CallLog:
             "lambda_invocations": len(invocations),
             "ec2_calls": dict(sorted(ec2.items())),
             "run_instances_calls": ec2.get("RunInstances", 0),
+            "create_fleet_calls": ec2.get("CreateFleet", 0),
+            "launch_calls": ec2.get("RunInstances", 0) + ec2.get("CreateFleet", 0),
             "history_events": len(history),
             "largest_state_bytes": largest_state_bytes(history),
             "faults_injected": (self.faults.total if self.faults is not None else 0) - marker[3],

@@ -1,0 +1,461 @@
+"""EC2 CreateFleet of type instant in the simulated market, and launch-template idempotency.
+
+Two parts: `allocate`, a pure model of how an instant fleet spreads a target over its
+pools (no moto, plain inputs, so the benchmark's simulators can answer with the same model),
+and `FleetApi`, the moto glue that reads a CreateFleet request, asks the market, launches
+the instances in moto as RunInstances would, and answers in EC2's shape.
+
+The allocation model (one call, one market):
+- spot `price-capacity-optimized`: when some pools can hold the whole target, the cheapest
+  of them takes it all; else the deepest pools first (most left), the cheapest among equals,
+  until the target is met;
+- spot `capacity-optimized`: deepest pools first; spot `lowest-price` and on-demand
+  `lowest-price`: cheapest first; on-demand `prioritized`: lowest Priority number first, an
+  override without one last; ties keep the order the overrides were sent in;
+- partial fulfilment: the fleet launches what it can and lists an error per pool that
+  could not give: `capacity` for a pool found empty, or emptied when the fleet fell short;
+  `quota` for a pool the region's vCPU quota (for that market) cut short or refused;
+- SingleAvailabilityZone / SingleInstanceType: the pools are grouped by zone (type); the
+  group that can launch the most wins, the one the strategy prefers among equals;
+- MinTargetCapacity: short of it, nothing launches and every pool answers `capacity`
+  (or `quota` where the quota was what stopped it).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from moto.core.responses import ActionResult
+from moto.ec2.exceptions import EC2ClientError
+
+from gpufill import catalog
+
+CAPACITY, QUOTA = "capacity", "quota"
+SPOT_STRATEGIES = ("price-capacity-optimized", "capacity-optimized", "lowest-price")
+ON_DEMAND_STRATEGIES = ("lowest-price", "prioritized")
+DEFAULT_STRATEGY = {"spot": "price-capacity-optimized", "on-demand": "lowest-price"}
+FLEET_ID_TAG = "aws:ec2:fleet-id"
+TEMPLATE_ID_TAG = "aws:ec2launchtemplate:id"
+TEMPLATE_VERSION_TAG = "aws:ec2launchtemplate:version"
+ERROR_CODES = {
+    ("spot", CAPACITY): "InsufficientInstanceCapacity",
+    ("on-demand", CAPACITY): "InsufficientInstanceCapacity",
+    ("spot", QUOTA): "MaxSpotInstanceCountExceeded",
+    ("on-demand", QUOTA): "VcpuLimitExceeded",
+}
+
+
+# --- the pure model ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One override as the allocation sees it: `left` instances it can still launch, its hourly
+    price in the fleet's market, its Priority (None: lowest), the vCPUs of one instance, and
+    its zone and type (for SingleAvailabilityZone / SingleInstanceType)."""
+
+    key: Hashable
+    left: int
+    price: float = 0.0
+    priority: float | None = None
+    vcpus: int = 4
+    zone: str | None = None
+    instance_type: str | None = None
+
+
+@dataclass
+class Allocation:
+    counts: dict[Hashable, int] = field(default_factory=dict)  # pool key -> instances, in launch order
+    errors: dict[Hashable, str] = field(default_factory=dict)  # pool key -> CAPACITY | QUOTA
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def allocate(
+    pools: Sequence[Pool],
+    target: int,
+    strategy: str,
+    *,
+    quota_vcpus: int | None = None,
+    single_zone: bool = False,
+    single_type: bool = False,
+    min_target: int | None = None,
+) -> Allocation:
+    """How many instances each pool launches for `target`, and which pools answer an error.
+
+    `strategy` is one of SPOT_STRATEGIES (spot prices) or ON_DEMAND_STRATEGIES (on-demand
+    prices, `prioritized` by Priority); `quota_vcpus` is the room left under the region's vCPU
+    quota for the market (None: no quota)."""
+    order = {pool.key: n for n, pool in enumerate(pools)}
+    if single_zone or single_type:
+        groups: dict[tuple, list[Pool]] = {}
+        for pool in pools:
+            groups.setdefault((pool.zone if single_zone else None, pool.instance_type if single_type else None), []).append(pool)
+        filled = {name: _fill(group, target, strategy, quota_vcpus, order) for name, group in groups.items()}
+        best = max((a.total for a in filled.values()), default=0)
+        if best == 0:
+            result = _fill(pools, target, strategy, quota_vcpus, order)
+        else:
+            preferred = {p.key: n for n, p in enumerate(sorted(pools, key=lambda p: _preference(p, target, strategy, order)))}
+            name = min(
+                (name for name, a in filled.items() if a.total == best),
+                key=lambda name: min(preferred[p.key] for p in groups[name]),
+            )
+            result = filled[name]
+    else:
+        result = _fill(pools, target, strategy, quota_vcpus, order)
+    if min_target is not None and result.total < min_target:
+        return Allocation({}, {pool.key: result.errors.get(pool.key, CAPACITY) for pool in pools})
+    return result
+
+
+def _preference(pool: Pool, target: int, strategy: str, order: dict) -> tuple:
+    """The strategy's order of pools, smallest first."""
+    if strategy == "price-capacity-optimized":
+        whole = pool.left >= target
+        return (not whole, pool.price if whole else -pool.left, pool.price, order[pool.key])
+    if strategy == "capacity-optimized":
+        return (-pool.left, order[pool.key])
+    if strategy == "prioritized":
+        return (pool.priority is None, pool.priority or 0.0, order[pool.key])
+    if strategy == "lowest-price":
+        return (pool.price, order[pool.key])
+    raise ValueError(f"unknown allocation strategy {strategy}")
+
+
+def _fill(pools: Sequence[Pool], target: int, strategy: str, quota_vcpus: int | None, order: dict) -> Allocation:
+    result = Allocation(errors={p.key: CAPACITY for p in pools if p.left == 0})
+    ranked = sorted((p for p in pools if p.left > 0), key=lambda p: _preference(p, target, strategy, order))
+    if strategy == "price-capacity-optimized":
+        # The cheapest pool that holds the whole target, else the partial pools deepest first.
+        whole = [p for p in ranked if p.left >= target]
+        ranked = whole[:1] + [p for p in ranked if p.left < target]
+    wanted, room_vcpus = target, quota_vcpus
+    for pool in ranked:
+        room = pool.left if room_vcpus is None else max(0, room_vcpus // pool.vcpus)
+        if room == 0:
+            result.errors[pool.key] = QUOTA
+            continue
+        take = min(wanted, pool.left, room)
+        result.counts[pool.key] = take
+        if room_vcpus is not None:
+            room_vcpus -= take * pool.vcpus
+        if take < min(wanted, pool.left):
+            result.errors[pool.key] = QUOTA  # launched up to the quota, refused the rest
+        wanted -= take
+        if wanted == 0:
+            break
+    if wanted:  # short of the target: every pool now empty answers with an error
+        result.errors.update({p.key: CAPACITY for p in pools if p.left - result.counts.get(p.key, 0) == 0})
+    return result
+
+
+# --- the moto glue -------------------------------------------------------------------------------
+
+
+def _number(value: Any) -> Any:
+    try:
+        return float(value) if "." in str(value) else int(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _flag(value: Any) -> bool:
+    return str(value).lower() == "true"
+
+
+def _tags(specs: list[dict] | None) -> dict[str, dict[str, str]]:
+    """{resource type: {key: value}} from TagSpecifications."""
+    found: dict[str, dict[str, str]] = {}
+    for spec in specs or []:
+        for tag in spec.get("Tags") or spec.get("Tag") or []:
+            found.setdefault(spec.get("ResourceType"), {})[tag.get("Key", "")] = tag.get("Value", "")
+    return found
+
+
+def _fingerprint(response) -> tuple:
+    return tuple(
+        sorted(
+            (k, tuple(v) if isinstance(v, list) else v)
+            for k, v in response.querystring.items()
+            if k not in ("Action", "Version", "ClientToken")
+        )
+    )
+
+
+def _mismatch(token: str) -> EC2ClientError:
+    return EC2ClientError(
+        "IdempotentParameterMismatch",
+        f"Arguments on this idempotent request are inconsistent with arguments used in previous request(s) with client token {token}.",
+    )
+
+
+class FleetApi:
+    """CreateFleet (instant), CreateLaunchTemplate and CreateLaunchTemplateVersion answered by the market."""
+
+    def __init__(self, market):
+        self.market = market
+        self._tokens: dict[tuple[str, str, str], tuple[tuple, Any]] = {}  # (action, region, token) -> (fingerprint, answer)
+        self._lock = threading.RLock()
+
+    def _idempotent(self, response, action: str, create):
+        """EC2's ClientToken: the same token and parameters answer the first call again, other parameters are refused."""
+        token = response._get_param("ClientToken")
+        if not token:
+            return create()
+        fingerprint = _fingerprint(response)
+        with self._lock:
+            seen = self._tokens.get((action, response.region, token))
+            if seen is not None:
+                if seen[0] != fingerprint:
+                    raise _mismatch(token)
+                return seen[1]
+            answer = create()
+            self._tokens[(action, response.region, token)] = (fingerprint, answer)
+            return answer
+
+    def api(self, original_fleet, original_template, original_version) -> dict[str, Any]:
+        fleets = self
+
+        def create_launch_template(response) -> ActionResult:
+            return fleets._idempotent(response, "CreateLaunchTemplate", lambda: original_template(response))
+
+        def create_launch_template_version(response) -> ActionResult:
+            return fleets._idempotent(response, "CreateLaunchTemplateVersion", lambda: original_version(response))
+
+        def create_fleet(response) -> ActionResult:
+            if response._get_param("Type", "maintain") != "instant":
+                return original_fleet(response)
+            return fleets._idempotent(response, "CreateFleet", lambda: ActionResult(fleets.create_instant(response)))
+
+        return {
+            "create_launch_template": create_launch_template,
+            "create_launch_template_version": create_launch_template_version,
+            "create_fleet": create_fleet,
+        }
+
+    # --- CreateFleet, type instant -------------------------------------------------------------
+
+    def create_instant(self, response) -> dict[str, Any]:
+        from gpufill.local.market import check_launch_values, check_tags
+
+        backend, region = response.ec2_backend, response.region
+        capacity = response._get_param("TargetCapacitySpecification", {})
+        total = int(capacity.get("TotalTargetCapacity") or 0)
+        if total < 1:
+            raise EC2ClientError("InvalidParameterValue", "The target capacity (TotalTargetCapacity) must be greater than 0.")
+        default_market = capacity.get("DefaultTargetCapacityType")
+        if default_market not in ("spot", "on-demand"):
+            raise EC2ClientError("InvalidParameterValue", "DefaultTargetCapacityType must be spot or on-demand.")
+        targets = {"on-demand": int(capacity.get("OnDemandTargetCapacity") or 0), "spot": int(capacity.get("SpotTargetCapacity") or 0)}
+        if sum(targets.values()) > total:
+            raise EC2ClientError("InvalidParameterValue", "OnDemandTargetCapacity plus SpotTargetCapacity exceeds TotalTargetCapacity.")
+        targets[default_market] += total - sum(targets.values())
+        options = {"spot": response._get_param("SpotOptions", {}), "on-demand": response._get_param("OnDemandOptions", {})}
+        for market, opts in options.items():
+            strategy = opts.get("AllocationStrategy") or DEFAULT_STRATEGY[market]
+            allowed = SPOT_STRATEGIES if market == "spot" else ON_DEMAND_STRATEGIES
+            if strategy not in allowed:
+                raise EC2ClientError("InvalidParameterValue", f"The {market} allocation strategy {strategy} is not valid for this fleet.")
+            if opts.get("MinTargetCapacity") and not (_flag(opts.get("SingleAvailabilityZone")) or _flag(opts.get("SingleInstanceType"))):
+                raise EC2ClientError(
+                    "InvalidParameterCombination",
+                    "MinTargetCapacity requires SingleAvailabilityZone or SingleInstanceType to be set.",
+                )
+        fleet_tags = _tags(response._get_param("TagSpecifications", []))
+        check_tags(fleet_tags)
+
+        overrides = []  # (spec as answered, override as answered, zone, type, data, template, version)
+        configs = response._get_param("LaunchTemplateConfigs", [])
+        if not configs:
+            raise EC2ClientError("InvalidParameterValue", "LaunchTemplateConfigs must name a launch template.")
+        for config in configs:
+            spec = config.get("LaunchTemplateSpecification", {})
+            if spec.get("LaunchTemplateId"):
+                template = backend.get_launch_template(spec["LaunchTemplateId"])
+            elif spec.get("LaunchTemplateName"):
+                template = backend.get_launch_template_by_name(spec["LaunchTemplateName"])
+            else:
+                raise EC2ClientError("MissingParameter", "The request must contain the parameter LaunchTemplateId or LaunchTemplateName.")
+            wanted = str(spec.get("Version") or "$Default")
+            if wanted.lower() not in ("$latest", "$default") and not (wanted.isdigit() and 1 <= int(wanted) <= len(template.versions)):
+                from moto.ec2.exceptions import InvalidLaunchTemplateVersionNotFound
+
+                raise InvalidLaunchTemplateVersionNotFound(version=wanted, template_id=template.id)
+            version = template.get_version(wanted)
+            data = version.data
+            if data.get("InstanceMarketOptions"):
+                raise EC2ClientError(
+                    "InvalidFleetConfiguration",
+                    "Launch template market options (InstanceMarketOptions) are not supported for EC2 Fleet; use SpotOptions.",
+                )
+            answered_spec = {k: spec[k] for k in ("LaunchTemplateId", "LaunchTemplateName", "Version") if spec.get(k)}
+            sent = config.get("Overrides") or []
+            if not sent:
+                if not data.get("InstanceType"):
+                    raise EC2ClientError(
+                        "InvalidFleetConfiguration", "The launch template has no instance type and the fleet sets no overrides."
+                    )
+                sent = [{}]
+            for override in sent:
+                answered = {k: _number(v) if k in ("Priority", "WeightedCapacity") else v for k, v in override.items()}
+                itype = override.get("InstanceType") or data.get("InstanceType")
+                subnet = override.get("SubnetId") or next((n.get("SubnetId") for n in data.get("NetworkInterfaces") or [] if n.get("SubnetId")), None)
+                zone = override.get("AvailabilityZone") or (data.get("Placement") or {}).get("AvailabilityZone")
+                if subnet:
+                    zone = backend.get_subnet(subnet).availability_zone
+                overrides.append({"spec": answered_spec, "override": answered, "zone": zone, "type": itype,
+                                  "subnet": subnet, "data": data, "template": template, "version": version})
+
+        fleet_id = "fleet-" + str(uuid.uuid4())
+        instances, errors = [], []
+        with self.market._lock:
+            for market in ("on-demand", "spot"):  # EC2 Fleet launches the on-demand part first
+                if targets[market] == 0:
+                    continue
+                opts = options[market]
+                strategy = opts.get("AllocationStrategy") or DEFAULT_STRATEGY[market]
+                pools, refused = [], {}
+                for n, o in enumerate(overrides):
+                    zone = o["zone"] or self.market.roomiest_zone(region, o["type"], market)
+                    o["placed"] = zone
+                    try:  # what EC2 refuses in a RunInstances request, it refuses for each override
+                        check_launch_values(
+                            backend,
+                            image_id=o["data"].get("ImageId"),
+                            user_data=o["data"].get("UserData"),
+                            tags={**_tags(o["data"].get("TagSpecifications")), "instance": self._instance_tags(o, fleet_tags)},
+                            volumes=[(b.get("DeviceName"), (b.get("Ebs") or {}).get("VolumeSize")) for b in o["data"].get("BlockDeviceMappings") or []],
+                        )
+                    except EC2ClientError as refusal:
+                        refused[n] = (refusal.code, refusal.message)
+                        continue
+                    pools.append(
+                        Pool(
+                            key=n,
+                            left=self.market.left(region, zone, o["type"], market),
+                            price=self.market.price(region, zone, o["type"], market),
+                            priority=_number(o["override"]["Priority"]) if "Priority" in o["override"] else None,
+                            vcpus=catalog.vcpus(o["type"]) or self.market.default_vcpus,
+                            zone=zone,
+                            instance_type=o["type"],
+                        )
+                    )
+                allocation = allocate(
+                    pools,
+                    targets[market],
+                    strategy,
+                    quota_vcpus=self.market.quota_room_vcpus(region, market),
+                    single_zone=_flag(opts.get("SingleAvailabilityZone")),
+                    single_type=_flag(opts.get("SingleInstanceType")),
+                    min_target=int(opts["MinTargetCapacity"]) if opts.get("MinTargetCapacity") else None,
+                )
+                for n, count in allocation.counts.items():
+                    o = overrides[n]
+                    ids = self._launch(backend, region, o, market, count, fleet_id, fleet_tags)
+                    instances.append(
+                        {
+                            "LaunchTemplateAndOverrides": {"LaunchTemplateSpecification": o["spec"], "Overrides": o["override"]},
+                            "Lifecycle": market,
+                            "InstanceIds": ids,
+                            "InstanceType": o["type"],
+                        }
+                    )
+                for n, (code, message) in sorted(refused.items()):
+                    errors.append(self._error(overrides[n], market, code, message))
+                for n, kind in allocation.errors.items():
+                    o = overrides[n]
+                    if kind == CAPACITY:
+                        message = (
+                            f"We currently do not have sufficient {o['type']} capacity in the Availability Zone you requested "
+                            f"({o['placed']}). Our system will be working on provisioning additional capacity."
+                        )
+                    else:
+                        message = (
+                            f"You have requested more vCPU capacity than your current {market} vCPU limit of "
+                            f"{self.market.quota_limit(region, market)} allows for {region}."
+                        )
+                    errors.append(self._error(o, market, ERROR_CODES[(market, kind)], message))
+        return {"FleetId": fleet_id, "Errors": errors, "Instances": instances}
+
+    @staticmethod
+    def _error(o: dict, market: str, code: str, message: str) -> dict:
+        return {
+            "LaunchTemplateAndOverrides": {"LaunchTemplateSpecification": o["spec"], "Overrides": o["override"]},
+            "Lifecycle": market,
+            "ErrorCode": code,
+            "ErrorMessage": message,
+        }
+
+    @staticmethod
+    def _instance_tags(o: dict, fleet_tags: dict) -> dict[str, str]:
+        return {**_tags(o["data"].get("TagSpecifications")).get("instance", {}), **fleet_tags.get("instance", {})}
+
+    def _launch(self, backend, region: str, o: dict, market: str, count: int, fleet_id: str, fleet_tags: dict) -> list[str]:
+        """The instances in moto, as RunInstances makes them, then counted by the market as its own launches."""
+        from moto.ec2.utils import parse_user_data
+
+        data = o["data"]
+        user_data = data.get("UserData")
+        mappings = [
+            {
+                "DeviceName": b.get("DeviceName"),
+                "VirtualName": b.get("VirtualName"),
+                "NoDevice": b.get("NoDevice"),
+                "Ebs": {
+                    "SnapshotId": (b.get("Ebs") or {}).get("SnapshotId"),
+                    "VolumeSize": _number((b.get("Ebs") or {}).get("VolumeSize")),
+                    "DeleteOnTermination": _flag((b.get("Ebs") or {}).get("DeleteOnTermination")),
+                    "VolumeType": (b.get("Ebs") or {}).get("VolumeType"),
+                    "Iops": (b.get("Ebs") or {}).get("Iops"),
+                    "Encrypted": _flag((b.get("Ebs") or {}).get("Encrypted")),
+                    "KmsKeyId": (b.get("Ebs") or {}).get("KmsKeyId"),
+                },
+            }
+            for b in data.get("BlockDeviceMappings") or []
+        ]
+        kwargs: dict[str, Any] = {
+            "instance_type": o["type"],
+            "is_instance_type_default": False,
+            "placement": o["placed"],
+            "region_name": region,
+            "subnet_id": o["subnet"],
+            "security_group_ids": list(data.get("SecurityGroupIds") or []),
+            "tags": {
+                "instance": self._instance_tags(o, fleet_tags),
+                "volume": _tags(data.get("TagSpecifications")).get("volume", {}),
+            },
+            "instance_market_options": "spot" if market == "spot" else {},
+            "instance_initiated_shutdown_behavior": data.get("InstanceInitiatedShutdownBehavior"),
+            "metadata_options": data.get("MetadataOptions") or {},
+            "client_token": "ABCDE",
+        }
+        if mappings:
+            kwargs["block_device_mappings"] = mappings
+        reservation = backend.run_instances(
+            data.get("ImageId"),
+            count,
+            parse_user_data(user_data) if user_data else None,
+            list(data.get("SecurityGroups") or []),
+            **kwargs,
+        )
+        ids = [i.id for i in reservation.instances]
+        profile = (data.get("IamInstanceProfile") or {})
+        for instance_id in ids:
+            if profile.get("Arn"):
+                backend.associate_iam_instance_profile(instance_id=instance_id, iam_instance_profile_arn=profile["Arn"])
+            elif profile.get("Name"):
+                backend.associate_iam_instance_profile(instance_id=instance_id, iam_instance_profile_name=profile["Name"])
+        # EC2's own tags on a fleet's instances; `aws:` keys are refused from callers, not from EC2.
+        backend.create_tags(
+            ids,
+            {FLEET_ID_TAG: fleet_id, TEMPLATE_ID_TAG: o["template"].id, TEMPLATE_VERSION_TAG: str(o["version"].number)},
+        )
+        self.market.admit(backend, region, o["placed"], o["type"], market, reservation.instances)
+        return ids
