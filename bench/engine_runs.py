@@ -42,6 +42,14 @@ def request_for(case: Case, strategy: str, launch_mode: str | None = None) -> di
     return request
 
 
+def _seconds_to_fill(metrics: dict, waited: float) -> float:
+    """Until the last launch step ended: the boot and model-server checks after it are not
+    finding capacity, and the simulators have none. A run that never launched: all of it."""
+    if metrics.get("fill_seconds") is not None:
+        return metrics["fill_seconds"]
+    return round(metrics["modelled_seconds"] - waited, 3)
+
+
 def run(case: Case, strategy: str, launch_mode: str | None = None) -> Outcome:
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     request = request_for(case, strategy, launch_mode)
@@ -69,7 +77,7 @@ def run(case: Case, strategy: str, launch_mode: str | None = None) -> Outcome:
         run_instances=metrics["run_instances_calls"],
         ec2_calls=sum(metrics["ec2_calls"].values()),
         hourly_cost=round(float(result.get("hourly_cost", 0.0) or 0.0), 4),
-        modelled_seconds=round(metrics["modelled_seconds"] - waited, 3),
+        modelled_seconds=_seconds_to_fill(metrics, waited),
         status=status,
         transitions=metrics["state_transitions"],
         lambda_invocations=metrics["lambda_invocations"],

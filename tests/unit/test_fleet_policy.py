@@ -171,7 +171,7 @@ def test_an_unreachable_region_is_skipped():
     pools = [pool("us-west-2", "a"), pool("us-west-2", "b"), pool("us-east-1", "a")]
     failure = LaunchResult(outcome="error", reason="EndpointConnectionError")
     moved = fleet.after_fleet(entered(pools, request_of(count=1)), pools, FleetAnswer(failure=failure), request_of(count=1))
-    assert (moved.next, moved.cursor, moved.blocked) == ("prepare", 2, ["spot/us-west-2"])
+    assert (moved.next, moved.cursor, moved.blocked) == ("prepare", 2, ["spot/us-west-2"])  # the whole region
 
 
 def test_an_answer_with_more_instances_than_the_target_is_refused():
@@ -222,3 +222,30 @@ def test_the_pools_found_empty_are_those_answered_with_capacity_alone():
         PoolAnswer(index=2, result=LaunchResult(outcome="launched", instances=instances(pool("us-west-2", "c"), 1))),
     ])
     assert fleet.pools_found_empty(answer) == [0]
+
+
+def test_pools_another_run_found_empty_are_asked_for_apart_and_last():
+    fresh_a, fresh_b = pool("us-east-1", "b"), pool("us-west-2", "a")
+    deferred = pool("us-east-1", "a").model_copy(update={"deferred": True})
+    pools = [fresh_a, fresh_b, deferred]
+    run, calls, _ = drive(pools, {fresh_a.key: 0, fresh_b.key: 0, deferred.key: 2}, {}, request_of(count=2))
+    assert [(region, indices) for region, indices, _ in calls] == [("us-east-1", [0]), ("us-west-2", [1]), ("us-east-1", [2])]
+    assert run.next == "done" and {i.availability_zone for i in run.instances} == {"us-east-1a"}
+
+
+def test_a_quota_answer_closes_that_quota_group_for_the_deferred_fleet_too():
+    fresh = pool("us-east-1", "b")
+    deferred = pool("us-east-1", "a").model_copy(update={"deferred": True})
+    pools = [fresh, deferred]
+    run, calls, _ = drive(pools, {fresh.key: 5, deferred.key: 5}, {"us-east-1": 0}, request_of(count=2))
+    assert [region for region, _, _ in calls] == ["us-east-1"]
+    assert run.next == "exhausted" and run.launched == 0  # the deferred fleet was never sent
+
+
+def test_the_blocked_keys_of_a_fleet_leave_the_other_tier_and_regions_open():
+    fresh = pool("us-east-1", "b")
+    deferred = pool("us-east-1", "a").model_copy(update={"deferred": True})
+    blocked = [fill.fleet_key(fresh)]
+    assert not fill.is_open(fresh, blocked) and fill.is_open(deferred, blocked)
+    assert fill.is_open(pool("us-west-2", "a"), blocked)
+    assert fill.fleet_key(deferred) == "spot/us-east-1/deferred" and fill.fleet_key(fresh) == "spot/us-east-1/fresh"

@@ -33,6 +33,8 @@ def test_an_instance_that_never_serves_is_reported_with_its_last_step_and_the_ot
     assert execution.output["instances_serving"] == 2
     # The run waited the whole ready_timeout (from when the instances ran), checking once a minute.
     assert 600 <= execution.metrics["modelled_seconds"] < 600 + 60
+    # The time to fill ends with the last launch step: the capacity was had in seconds.
+    assert 0 < execution.metrics["fill_seconds"] < 30
     assert execution.entered().count("CheckServing") == 11
     # The status view reads the same tag: where each instance's startup got to.
     steps = {i["availability_zone"]: i["startup_step"] for i in status.output["instances"]}

@@ -113,7 +113,9 @@ def _report_step(backend, instance, step: str) -> None:
     if instance.state in ("shutting-down", "terminated", "stopping", "stopped"):
         return
     tags = backend.tags.get(instance.id, {})
-    if TAG_STARTUP_STEP not in tags and len(tags) >= MAX_TAGS_PER_RESOURCE:
+    # Keys that start with aws: (the fleet and launch template EC2 adds) do not count against the limit.
+    counted = [key for key in tags if not key.lower().startswith("aws:")]
+    if TAG_STARTUP_STEP not in tags and len(counted) >= MAX_TAGS_PER_RESOURCE:
         return
     backend.create_tags([instance.id], {TAG_STARTUP_STEP: step})
 

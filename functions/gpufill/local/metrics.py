@@ -98,6 +98,7 @@ class CallLog:
             "modelled_seconds": round(
                 modelled_seconds(invocations, transitions) + sum(self.wait_seconds[marker[2] :]), 3
             ),
+            "fill_seconds": fill_seconds(invocations, history),
         }
 
 
@@ -123,6 +124,23 @@ def largest_state_bytes(history: list[dict]) -> int:
             if text:
                 largest = max(largest, len(text.encode()))
     return largest
+
+
+# The launch step: a run's instances are all launched once its last invocation ends.
+LAUNCH_HANDLER, LAUNCH_STATE = "launch_batch", "LaunchBatch"
+
+
+def fill_seconds(invocations: list[Invocation], history: list[dict]) -> float | None:
+    """Modelled time from the start until the last launch step ended, Wait states left out:
+    the time a run spent getting its capacity, without the boot and model-server checks after
+    it (what the benchmark compares with strategies that only launch). None when nothing launched."""
+    last = max((n for n, i in enumerate(invocations) if i.handler == LAUNCH_HANDLER), default=None)
+    exits = [n for n, e in enumerate(history) if e["type"].endswith("StateExited")
+             and e.get("stateExitedEventDetails", {}).get("name") == LAUNCH_STATE]
+    if last is None or not exits:
+        return None
+    transitions = sum(1 for e in history[: exits[-1]] if e["type"].endswith("StateEntered"))
+    return round(modelled_seconds(invocations[: last + 1], transitions), 3)
 
 
 def modelled_seconds(invocations: list[Invocation], transitions: int) -> float:

@@ -76,6 +76,8 @@ class Pool(_Model):
     market: MarketName
     price: float | None = None
     note: str | None = None
+    # Found empty by another run moments ago (the capacity cache): tried last; a fleet asks for it apart.
+    deferred: bool = False
 
     @property
     def key(self) -> str:

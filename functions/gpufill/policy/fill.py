@@ -37,8 +37,14 @@ def quota_key(pool: Pool) -> str:
     return f"{pool.market}/{pool.region}/{quota_group(pool.instance_type)}"
 
 
+def fleet_key(pool: Pool) -> str:
+    """The pools one fleet covers: a region's in one market, its deferred pools apart (policy/fleet.py)."""
+    return f"{pool.market}/{pool.region}/{'deferred' if pool.deferred else 'fresh'}"
+
+
 def is_open(pool: Pool, blocked: list[str]) -> bool:
-    return region_key(pool.market, pool.region) not in blocked and quota_key(pool) not in blocked
+    keys = (region_key(pool.market, pool.region), quota_key(pool), fleet_key(pool))
+    return not any(key in blocked for key in keys)
 
 
 def may_try(pool: Pool, run: Run, request: ProvisionRequest) -> bool:

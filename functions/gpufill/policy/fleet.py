@@ -3,9 +3,11 @@
 The call covers every pool of the region the run may still try (each pool an override: its
 AZ's subnet and its instance type) and asks for everything still missing; EC2 picks the pools
 (price-capacity-optimized for spot, the request's On-Demand strategy otherwise), launches what
-it can and names each pool it could not launch in. Whatever it answered, the region is then
-done for that market, since EC2 has looked at all of it: the cursor goes on to the next region.
-So a region is asked once per market, and every pool at most once, as in the other modes.
+it can and names each pool it could not launch in. Whatever it answered, those pools are then
+done for that market, since EC2 has looked at all of them: the cursor goes on to the next region.
+Pools another run found empty moments ago (deferred by the capacity cache) are left out of the
+region's first fleet and asked for apart when the cursor reaches them at the end of the plan, so
+they are tried last, as in the other modes. Every pool is asked for at most once per market.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from gpufill.models.request import ProvisionRequest
 from gpufill.models.run import FleetAnswer, LaunchResult, Pool, Run
 from gpufill.policy import fill, gang
-from gpufill.policy.errors import is_rejection, is_stale_ami
+from gpufill.policy.errors import is_rejection, is_stale_ami, region_unusable
 
 SPOT_STRATEGY = "price-capacity-optimized"
 # cost: the cheapest pools first, as EC2 knows On-Demand prices; latency: the plan's order,
@@ -22,14 +24,13 @@ ON_DEMAND_STRATEGY = {"cost": "lowest-price", "latency": "prioritized"}
 
 
 def overrides(run: Run, pools: list[Pool], request: ProvisionRequest) -> list[int]:
-    """The pools one call covers: from the cursor on, every pool of its region and market the run may try."""
+    """The pools one call covers: from the cursor on, every pool of its region, market and
+    deferral the run may try."""
     here = pools[run.cursor]
     return [
         index
         for index in range(run.cursor, len(pools))
-        if pools[index].region == here.region
-        and pools[index].market == here.market
-        and fill.may_try(pools[index], run, request)
+        if fill.fleet_key(pools[index]) == fill.fleet_key(here) and fill.may_try(pools[index], run, request)
     ]
 
 
@@ -79,7 +80,10 @@ def after_fleet(run: Run, pools: list[Pool], answer: FleetAnswer, request: Provi
         return moved.model_copy(update={"next": "rejected"})
     if not launched and codes and all(is_stale_ami(code) for code in codes):
         return _refresh_or_leave(moved, pools, request)
-    return _leave_region(moved, pools, here, request)
+    for item in ordered:
+        if item.result.outcome == "quota":  # that quota group is spent in this region and market
+            moved = fill.block(moved, fill.quota_key(pools[item.index]))
+    return _leave(moved, pools, here, request)
 
 
 def _after_failure(run: Run, pools: list[Pool], failure: LaunchResult, request: ProvisionRequest) -> Run:
@@ -87,18 +91,22 @@ def _after_failure(run: Run, pools: list[Pool], failure: LaunchResult, request: 
         return run.model_copy(update={"next": "rejected"})
     if is_stale_ami(failure.reason):
         return _refresh_or_leave(run, pools, request)
-    return _leave_region(run, pools, pools[run.cursor], request)
+    here = pools[run.cursor]
+    if region_unusable(failure.reason):
+        return fill.advance(fill.block(run, fill.region_key(here.market, here.region)), pools, request)
+    return _leave(run, pools, here, request)
 
 
 def _refresh_or_leave(run: Run, pools: list[Pool], request: ProvisionRequest) -> Run:
     """A stale AMI is resolved once per region, then the call is made again with the fresh one."""
     if run.launch is None or not run.launch.ami_refreshed:
         return run.model_copy(update={"next": "refresh"})
-    return _leave_region(run, pools, pools[run.cursor], request)
+    return _leave(run, pools, pools[run.cursor], request)
 
 
-def _leave_region(run: Run, pools: list[Pool], here: Pool, request: ProvisionRequest) -> Run:
-    return fill.advance(fill.block(run, fill.region_key(here.market, here.region)), pools, request)
+def _leave(run: Run, pools: list[Pool], here: Pool, request: ProvisionRequest) -> Run:
+    """The pools this fleet covered are done for the market: on to the next open pool."""
+    return fill.advance(fill.block(run, fill.fleet_key(here)), pools, request)
 
 
 def pools_found_empty(answer: FleetAnswer) -> list[int]:

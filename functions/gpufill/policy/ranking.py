@@ -134,7 +134,10 @@ def defer_recently_full(pools: list[Pool], recently_full: dict[str, int], now: f
     fresh = [p for p in pools if p.key not in recently_full]
     deferred = [
         p.model_copy(
-            update={"note": f"answered capacity {int(now - recently_full[p.key])} s ago in another run; tried last"}
+            update={
+                "note": f"answered capacity {int(now - recently_full[p.key])} s ago in another run; tried last",
+                "deferred": True,
+            }
         )
         for p in pools
         if p.key in recently_full
