@@ -8,7 +8,7 @@ from gpufill.policy import fill
 
 
 def request(**fields):
-    return normalise(Request(**{"count": 8, "batch_max": 4, **fields}), request_id="f", default_regions=["us-west-2"],
+    return normalise(Request(**{"count": 8, "batch_max": 4, "launch_mode": "partial", **fields}), request_id="f", default_regions=["us-west-2"],
                      home_region="us-east-1")
 
 

@@ -12,7 +12,7 @@ from gpufill.policy import fill, gang
 
 
 def request(**fields):
-    fields = {"instance_types": ["g6.xlarge"], **fields}
+    fields = {"instance_types": ["g6.xlarge"], "launch_mode": "partial", **fields}
     return normalise(Request.model_validate(fields), request_id="gang-1", default_regions=["us-west-2"], home_region="us-east-1")
 
 

@@ -103,7 +103,7 @@ def test_the_refill_asks_for_one_instance_of_the_same_request():
         "count": 1,
         "instance_types": ["g6.xlarge", "g5.xlarge"],
         "batch_max": 3,
-        "launch_mode": "partial",
+        "launch_mode": "fleet",
         "market": "spot",
         "on_demand_strategy": "cost",
         "origin_region": "us-east-1",

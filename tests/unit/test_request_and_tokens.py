@@ -11,7 +11,7 @@ def test_defaults_fill_in():
     request = normalise(Request(), request_id="r1", default_regions=["us-west-2"], home_region="us-east-1")
     assert (request.instance_types, request.count, request.batch_max) == (["g6.xlarge"], 1, 1)
     assert (request.market, request.launch_mode, request.regions, request.origin_region) == (
-        "spot", "partial", ["us-west-2"], "us-east-1")
+        "spot", "fleet", ["us-west-2"], "us-east-1")
     assert normalise(Request(count=9), request_id="r", default_regions=[], home_region="x").batch_max == 4
 
 

@@ -10,7 +10,7 @@ MARKET = {"regions": {"us-west-2": {"zones": {
     "us-west-2a": zone(0.40, spot=0), "us-west-2b": zone(0.42, spot=0), "us-west-2c": zone(0.45, spot=20)}}}}
 # The runs follow each other within the cache's 180 s: none waits for its model servers
 # (ready_timeout's default would let the modelled clock pass the TTL between them).
-REQUEST = {"count": 2, "regions": ["us-west-2"], "ready_timeout": "PT0S"}
+REQUEST = {"count": 2, "regions": ["us-west-2"], "ready_timeout": "PT0S", "launch_mode": "partial"}
 
 
 def test_second_run_tries_what_the_first_just_learned_last(local_account):

@@ -14,12 +14,12 @@ def test_simulate_json_matches_the_documented_shape(capsys):
     assert printed["execution"]["status"] == "SUCCEEDED"
     output = printed["execution"]["output"]
     assert (output["status"], output["launched"]) == ("FULFILLED", 4)
-    # the scenario by hand: us-west-2a is sold out, 2c (cheaper than 2b) has 2, then 2b gives 2
-    assert [(a["availability_zone"], a["launched"]) for a in output["attempts"]] == [
-        ("us-west-2a", 0), ("us-west-2c", 2), ("us-west-2b", 2)]
-    assert output["hourly_cost"] == round(2 * 0.438 + 2 * 0.45, 4)
+    # the scenario by hand: one fleet over Oregon; us-west-2a is sold out, and of the pools that
+    # can hold all 4 EC2 takes the cheapest, 2b (2c is cheaper but has only 2)
+    assert [(a["availability_zone"], a["launched"]) for a in output["attempts"]] == [("us-west-2a", 0), ("us-west-2b", 4)]
+    assert output["hourly_cost"] == round(4 * 0.45, 4)
     assert set(printed["metrics"]) >= {"state_transitions", "lambda_invocations", "ec2_calls", "modelled_seconds"}
-    assert printed["metrics"]["ec2_calls"]["RunInstances"] == 3
+    assert printed["metrics"]["ec2_calls"]["CreateFleet"] == printed["metrics"]["launch_calls"] == 1
 
 
 def test_simulate_exits_1_when_the_run_fails_and_explains_it(capsys):

@@ -3,6 +3,7 @@
 from unittest import mock
 
 import boto3
+import pytest
 from botocore.exceptions import ClientError
 
 from gpufill.adapters import instances_table
@@ -11,7 +12,8 @@ from tests.conftest import zone
 MARKET = {"regions": {"us-west-2": {"zones": {"us-west-2a": zone(0.4, spot=10)}}}}
 
 
-def test_retried_launch_step_launches_nothing_twice(local_account):
+@pytest.mark.parametrize("mode, call", [("partial", "RunInstances"), ("fleet", "CreateFleet")])
+def test_retried_launch_step_launches_nothing_twice(local_account, mode, call):
     real_record = instances_table.record_launched
     failures = []
 
@@ -22,7 +24,7 @@ def test_retried_launch_step_launches_nothing_twice(local_account):
         return real_record(instances, **kwargs)
 
     with local_account(MARKET) as engine, mock.patch.object(instances_table, "record_launched", flaky_record):
-        execution = engine.run({"count": 3, "regions": ["us-west-2"]}, name="retried")
+        execution = engine.run({"count": 3, "regions": ["us-west-2"], "launch_mode": mode}, name="retried")
         described = boto3.client("ec2", region_name="us-west-2").describe_instances()["Reservations"]
         records = boto3.resource("dynamodb", region_name="us-east-1").Table("GpuProvisioningInstances-local").scan()
     running = sorted(i["InstanceId"] for r in described for i in r["Instances"])
@@ -30,7 +32,7 @@ def test_retried_launch_step_launches_nothing_twice(local_account):
     assert len(running) == 3  # not 6
     assert sorted(failures[0]) == running  # the retry got back the very instances of the first call
     assert sorted(item["instance_id"] for item in records["Items"] if "kind" not in item) == running
-    assert execution.metrics["ec2_calls"]["RunInstances"] == 2
+    assert execution.metrics["ec2_calls"][call] == 2  # the same call again, answered with the same instances
     assert engine.market.left("us-west-2", "us-west-2a", "g6.xlarge", "spot") == 7
 
 

@@ -30,7 +30,9 @@ MARKET = {
 
 
 def gang(count=4, **fields):
-    return {"instance_types": ["g6.xlarge"], "regions": [WEST, EAST], "scoring": "classic", "count": count, **fields}
+    """A gang launched pool by pool with RunInstances (fleet gangs: test_fleet_launch.py)."""
+    return {"instance_types": ["g6.xlarge"], "regions": [WEST, EAST], "scoring": "classic", "count": count,
+            "launch_mode": "partial", **fields}
 
 
 def run(request: dict, market: dict = MARKET, name: str = "gang-run", faults=None):

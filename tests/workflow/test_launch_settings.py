@@ -3,6 +3,7 @@
 import base64
 
 import boto3
+import pytest
 
 from gpufill.adapters import aws
 from tests.conftest import zone
@@ -16,7 +17,7 @@ def test_run_instances_carries_the_hardened_launch_settings(local_account):
         aws.client("ec2", "us-west-2").meta.events.register(
             "provide-client-params.ec2.RunInstances", lambda params, **_: sent.append(dict(params))
         )
-        execution = engine.run({"count": 2, "regions": ["us-west-2"], "root_volume_gib": 100,
+        execution = engine.run({"count": 2, "regions": ["us-west-2"], "root_volume_gib": 100, "launch_mode": "partial",
                                 "model_id": "Qwen/Qwen2.5-Coder-7B-Instruct"}, name="hardened")
         ec2 = boto3.client("ec2", region_name="us-west-2")
         groups = ec2.describe_security_groups(GroupIds=sent[0]["SecurityGroupIds"])["SecurityGroups"]
@@ -77,7 +78,8 @@ def test_a_root_volume_below_the_images_snapshot_is_raised_to_it(local_account):
         aws.client("ec2", "us-west-2").meta.events.register(
             "provide-client-params.ec2.RunInstances", lambda params, **_: sent.append(dict(params))
         )
-        execution = engine.run({"count": 1, "regions": ["us-west-2"], "root_volume_gib": 40}, name="small-root")
+        execution = engine.run({"count": 1, "regions": ["us-west-2"], "root_volume_gib": 40, "launch_mode": "partial"},
+                               name="small-root")
     assert execution.output["status"] == "FULFILLED"
     assert sent[0]["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == LOCAL_AMI_ROOT_SNAPSHOT_GIB > 40
 
@@ -92,10 +94,11 @@ def test_instances_ec2_does_not_describe_yet_are_pending_not_lost(local_account)
     assert execution.entered().count("WaitUntilRunning") >= 2  # the first round saw nothing yet
 
 
-def test_ec2_refusing_the_launch_itself_ends_launch_rejected_after_one_call(local_account):
+@pytest.mark.parametrize("mode, call", [("partial", "RunInstances"), ("fleet", "CreateFleet")])
+def test_ec2_refusing_the_launch_itself_ends_launch_rejected_after_one_call(local_account, mode, call):
     with local_account(MARKET) as engine:
-        engine.faults.aws("ec2", "RunInstances", error="UnauthorizedOperation", times=None)
-        execution = engine.run({"count": 2, "regions": ["us-west-2"]}, name="refused")
+        engine.faults.aws("ec2", call, error="UnauthorizedOperation", times=None)
+        execution = engine.run({"count": 2, "regions": ["us-west-2"], "launch_mode": mode}, name="refused")
         refused_calls = engine.faults.total
     assert (execution.status, execution.error) == ("FAILED", "LAUNCH_REJECTED")
     assert refused_calls == 1  # one call, not one per pool

@@ -12,7 +12,7 @@ MARKET = {"regions": {
     "us-east-1": {"advisor_tier": {"g6.xlarge": 1}, "placement_score": {"g6.xlarge": 9}, "zones": {
         "us-east-1a": {"g6.xlarge": {"spot_price": 0.41, "spot": 8}}}},
 }}
-REQUEST = {"count": 4, "regions": ["us-west-2", "us-east-1"]}
+REQUEST = {"count": 4, "regions": ["us-west-2", "us-east-1"], "launch_mode": "partial"}  # pool by pool, in rank order
 
 
 def test_blended_scoring_asks_the_likeliest_pool_first(simulate):

@@ -25,7 +25,8 @@ OREGON_TOKYO = {
 
 
 def request(**fields):
-    return {"instance_types": ["g6.xlarge"], "regions": ["ap-northeast-1", "us-west-2"], **fields}
+    """The walkthrough's requests, launched pool by pool with RunInstances (fleets: test_fleet_launch.py)."""
+    return {"instance_types": ["g6.xlarge"], "regions": ["ap-northeast-1", "us-west-2"], "launch_mode": "partial", **fields}
 
 
 def with_zones(market: dict, region: str, **zones) -> dict:

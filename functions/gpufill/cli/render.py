@@ -183,6 +183,14 @@ class Progress:
             pools = self.plan.get("pools")
             count = len(pools) if isinstance(pools, list) else (pools or 0)
             self._line(f"    {count} {self.plan.get('market')} pool(s) ranked")
+        elif name == "LaunchBatch" and (state.get("request") or {}).get("launch_mode") == "fleet" and step_attempts(run):
+            # One CreateFleet over the region: what it asked for, then EC2's answer for each pool it used.
+            attempts = step_attempts(run)
+            got = sum(a["launched"] for a in attempts)
+            self._line(f"  > {name:<14} CreateFleet in {attempts[0]['region']} for {attempts[0]['batch']}: launched {got}")
+            for a in attempts:
+                answer = f"launched {a['launched']}" if a["outcome"] == "launched" else f"{a['outcome']} ({a.get('reason')})"
+                self._line(f"      {pool_label(a)}  -> {answer}")
         elif name in ("LaunchBatch", "PrepareRegion"):
             # One line per launch call the step made; PrepareRegion also says what it fixed.
             for a in step_attempts(run):

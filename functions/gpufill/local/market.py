@@ -117,7 +117,8 @@ def _report_step(backend, instance, step: str) -> None:
     counted = [key for key in tags if not key.lower().startswith("aws:")]
     if TAG_STARTUP_STEP not in tags and len(counted) >= MAX_TAGS_PER_RESOURCE:
         return
-    backend.create_tags([instance.id], {TAG_STARTUP_STEP: step})
+    # Written past moto's create_tags, which counts the aws: keys that EC2 does not.
+    backend.tags[instance.id][TAG_STARTUP_STEP] = step
 
 
 def _reclaimed_by_ec2(backend, instance_ids: list[str]) -> None:
