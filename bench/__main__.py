@@ -69,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         help="the launch_mode gpufill's runs ask for (default: the request default), to compare modes",
     )
     parser.add_argument(
+        "--gpufill-scoring", choices=["blended", "classic"], default=None,
+        help="the scoring gpufill's runs ask for (default: the request default), to compare them",
+    )
+    parser.add_argument(
         "--render-only", action="store_true", help="rewrite the reports from OUT/seed-N/outcomes.json, running no state machine"
     )
     args = parser.parse_args(argv)
@@ -101,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  [{done}/{2 * len(cases)}] {outcome.strategy:8} {outcome.case:26} {seconds:5.1f} s wall",
                       file=sys.stderr, flush=True)
 
-            outcomes = run_all(cases, workers=args.workers, on_done=progress, launch_mode=args.gpufill_launch_mode)
+            outcomes = run_all(cases, workers=args.workers, on_done=progress, launch_mode=args.gpufill_launch_mode,
+                               scoring=args.gpufill_scoring)
             seed_dir.mkdir(parents=True, exist_ok=True)
             (seed_dir / "outcomes.json").write_text(
                 json.dumps({"seed": seed, "outcomes": [o.to_json() for o in outcomes.values()]}, indent=1) + "\n"

@@ -28,8 +28,9 @@ STRATEGY_FIELDS = ("launch_mode", "batch_max", "scoring")
 EXPECTED_ENDS = ("FULFILLED", "PARTIAL", "ALL_SPOT_EXHAUSTED")
 
 
-def request_for(case: Case, strategy: str, launch_mode: str | None = None) -> dict:
-    """The case's request as `strategy` sends it; gpufill uses its defaults unless `launch_mode` is given."""
+def request_for(case: Case, strategy: str, launch_mode: str | None = None, scoring: str | None = None) -> dict:
+    """The case's request as `strategy` sends it; gpufill uses its defaults unless `launch_mode`
+    or `scoring` is given (to compare them on the same markets)."""
     request = {k: v for k, v in case.request.items() if k not in STRATEGY_FIELDS}
     if strategy == "classic":
         # Probe-and-fill as first described: ask for the whole batch, halve on capacity.
@@ -37,8 +38,8 @@ def request_for(case: Case, strategy: str, launch_mode: str | None = None) -> di
         request["scoring"] = "classic"
     elif strategy != "gpufill":
         raise ValueError(f"{strategy!r} does not run on the engine")
-    elif launch_mode:
-        request["launch_mode"] = launch_mode
+    else:
+        request.update({k: v for k, v in (("launch_mode", launch_mode), ("scoring", scoring)) if v})
     return request
 
 
@@ -50,9 +51,9 @@ def _seconds_to_fill(metrics: dict, waited: float) -> float:
     return round(metrics["modelled_seconds"] - waited, 3)
 
 
-def run(case: Case, strategy: str, launch_mode: str | None = None) -> Outcome:
+def run(case: Case, strategy: str, launch_mode: str | None = None, scoring: str | None = None) -> Outcome:
     warnings.filterwarnings("ignore", message="No application metrics to publish")
-    request = request_for(case, strategy, launch_mode)
+    request = request_for(case, strategy, launch_mode, scoring)
     # The handlers' metrics and logs go to stdout, which belongs to the bench's table.
     with contextlib.redirect_stdout(io.StringIO()), LocalEngine(case.market()) as engine:
         execution = engine.run(request, name=f"bench-{strategy}-{case.name}"[:80])

@@ -17,10 +17,10 @@ from bench.outcome import STRATEGIES, Outcome
 SIMULATORS = {"broker": broker.run, "karpenter": karpenter.run, "oracle": oracle.run}
 
 
-def _engine_job(job: tuple[Case, str, str | None]) -> tuple[Outcome, float]:
-    case, strategy, launch_mode = job
+def _engine_job(job: tuple[Case, str, str | None, str | None]) -> tuple[Outcome, float]:
+    case, strategy, launch_mode, scoring = job
     started = time.monotonic()
-    outcome = engine_runs.run(case, strategy, launch_mode)
+    outcome = engine_runs.run(case, strategy, launch_mode, scoring)
     return outcome, time.monotonic() - started
 
 
@@ -30,15 +30,16 @@ def run_all(
     workers: int = 2,
     on_done: Callable[[Outcome, float], None] | None = None,
     launch_mode: str | None = None,
+    scoring: str | None = None,
 ) -> dict[tuple[str, str], Outcome]:
-    """`launch_mode`: what gpufill's runs ask for instead of the request default (to compare modes)."""
+    """`launch_mode`, `scoring`: what gpufill's runs ask for instead of the request defaults."""
     outcomes: dict[tuple[str, str], Outcome] = {}
     for case in cases:
         for strategy, simulate in SIMULATORS.items():
             outcomes[(case.name, strategy)] = simulate(case)
     # The biggest requests first, so no long run is left alone at the end.
     jobs = sorted(
-        ((case, s, launch_mode) for case in cases for s in engine_runs.ENGINE_STRATEGIES),
+        ((case, s, launch_mode, scoring) for case in cases for s in engine_runs.ENGINE_STRATEGIES),
         key=lambda job: (-job[0].count, job[0].name, job[1]),
     )
     if workers <= 1:

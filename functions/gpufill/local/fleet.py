@@ -1,42 +1,22 @@
 """EC2 CreateFleet of type instant in the simulated market, and launch-template idempotency.
 
-Two parts: `allocate`, a pure model of how an instant fleet spreads a target over its
-pools (no moto, plain inputs, so the benchmark's simulators can answer with the same model),
-and `FleetApi`, the moto glue that reads a CreateFleet request, asks the market, launches
-the instances in moto as RunInstances would, and answers in EC2's shape.
-
-The allocation model (one call, one market):
-- spot `price-capacity-optimized`: when some pools can hold the whole target, the cheapest
-  of them takes it all; else the deepest pools first (most left), the cheapest among equals,
-  until the target is met;
-- spot `capacity-optimized`: deepest pools first; spot `lowest-price` and on-demand
-  `lowest-price`: cheapest first; on-demand `prioritized`: lowest Priority number first, an
-  override without one last; ties keep the order the overrides were sent in;
-- partial fulfilment: the fleet launches what it can and lists an error per pool that
-  could not give: `capacity` for a pool found empty, or emptied when the fleet fell short;
-  `quota` for a pool the region's vCPU quota (for that market) cut short or refused;
-- SingleAvailabilityZone / SingleInstanceType: the pools are grouped by zone (type); the
-  group that can launch the most wins, the one the strategy prefers among equals;
-- MinTargetCapacity: short of it, nothing launches and every pool answers `capacity`
-  (or `quota` where the quota was what stopped it).
+`FleetApi` is the moto glue: it reads a CreateFleet request, asks the market how the fleet
+spreads (local/fleet_allocation.py, the pure model), launches the instances in moto as
+RunInstances would, and answers in EC2's shape.
 """
 
 from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from moto.core.responses import ActionResult
 from moto.ec2.exceptions import EC2ClientError
 
 from gpufill import catalog
+from gpufill.local.fleet_allocation import CAPACITY, ON_DEMAND_STRATEGIES, QUOTA, SPOT_STRATEGIES, Pool, allocate
 
-CAPACITY, QUOTA = "capacity", "quota"
-SPOT_STRATEGIES = ("price-capacity-optimized", "capacity-optimized", "lowest-price")
-ON_DEMAND_STRATEGIES = ("lowest-price", "prioritized")
 DEFAULT_STRATEGY = {"spot": "price-capacity-optimized", "on-demand": "lowest-price"}
 FLEET_ID_TAG = "aws:ec2:fleet-id"
 TEMPLATE_ID_TAG = "aws:ec2launchtemplate:id"
@@ -47,113 +27,6 @@ ERROR_CODES = {
     ("spot", QUOTA): "MaxSpotInstanceCountExceeded",
     ("on-demand", QUOTA): "VcpuLimitExceeded",
 }
-
-
-# --- the pure model ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Pool:
-    """One override as the allocation sees it: `left` instances it can still launch, its hourly
-    price in the fleet's market, its Priority (None: lowest), the vCPUs of one instance, and
-    its zone and type (for SingleAvailabilityZone / SingleInstanceType)."""
-
-    key: Hashable
-    left: int
-    price: float = 0.0
-    priority: float | None = None
-    vcpus: int = 4
-    zone: str | None = None
-    instance_type: str | None = None
-
-
-@dataclass
-class Allocation:
-    counts: dict[Hashable, int] = field(default_factory=dict)  # pool key -> instances, in launch order
-    errors: dict[Hashable, str] = field(default_factory=dict)  # pool key -> CAPACITY | QUOTA
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-
-def allocate(
-    pools: Sequence[Pool],
-    target: int,
-    strategy: str,
-    *,
-    quota_vcpus: int | None = None,
-    single_zone: bool = False,
-    single_type: bool = False,
-    min_target: int | None = None,
-) -> Allocation:
-    """How many instances each pool launches for `target`, and which pools answer an error.
-
-    `strategy` is one of SPOT_STRATEGIES (spot prices) or ON_DEMAND_STRATEGIES (on-demand
-    prices, `prioritized` by Priority); `quota_vcpus` is the room left under the region's vCPU
-    quota for the market (None: no quota)."""
-    order = {pool.key: n for n, pool in enumerate(pools)}
-    if single_zone or single_type:
-        groups: dict[tuple, list[Pool]] = {}
-        for pool in pools:
-            groups.setdefault((pool.zone if single_zone else None, pool.instance_type if single_type else None), []).append(pool)
-        filled = {name: _fill(group, target, strategy, quota_vcpus, order) for name, group in groups.items()}
-        best = max((a.total for a in filled.values()), default=0)
-        if best == 0:
-            result = _fill(pools, target, strategy, quota_vcpus, order)
-        else:
-            preferred = {p.key: n for n, p in enumerate(sorted(pools, key=lambda p: _preference(p, target, strategy, order)))}
-            name = min(
-                (name for name, a in filled.items() if a.total == best),
-                key=lambda name: min(preferred[p.key] for p in groups[name]),
-            )
-            result = filled[name]
-    else:
-        result = _fill(pools, target, strategy, quota_vcpus, order)
-    if min_target is not None and result.total < min_target:
-        return Allocation({}, {pool.key: result.errors.get(pool.key, CAPACITY) for pool in pools})
-    return result
-
-
-def _preference(pool: Pool, target: int, strategy: str, order: dict) -> tuple:
-    """The strategy's order of pools, smallest first."""
-    if strategy == "price-capacity-optimized":
-        whole = pool.left >= target
-        return (not whole, pool.price if whole else -pool.left, pool.price, order[pool.key])
-    if strategy == "capacity-optimized":
-        return (-pool.left, order[pool.key])
-    if strategy == "prioritized":
-        return (pool.priority is None, pool.priority or 0.0, order[pool.key])
-    if strategy == "lowest-price":
-        return (pool.price, order[pool.key])
-    raise ValueError(f"unknown allocation strategy {strategy}")
-
-
-def _fill(pools: Sequence[Pool], target: int, strategy: str, quota_vcpus: int | None, order: dict) -> Allocation:
-    result = Allocation(errors={p.key: CAPACITY for p in pools if p.left == 0})
-    ranked = sorted((p for p in pools if p.left > 0), key=lambda p: _preference(p, target, strategy, order))
-    if strategy == "price-capacity-optimized":
-        # The cheapest pool that holds the whole target, else the partial pools deepest first.
-        whole = [p for p in ranked if p.left >= target]
-        ranked = whole[:1] + [p for p in ranked if p.left < target]
-    wanted, room_vcpus = target, quota_vcpus
-    for pool in ranked:
-        room = pool.left if room_vcpus is None else max(0, room_vcpus // pool.vcpus)
-        if room == 0:
-            result.errors[pool.key] = QUOTA
-            continue
-        take = min(wanted, pool.left, room)
-        result.counts[pool.key] = take
-        if room_vcpus is not None:
-            room_vcpus -= take * pool.vcpus
-        if take < min(wanted, pool.left):
-            result.errors[pool.key] = QUOTA  # launched up to the quota, refused the rest
-        wanted -= take
-        if wanted == 0:
-            break
-    if wanted:  # short of the target: every pool now empty answers with an error
-        result.errors.update({p.key: CAPACITY for p in pools if p.left - result.counts.get(p.key, 0) == 0})
-    return result
 
 
 # --- the moto glue -------------------------------------------------------------------------------
