@@ -6,7 +6,8 @@ count, regions, instance types. Each point is gpufill's defaults through the rea
 machine on the local engine: state transitions, Lambda invocations, history events
 (Step Functions Standard caps an execution at 25,000) and orchestration dollars
 (Step Functions Standard $0.025 per 1,000 transitions, Lambda arm64 requests and
-GB-seconds; bench/prices.json). Writes bench/results/scaling.md.
+GB-seconds; bench/prices.json), next to the hourly price of the fleet it bought, and the
+modelled time to fill. Writes bench/results/scaling.md.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     header = ["axis", "count", "regions", "types", "fill", "launch calls", "transitions", "Lambda invocations",
-              "history events", "% of 25,000", "orchestration $", "$ per instance", "time s"]
+              "history events", "% of 25,000", "orchestration $", "$ per instance", "fleet $/h", "time s"]
     body, seen = [], {}
     for axis, p in points(args.quick):
         case = scaling_case(p["count"], p["regions"], p["types"])
@@ -71,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             axis, str(p["count"]), str(p["regions"]), str(p["types"]), f"{o.fill:.0%}", str(o.launch_calls),
             str(o.transitions), str(o.lambda_invocations), str(o.history_events),
             f"{(o.history_events or 0) / HISTORY_LIMIT:.1%}", f"{o.orchestration_usd:.5f}",
-            f"{o.orchestration_usd / o.launched:.6f}" if o.launched else "—", f"{o.modelled_seconds:.1f}",
+            f"{o.orchestration_usd / o.launched:.6f}" if o.launched else "—", f"{o.hourly_cost:.2f}",
+            f"{o.modelled_seconds:.1f}",
         ])
     print(as_text(header, body))
     args.out.mkdir(parents=True, exist_ok=True)
