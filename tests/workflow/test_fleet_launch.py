@@ -94,3 +94,24 @@ def test_an_exhausted_fleet_names_every_pool_it_found_empty(local_account):
     assert sorted(tried(execution)) == [("us-west-2a", 2, 0, "capacity"), ("us-west-2b", 2, 0, "capacity")]
 
 
+
+
+def test_a_same_az_gang_is_placed_whole_by_one_fleet_with_no_rollback(local_account):
+    # Oregon has 5 in all but no AZ with 4; Virginia's 1a holds all 4.
+    market = {"regions": {
+        "us-west-2": {"zones": {"us-west-2a": zone(0.40, spot=3), "us-west-2b": zone(0.41, spot=2)}},
+        "us-east-1": {"zones": {"us-east-1a": zone(0.45, spot=4), "us-east-1b": zone(0.44, spot=1)}},
+    }}
+    sent = []
+    with local_account(market) as engine:
+        for region in ("us-west-2", "us-east-1"):
+            aws.client("ec2", region).meta.events.register(
+                "provide-client-params.ec2.CreateFleet", lambda params, **_: sent.append(dict(params)))
+        execution = engine.run(fleet_request(count=4, placement="same-az", all_or_nothing=True), name="fleet-gang")
+    assert execution.output["status"] == "FULFILLED"
+    assert {i["availability_zone"] for i in execution.output["instances"]} == {"us-east-1a"}
+    assert "RollBackGang" not in execution.entered()
+    # EC2 is asked for one AZ and all four or nothing: Oregon launches nothing.
+    assert [(p["SpotOptions"]["SingleAvailabilityZone"], p["SpotOptions"]["MinTargetCapacity"]) for p in sent] == [
+        (True, 4), (True, 4)]
+    assert [a[3] for a in tried(execution)].count("launched") == 1
