@@ -23,21 +23,23 @@ def test_a_fleet_of_250_over_every_region_and_ten_types_fits(run_at_maxima):
 
 
 @pytest.mark.slow
-def test_no_spot_anywhere_ends_all_spot_exhausted_not_a_data_limit(run_at_maxima):
-    execution, largest, events = run_at_maxima(request(launch_mode="exact"), maxima_market(), "max-empty")
+@pytest.mark.parametrize("mode", ["exact", "fleet"])
+def test_no_spot_anywhere_ends_all_spot_exhausted_not_a_data_limit(run_at_maxima, mode):
+    execution, largest, events = run_at_maxima(request(launch_mode=mode), maxima_market(), f"max-empty-{mode}")
     assert (execution.status, execution.error) == ("FAILED", "ALL_SPOT_EXHAUSTED")
     assert execution.cause["launched"] == 0 and len(execution.cause["pools_tried"]) >= 150
     assert largest < STATE_LIMIT and events < HISTORY_LIMIT
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["partial", "exact"])
+@pytest.mark.parametrize("mode", ["partial", "exact", "fleet"])
 def test_spot_then_on_demand_at_the_maxima_reaches_the_on_demand_path_and_fills(run_at_maxima, mode):
     market = maxima_market(spot=0, on_demand=1)
     execution, largest, events = run_at_maxima(request(launch_mode=mode, market="spot-then-on-demand"), market, f"max-od-{mode}")
     assert execution.status == "SUCCEEDED", execution.cause
     result = execution.output
     assert result["launched"] == 250 and {i["market"] for i in result["instances"]} == {"on-demand"}
+    # Every pool answers: the result keeps the newest 300 attempts of the thousands made.
     assert result["attempts_total"] > len(result["attempts"]) == 300
     assert largest < STATE_LIMIT and events < HISTORY_LIMIT
 
