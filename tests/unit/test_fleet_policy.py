@@ -177,7 +177,7 @@ def test_an_unreachable_region_is_skipped():
 def test_an_answer_with_more_instances_than_the_target_is_refused():
     pools = [pool("us-west-2", "a")]
     answer = FleetAnswer(answers=[PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=instances(pools[0], 3)))])
-    with pytest.raises(ValueError, match="3 instances for a target of 2"):
+    with pytest.raises(ValueError, match="^CreateFleet returned 3 instances for a target of 2$"):
         fleet.after_fleet(entered(pools, request_of(count=2)), pools, answer, request_of(count=2))
 
 
@@ -185,7 +185,7 @@ def test_an_answer_naming_one_pool_twice_is_refused():
     pools = [pool("us-west-2", "a")]
     capacity = LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity")
     answer = FleetAnswer(answers=[PoolAnswer(index=0, result=capacity), PoolAnswer(index=0, result=capacity)])
-    with pytest.raises(ValueError, match="twice"):
+    with pytest.raises(ValueError, match="^CreateFleet answered twice for one pool$"):
         fleet.after_fleet(entered(pools, request_of(count=2)), pools, answer, request_of(count=2))
 
 
@@ -249,3 +249,26 @@ def test_the_blocked_keys_of_a_fleet_leave_the_other_tier_and_regions_open():
     assert not fill.is_open(fresh, blocked) and fill.is_open(deferred, blocked)
     assert fill.is_open(pool("us-west-2", "a"), blocked)
     assert fill.fleet_key(deferred) == "spot/us-east-1/deferred" and fill.fleet_key(fresh) == "spot/us-east-1/fresh"
+
+
+def test_a_stale_image_refused_for_the_whole_call_is_resolved_once():
+    pools = [pool("us-west-2", "a"), pool("us-east-1", "a")]
+    request = request_of(count=1)
+    failure = FleetAnswer(failure=LaunchResult(outcome="error", reason="InvalidAMIID.NotFound", message="gone"))
+    run = entered(pools, request)
+    moved = fleet.after_fleet(run, pools, failure, request)
+    assert (moved.next, moved.cursor, moved.attempts_total) == ("refresh", 0, 1)
+    refreshed = run.model_copy(update={"launch": run.launch.model_copy(update={"ami_refreshed": True})})
+    again = fleet.after_fleet(refreshed, pools, failure, request)
+    assert (again.next, again.cursor, again.blocked) == ("prepare", 1, ["spot/us-west-2/fresh"])
+
+
+def test_any_other_refusal_of_the_whole_call_leaves_the_fleets_pools_not_the_region():
+    fresh, deferred, east = pool("us-west-2", "a"), pool("us-west-2", "b").model_copy(update={"deferred": True}), pool("us-east-1", "a")
+    pools = [fresh, east, deferred]
+    request = request_of(count=2)
+    failure = FleetAnswer(failure=LaunchResult(outcome="throttled", reason="RequestLimitExceeded"))
+    moved = fleet.after_fleet(entered(pools, request), pools, failure, request)
+    assert (moved.next, moved.cursor, moved.blocked) == ("prepare", 1, ["spot/us-west-2/fresh"])
+    assert [(a.availability_zone, a.batch, a.outcome, a.reason) for a in moved.step_attempts] == [
+        ("us-west-2a", 2, "throttled", "RequestLimitExceeded")]
