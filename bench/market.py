@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpufill import catalog
+from gpufill.local.fleet_allocation import Pool as AllocationPool
+from gpufill.local.fleet_allocation import allocate
 from gpufill.local.market import DEFAULT_VCPUS
 from gpufill.models.run import RegionFacts, TypeFacts, ZoneOffer
 from gpufill.policy import scoring
@@ -201,36 +203,27 @@ class Ec2:
     def create_fleet(self, region: str, overrides: list[tuple[str, str]], target: int) -> Launched:
         """CreateFleet, type instant, spot, price-capacity-optimized, one override per (zone, type).
 
-        EC2 first looks at the pools that can hold the whole target and takes the cheapest of
-        them; when none can, it takes the deepest pools first (most capacity available for the
-        number launching) until the target is met or the overrides are spent. The fleet launches
-        what it can (partial fulfilment) up to the region's spot vCPU quota, and lists an
-        InsufficientInstanceCapacity error for every override it found empty (or emptied, when it
-        falls short of the target).
+        Answered by the same allocation model as the local engine's CreateFleet
+        (gpufill.local.fleet_allocation), so a simulated Karpenter and gpufill's fleets on the
+        engine meet one EC2: the cheapest pool that holds the whole target, else the deepest
+        pools first; partial fulfilment up to the region's spot vCPU quota; an error for every
+        override found empty (or emptied when the fleet fell short) or cut short by the quota.
         """
         self._count("CreateFleet")
         market = self.__market
-        pools = [p for p in market.pools if p.region == region and (p.zone, p.instance_type) in set(overrides)]
-        instances: dict[tuple[str, str], int] = {}
-        errors = {(p.zone, p.instance_type): "capacity" for p in pools if market.left[p] == 0}
-        price, wanted = 0.0, target
-        whole = sorted((p for p in pools if market.left[p] >= wanted), key=lambda p: (p.price, p.zone, p.instance_type))
-        ranked = whole[:1] + sorted(
-            (p for p in pools if 0 < market.left[p] < wanted), key=lambda p: (-market.left[p], p.price, p.zone)
+        wanted = set(overrides)
+        pools = {(p.zone, p.instance_type): p for p in market.pools if p.region == region and (p.zone, p.instance_type) in wanted}
+        ordered = [pools[o] for o in overrides if o in pools]
+        limit = market.quota_vcpus.get(region)
+        room = None if limit is None else max(0, limit - market.running_vcpus[region])
+        allocation = allocate(
+            [AllocationPool(key=(p.zone, p.instance_type), left=market.left[p], price=p.price, vcpus=p.vcpus) for p in ordered],
+            target,
+            "price-capacity-optimized",
+            quota_vcpus=room,
         )
-        for pool in ranked:
-            room = market.quota_room(region, pool.vcpus)
-            take = min(wanted, market.left[pool], room)
-            if room == 0:
-                errors[(pool.zone, pool.instance_type)] = "quota"
-                continue
-            if take > 0:
-                market.take(pool, take)
-                instances[(pool.zone, pool.instance_type)] = take
-                price += take * pool.price
-                wanted -= take
-            if wanted == 0:
-                break
-        if wanted:  # short of the target: every override now empty answered with an error
-            errors.update({(p.zone, p.instance_type): "capacity" for p in pools if market.left[p] == 0})
-        return Launched(instances, errors, round(price, 4))
+        price = 0.0
+        for key, count in allocation.counts.items():
+            market.take(pools[key], count)
+            price += count * pools[key].price
+        return Launched(dict(allocation.counts), dict(allocation.errors), round(price, 4))
