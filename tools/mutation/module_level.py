@@ -83,7 +83,7 @@ MUTATIONS: list[Mutation] = [
         ('model_config = ConfigDict(extra="forbid", frozen=True)\n\n    action: Action = "provision"',
          'model_config = ConfigDict(extra="ignore", frozen=True)\n\n    action: Action = "provision"'),
         ('    action: Action = "provision"\n    instance_types', '    action: Action = "plan"\n    instance_types'),
-        ('launch_mode: LaunchMode = "partial"', 'launch_mode: LaunchMode = "exact"'),
+        ('launch_mode: LaunchMode = "fleet"', 'launch_mode: LaunchMode = "partial"'),
         ('    market: Market = "spot"\n', '    market: Market = "on-demand"\n'),
         ('on_demand_strategy: OnDemandStrategy = "cost"', 'on_demand_strategy: OnDemandStrategy = "latency"'),
         ('formula alone.\n    scoring: Scoring = "blended"', 'formula alone.\n    scoring: Scoring = "classic"'),
