@@ -151,6 +151,32 @@ def test_timeout_stops_a_run_that_takes_too_long(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["execution"]["status"] != "SUCCEEDED"
 
 
+def test_a_timeout_that_ends_before_the_run_starts_still_gives_one_json_document(tmp_path, capsys):
+    # The stop comes while the execution is still being started: no traceback, the run is reported.
+    request = tmp_path / "big.json"
+    request.write_text(json.dumps({"count": 250, "batch_max": 1, "launch_mode": "exact"}))
+    assert main(["simulate", str(request), "--market", PLENTY, "--timeout", "0.01", "--json"]) == 1
+    captured = capsys.readouterr()
+    execution = json.loads(captured.out)["execution"]
+    assert (execution["status"], execution["error"]) == ("FAILED", "LocalTimeout")
+    assert "Traceback" not in captured.err
+
+
+def test_json_stays_one_document_when_a_metric_gathers_a_hundred_values(capsys):
+    # Powertools prints a metric's values once it holds 100 of them, metrics disabled or not;
+    # earlier runs in the same process leave values behind (here: 99), the next run's are the 100th.
+    from gpufill.handlers.observability import metrics
+
+    for _ in range(99):
+        metrics.add_metric(name="InstancesServing", unit="Count", value=1)
+    try:
+        assert main(["simulate", PROVISION, "--market", PLENTY, "--json"]) == 0
+        document = json.loads(capsys.readouterr().out)  # raises on an EMF line before the document
+        assert document["execution"]["status"] == "SUCCEEDED"
+    finally:
+        metrics.clear_metrics()
+
+
 def test_ctrl_c_stops_cleanly_with_exit_130(tmp_path):
     request = tmp_path / "big.json"
     request.write_text(json.dumps({"count": 250, "batch_max": 1, "launch_mode": "exact"}))

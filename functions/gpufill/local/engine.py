@@ -28,6 +28,7 @@ from unittest import mock
 from gpufill import constants
 from gpufill.adapters import clock
 from gpufill.local import interruptions
+from gpufill.local.emf import EmbeddedMetrics
 from gpufill.local.metrics import CallLog
 from gpufill.local.scenario import MarketScenario
 
@@ -242,6 +243,7 @@ class LocalEngine:
 
         self.faults = Faults()
         self.calls.faults = self.faults
+        self.embedded_metrics = EmbeddedMetrics()
 
     @property
     def state_machine_arn(self) -> str:
@@ -302,6 +304,7 @@ class LocalEngine:
         self._stack.enter_context(_one_lambda_client_per_region())
         self._stack.enter_context(_one_response_method_listing())
         self._stack.enter_context(self.calls.patches())
+        self._stack.enter_context(self.embedded_metrics.patches())
         self._stack.enter_context(limits.patches(self._answered_tokens))
         self._stack.enter_context(_parse_definitions_once())
         from gpufill.adapters import spot_advisor
@@ -345,7 +348,7 @@ class LocalEngine:
                 stateMachineArn=deployment.state_machine_arn, statusFilter="RUNNING"
             ):
                 for e in page["executions"]:
-                    sfn.stop_execution(executionArn=e["executionArn"], error="LocalEngineClosed")
+                    _stop_execution(sfn, e["executionArn"], error="LocalEngineClosed")
         self._release_task_token_waits()
         for thread in set(threading.enumerate()) - self._threads_before:
             thread.join(timeout=10)
@@ -636,11 +639,7 @@ class LocalEngine:
                 if timed_out:  # stopped, and still not ended after a grace period: report it anyway
                     break
                 timed_out = True
-                sfn.stop_execution(
-                    executionArn=arn,
-                    error="LocalTimeout",
-                    cause=f"still running after {timeout:g} s; raise it with --timeout",
-                )
+                _stop_execution(sfn, arn, error="LocalTimeout", cause=f"still running after {timeout:g} s; raise it with --timeout")
                 self._release_task_token_waits()  # a task waiting for a token would not notice the stop
                 deadline = time.monotonic() + 5
                 continue
@@ -1115,6 +1114,17 @@ def _execution_record(arn: str):
         return stepfunctions_parser_backends[account][region].describe_execution(arn)
     except Exception:  # noqa: BLE001 (not there: the engine falls back to asking the API each time)
         return None
+
+
+def _stop_execution(sfn, arn: str, *, error: str, cause: str = "") -> None:
+    """StopExecution, as AWS takes it at any moment of a run. moto's interpreter can only stop
+    an execution whose worker has started its program; one started a moment ago has not yet,
+    so wait (briefly) for that before asking."""
+    record = _execution_record(arn)
+    started_by = time.monotonic() + 5
+    while record is not None and getattr(record.exec_worker, "env", None) is None and time.monotonic() < started_by:
+        time.sleep(0.001)
+    sfn.stop_execution(executionArn=arn, error=error, cause=cause)
 
 
 def _record_status(record) -> str:
