@@ -12,11 +12,15 @@ demo: $(PY_STAMP)
 	$(VENV)/bin/gpufill simulate examples/requests/provision-spot.json --market examples/markets/first-az-sold-out.json
 
 # The whole suite but the sweeps at the maxima, which take minutes (test-all runs them too).
+# Spread over the machine's cores (-n auto), each test module on one worker (--dist loadscope),
+# so a module's simulated account is built once.
+PYTEST_PARALLEL ?= -n auto --dist loadscope
+
 test: setup lint-asl
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow" $(PYTEST_PARALLEL)
 
 test-all: setup lint-asl
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_PARALLEL)
 
 # Five seeds of 20 generated markets plus examples/ (about 20 minutes on 2 shared cores): pooled figures with their spread.
 bench: $(PY_STAMP)
