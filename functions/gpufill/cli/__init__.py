@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpufill.cli import connect, local, runs, simulate, status, teardown
+from gpufill.cli import connect, doctor, local, runs, simulate, status, teardown
 from gpufill.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Failed, UsageError, print_json, say
 
 
@@ -36,6 +36,7 @@ def parser() -> argparse.ArgumentParser:
     teardown.add_parsers(verbs)
     connect.add_parser(verbs)
     local.add_parser(verbs)
+    doctor.add_parser(verbs)
     return top
 
 
