@@ -192,7 +192,10 @@ def raise_or_answer(rule: _Rule, service_id: str, operation: str, request):
     }
     if rule.error in transport:
         raise transport[rule.error](endpoint_url=request.url)
-    code, status = rule.error, _STATUS.get(rule.error, 400)
+    from gpufill.local import ec2_errors
+
+    code = rule.error
+    status = ec2_errors.status(code) if service_id == "ec2" else _STATUS.get(code, 400)
     message = f"{operation} failed: {code} (injected by the local engine)"
     headers = {"x-amzn-RequestId": "local-fault", "x-amzn-ErrorType": code}
     if service_id == "ec2":

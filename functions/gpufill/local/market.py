@@ -512,7 +512,10 @@ class SimulatedMarket:
 
         from moto.ec2.models.amis import Ami
 
+        from gpufill.local import ec2_errors
+
         stack = ExitStack()
+        stack.enter_context(ec2_errors.patches())
         stack.enter_context(mock.patch.object(EC2BaseResponse, "_filters_from_querystring", strict_filters))
         stack.enter_context(mock.patch.object(InstanceResponse, "describe_instances", describe_instances))
         stack.enter_context(mock.patch.object(Ami, "block_device_mappings", property(root_snapshot_mappings)))
