@@ -198,14 +198,20 @@ def create_fleets(r: TaskResources) -> Grant:
                 resources=[fleet_role],
                 conditions={"StringEquals": {"iam:AWSServiceName": "ec2fleet.amazonaws.com"}},
             ),
+            # A replayed or unsettled fleet is read back by its id (adapters.fleet); the Service
+            # Authorization Reference lists no resource type for DescribeFleets.
+            iam.PolicyStatement(actions=["ec2:DescribeFleets"], resources=["*"]),
         ],
         {
-            nag.wildcard_resource(r.scope, arn): (
-                "A fleet, its launch template and what it launches into are created or chosen at run "
-                "time in whichever region has capacity; templates are tagged for this deployment at "
-                "creation and only those get new versions."
-            )
-            for arn in {fleets, templates, *_fleet_touched(r)}
+            **{
+                nag.wildcard_resource(r.scope, arn): (
+                    "A fleet, its launch template and what it launches into are created or chosen at run "
+                    "time in whichever region has capacity; templates are tagged for this deployment at "
+                    "creation and only those get new versions."
+                )
+                for arn in {fleets, templates, *_fleet_touched(r)}
+            },
+            "Resource::*": _EC2_DESCRIBE,
         },
     )
 
