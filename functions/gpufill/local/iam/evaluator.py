@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import re
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
@@ -66,6 +67,31 @@ class Decision:
     @property
     def allowed(self) -> bool:
         return self.result == ALLOWED
+
+
+# AWS's public SSM parameters have ARNs without an account (arn:aws:ssm:<region>::parameter/aws/…),
+# while the Service Authorization Reference's parameter ARN has one, so the evaluator takes no
+# such ARN. Both the question and the policies name that missing account by this placeholder.
+PUBLIC_ACCOUNT = "aws-public"
+_ACCOUNTLESS_SSM = re.compile(r"^(arn:[^:]+:ssm:[^:]*)::")
+
+
+def _public_account(arn: str) -> str:
+    return _ACCOUNTLESS_SSM.sub(rf"\1:{PUBLIC_ACCOUNT}:", arn) if isinstance(arn, str) else arn
+
+
+def _with_public_account(document: dict) -> dict:
+    statements = document.get("Statement", [])
+    rewritten = []
+    for statement in statements if isinstance(statements, list) else [statements]:
+        statement = dict(statement)
+        for element in ("Resource", "NotResource"):
+            if isinstance(statement.get(element), list):
+                statement[element] = [_public_account(r) for r in statement[element]]
+            elif element in statement:
+                statement[element] = _public_account(statement[element])
+        rewritten.append(statement)
+    return {**document, "Statement": rewritten}
 
 
 def _plain(context: Mapping) -> dict:
@@ -160,7 +186,11 @@ class Evaluator:
                 return cached
             if policy_key not in self._known_sets:
                 answer = self._ask(
-                    {"op": "policies", "key": policy_key, "policies": [{"name": n, "policy": d} for n, d in policies]}
+                    {
+                        "op": "policies",
+                        "key": policy_key,
+                        "policies": [{"name": n, "policy": _with_public_account(d)} for n, d in policies],
+                    }
                 )
                 if "error" in answer:
                     raise QuestionError(answer["error"])
@@ -173,7 +203,7 @@ class Evaluator:
                     "principal": principal_arn,
                     "account": account,
                     "action": authorization.action,
-                    "resource": authorization.resource,
+                    "resource": _public_account(authorization.resource),
                     "context": _plain(authorization.context),
                 }
             )
