@@ -185,3 +185,37 @@ def give_the_instance_profile_its_role(engine, app_roles: Roles) -> None:
     name = app_roles.instance.name
     iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")
     iam.add_role_to_instance_profile(InstanceProfileName=instance_profile_name(engine.env_names[0]), RoleName=name)
+
+
+def without_grant(app_roles: Roles, role_name_part: str, action: str, resource_part: str = "") -> Roles:
+    """The app's roles with every statement of the matching role that grants `action` on a resource
+    containing `resource_part` narrowed to its other actions and resources, as if the grant were removed."""
+    from dataclasses import replace
+
+    def narrowed(principal: Principal) -> Principal:
+        if role_name_part not in principal.name:
+            return principal
+        policies = []
+        for name, document in principal.policies:
+            statements = []
+            for statement in document["Statement"]:
+                actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+                resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+                if action in actions and any(resource_part in r for r in resources):
+                    kept = [r for r in resources if resource_part not in r]
+                    if kept:
+                        statements.append({**statement, "Resource": kept})
+                    others = [a for a in actions if a != action]
+                    if others:
+                        statements.append({**statement, "Action": others})
+                    continue
+                statements.append(statement)
+            policies.append((name, {**document, "Statement": statements}))
+        return replace(principal, policies=tuple(policies))
+
+    return Roles(
+        by_function={k: narrowed(v) for k, v in app_roles.by_function.items()},
+        state_machine=narrowed(app_roles.state_machine),
+        instance=narrowed(app_roles.instance),
+        documents=app_roles.documents,
+    )

@@ -44,7 +44,7 @@ class MotoWorld:
         instance = self._ec2(region).get_instance(instance_id)
         attributes = {
             "ec2:InstanceType": instance.instance_type,
-            "ec2:AvailabilityZone": instance.placement,
+            "ec2:AvailabilityZone": getattr(instance.placement, "zone", None) or instance.placement,
             "ec2:InstanceID": instance.id,
             "ec2:RootDeviceType": "ebs",
             "ec2:Tenancy": "default",
