@@ -23,7 +23,6 @@ from gpufill import constants
 
 from gpufill_stack import nag
 
-
 # What the SSM agent calls to register the instance and carry Session Manager (ssmmessages) and
 # Run Command (ec2messages) traffic: AWS's documented minimum for Session Manager plus the
 # message channel, without AmazonSSMManagedInstanceCore's parameter, document and association reads.

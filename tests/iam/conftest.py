@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from gpufill.local.iam.evaluator import Evaluator
 
 
@@ -33,7 +32,10 @@ def judged_account(app_roles):
     from gpufill.local.iam.world import engine_world
     from gpufill.local.scenario import MarketScenario
 
-    from tests.iam.template_roles import engine_principals, give_the_instance_profile_its_role
+    from tests.iam.template_roles import (
+        engine_principals,
+        give_the_instance_profile_its_role,
+    )
 
     @contextmanager
     def open_account(market: dict, roles=None, **kwargs):

@@ -16,8 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from gpufill import constants
-from gpufill.local.engine import HOME_REGION, LOCAL_ACCOUNT, deployment_env, instance_profile_name
-from gpufill.local.iam.enforcement import STATE_MACHINE_ACCESS_KEY, Principal, calling_access_key
+from gpufill.local.engine import (
+    HOME_REGION,
+    LOCAL_ACCOUNT,
+    deployment_env,
+    instance_profile_name,
+)
+from gpufill.local.iam.enforcement import (
+    STATE_MACHINE_ACCESS_KEY,
+    Principal,
+    calling_access_key,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 PARTITION = "aws"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from gpufill.local.iam.evaluator import Authorization, QuestionError
 
 ACCOUNT = "123456789012"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
 from gpufill import constants
 from gpufill.local.iam.authorizations import Call, Ec2Resource, authorizations
 from gpufill.local.iam.evaluator import Authorization
+
 from tests.iam.template_roles import without_grant
 from tests.iam.test_iam_runs import ONE_REGION, request
 
@@ -28,7 +28,7 @@ ACCOUNT = "123456789012"
 )
 def test_a_launch_without_the_grant_is_rejected_as_aws_rejects_it(judged_account, app_roles, mode, role, action, resource, refused_on):
     narrowed = without_grant(app_roles, role, action, resource)
-    with judged_account(ONE_REGION, roles=narrowed) as (engine, judgements):
+    with judged_account(ONE_REGION, roles=narrowed) as (engine, _):
         execution = engine.run(request(launch_mode=mode), name=f"no-grant-{mode}")
     assert execution.error == "LAUNCH_REJECTED", execution.cause
     assert execution.cause["code"] == "UnauthorizedOperation"

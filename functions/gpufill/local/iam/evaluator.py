@@ -103,8 +103,8 @@ def policy_set_key(policies: Sequence[tuple[str, dict]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def find_library(start: Path = Path(__file__).resolve()) -> Path:
-    for folder in start.parents:
+def find_library(start: Path | None = None) -> Path:
+    for folder in (start or Path(__file__).resolve()).parents:
         candidate = folder / LIBRARY
         if candidate.is_file():
             return candidate
