@@ -23,7 +23,6 @@ from gpufill import constants
 
 from gpufill_stack import nag
 
-
 # What the SSM agent calls to register the instance and carry Session Manager (ssmmessages) and
 # Run Command (ec2messages) traffic: AWS's documented minimum for Session Manager plus the
 # message channel, without AmazonSSMManagedInstanceCore's parameter, document and association reads.
@@ -126,9 +125,12 @@ class InstanceAccess(Construct):
                     actions=["ec2:CreateTags"],
                     resources=[instances],
                     conditions={
-                        # The instance being tagged is the one whose role credentials sign the call.
+                        # The instance being tagged is the one whose role credentials sign the call:
+                        # the caller's ec2:SourceInstanceARN names the tagged instance's ec2:InstanceID.
+                        # Both keys are in the Service Authorization Reference (the aws:ARN key often
+                        # used for this is not, and a policy checker cannot vouch for it).
+                        "StringLike": {"ec2:SourceInstanceARN": f"{instances.removesuffix('*')}${{ec2:InstanceID}}"},
                         "StringEquals": {
-                            "aws:ARN": "${ec2:SourceInstanceARN}",
                             f"aws:ResourceTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE,
                             f"aws:ResourceTag/{constants.TAG_DEPLOYMENT}": env,
                         },
@@ -142,7 +144,7 @@ class InstanceAccess(Construct):
             {
                 nag.wildcard_resource(self, instances): (
                     "An instance's ARN is not known before launch; the conditions narrow the grant to the "
-                    "calling instance itself (aws:ARN = ec2:SourceInstanceARN), tagged for this deployment, "
+                    "calling instance itself (ec2:SourceInstanceARN names its ec2:InstanceID), tagged for this deployment, "
                     "and to the one tag key gpufill:startup-step."
                 ),
             },

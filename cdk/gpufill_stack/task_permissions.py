@@ -179,6 +179,12 @@ def create_fleets(r: TaskResources) -> Grant:
     return Grant(
         [
             iam.PolicyStatement(actions=["ec2:CreateFleet"], resources=[fleets, templates, *_fleet_touched(r)]),
+            # The Service Authorization Reference makes instance a required resource of CreateFleet,
+            # with the request's tags: a fleet launches only instances and volumes tagged for this
+            # deployment, as RunInstances does.
+            iam.PolicyStatement(
+                actions=["ec2:CreateFleet"], resources=_fleet_launched(r), conditions={"StringEquals": deployment_tags}
+            ),
             iam.PolicyStatement(
                 actions=["ec2:CreateLaunchTemplate"], resources=[templates], conditions={"StringEquals": deployment_tags}
             ),
@@ -198,21 +204,33 @@ def create_fleets(r: TaskResources) -> Grant:
                 resources=[fleet_role],
                 conditions={"StringEquals": {"iam:AWSServiceName": "ec2fleet.amazonaws.com"}},
             ),
+            # A replayed or unsettled fleet is read back by its id (adapters.fleet); the Service
+            # Authorization Reference lists no resource type for DescribeFleets.
+            iam.PolicyStatement(actions=["ec2:DescribeFleets"], resources=["*"]),
         ],
         {
-            nag.wildcard_resource(r.scope, arn): (
-                "A fleet, its launch template and what it launches into are created or chosen at run "
-                "time in whichever region has capacity; templates are tagged for this deployment at "
-                "creation and only those get new versions."
-            )
-            for arn in {fleets, templates, *_fleet_touched(r)}
+            **{
+                nag.wildcard_resource(r.scope, arn): (
+                    "A fleet, its launch template and what it launches into are created or chosen at run "
+                    "time in whichever region has capacity; templates are tagged for this deployment at "
+                    "creation and only those get new versions."
+                )
+                for arn in {fleets, templates, *_fleet_touched(r), *_fleet_launched(r)}
+            },
+            "Resource::*": _EC2_DESCRIBE,
         },
     )
 
 
 def _fleet_touched(r: TaskResources) -> list[str]:
-    # The instances themselves are authorised as RunInstances, with its tag conditions.
-    return [r.ec2_arn("subnet/*"), r.ec2_arn("image/*", account=False)]
+    # What a fleet uses: its overrides' subnets and cluster placement groups, the template's image.
+    return [r.ec2_arn("subnet/*"), r.ec2_arn("image/*", account=False), r.ec2_arn("placement-group/*")]
+
+
+def _fleet_launched(r: TaskResources) -> list[str]:
+    # What a fleet creates with the request's tags; an instant fleet's launches are also
+    # authorised as RunInstances (run_tagged_instances), with the same tag conditions.
+    return [r.ec2_arn("instance/*"), r.ec2_arn("volume/*")]
 
 
 def pass_instance_role(r: TaskResources) -> Grant:

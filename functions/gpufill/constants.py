@@ -13,6 +13,9 @@ TAG_DEPLOYMENT = "gpufill:deployment"
 # Every tag gpufill itself puts on an instance. EC2 allows EC2_MAX_TAGS per resource, so a
 # request may add at most EC2_MAX_TAGS - GPUFILL_TAG_COUNT tags of its own.
 GPUFILL_TAGS = (TAG_REQUEST_ID, TAG_MANAGED, TAG_POOL, TAG_DEPLOYMENT)
+# A fleet's instances carry no pool tag but the launch's ClientToken instead: EC2 keeps a fleet's
+# token on the fleet, not on its instances, and a fleet whose id never came back is found by it.
+TAG_LAUNCH_TOKEN = "gpufill:launch-token"
 # startup.sh adds one more on the running instance: the startup step it reached (ready_timeout).
 TAG_STARTUP_STEP = "gpufill:startup-step"
 GPUFILL_TAG_COUNT = len(GPUFILL_TAGS) + 1

@@ -184,7 +184,8 @@ def test_min_target_capacity_launches_nothing_when_the_fleet_cannot_reach_it(eng
     single = {"SingleAvailabilityZone": True, "MinTargetCapacity": 3}
     short = fleet(engine, IRELAND, lt, sent, target=4, spot=single)
     assert short["Instances"] == []
-    assert errors(engine, IRELAND, short) == dict.fromkeys("ab", "InsufficientInstanceCapacity")
+    # EC2 tried the zone it picked; the other one it never tried answers UnfulfillableCapacity.
+    assert errors(engine, IRELAND, short) == {"a": "InsufficientInstanceCapacity", "b": "UnfulfillableCapacity"}
     enough = fleet(engine, IRELAND, lt, sent, target=4, spot={**single, "MinTargetCapacity": 2})
     assert list(launched(engine, IRELAND, enough).values()) == [2]  # nothing was spent by the refused fleet
     code, _ = error_of(lambda: fleet(engine, IRELAND, lt, sent, target=4, spot={"MinTargetCapacity": 2}))
@@ -206,14 +207,14 @@ def test_allocation_strategies_order_the_pools_as_ec2_documents():
 # --- idempotency ---------------------------------------------------------------------------------
 
 
-def test_a_retried_fleet_returns_the_first_answer_and_launches_nothing(engine):
+def test_a_retried_fleet_answers_its_fleet_id_without_instances_and_launches_nothing(engine):
     lt = template(engine, TOKYO, "retry")
     sent = overrides(engine, TOKYO, "g6.xlarge", "ac")
     first = fleet(engine, TOKYO, lt, sent, target=3, token="fleet-token-1")
     again = fleet(engine, TOKYO, lt, sent, target=3, token="fleet-token-1")
-    for answer in (first, again):
-        answer.pop("ResponseMetadata")
-    assert again == first and sum(launched(engine, TOKYO, first).values()) == 3
+    assert sum(launched(engine, TOKYO, first).values()) == 3
+    # EC2 promises only that the retry "succeeds without performing any further actions".
+    assert (again["FleetId"], again["Instances"], again["Errors"]) == (first["FleetId"], [], [])
     ec2 = engine.client("ec2", TOKYO)
     by_fleet = [{"Name": "tag:aws:ec2:fleet-id", "Values": [first["FleetId"]]}]
     for _ in range(engine.visibility_delay_calls + 1):
@@ -221,6 +222,41 @@ def test_a_retried_fleet_returns_the_first_answer_and_launches_nothing(engine):
     assert sum(len(r["Instances"]) for r in reply["Reservations"]) == 3
     code, _ = error_of(lambda: fleet(engine, TOKYO, lt, sent, target=4, token="fleet-token-1"))
     assert code == "IdempotentParameterMismatch"
+
+
+def test_describe_fleets_tells_what_an_instant_fleet_launched_when_its_id_is_named(engine):
+    lt = template(engine, TOKYO, "describe")
+    answer = fleet(engine, TOKYO, lt, overrides(engine, TOKYO, "g6.xlarge", "a"), target=2, token="fleet-token-d")
+    ec2 = engine.client("ec2", TOKYO)
+    [described] = ec2.describe_fleets(FleetIds=[answer["FleetId"]])["Fleets"]
+    assert (described["Type"], described["ClientToken"]) == ("instant", "fleet-token-d")
+    assert [i["InstanceIds"] for i in described["Instances"]] == [i["InstanceIds"] for i in answer["Instances"]]
+    assert described["Errors"] == answer["Errors"]
+    # Without its id an instant fleet is not described.
+    assert answer["FleetId"] not in {f["FleetId"] for f in ec2.describe_fleets()["Fleets"]}
+
+
+@pytest.mark.parametrize("code", ["RequestLimitExceeded", "InternalError", "InsufficientFreeAddressesInSubnet",
+                                  "AuthFailure.ServiceLinkedRoleCreationNotPermitted", "UnauthorizedOperation"])
+def test_a_fleet_may_succeed_with_an_error_for_overrides_it_did_not_try(engine, code):
+    lt = template(engine, TOKYO, f"busy-{code}")
+    sent = overrides(engine, TOKYO, "g6.xlarge", "ac")
+    engine.faults.fleet_errors(code, region=TOKYO, overrides=1)
+    answer = fleet(engine, TOKYO, lt, sent, target=2)
+    assert errors(engine, TOKYO, answer) == {"a": code}
+    assert launched(engine, TOKYO, answer) == {"c": 2}
+    engine.faults.fleet_errors(code, region=TOKYO, unnamed=True)
+    answer = fleet(engine, TOKYO, lt, sent, target=2)
+    assert answer["Instances"] == [] and [(e.get("LaunchTemplateAndOverrides"), e["ErrorCode"]) for e in answer["Errors"]] == [(None, code)]
+
+
+def test_a_single_zone_fleet_short_of_its_target_names_the_zones_it_did_not_try_unfulfillable(engine):
+    lt = template(engine, IRELAND, "untried")
+    answer = fleet(engine, IRELAND, lt, overrides(engine, IRELAND, "g6.xlarge", "ab"), target=50,
+                   market="on-demand", on_demand={"SingleAvailabilityZone": True})
+    [(zone, count)] = launched(engine, IRELAND, answer).items()
+    other = "b" if zone == "a" else "a"
+    assert errors(engine, IRELAND, answer)[other] == "UnfulfillableCapacity"
 
 
 def test_launch_templates_and_versions_are_idempotent_by_client_token(engine):

@@ -33,6 +33,7 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "create_fleet": (
         "ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateTags", "iam:PassRole", "iam:CreateServiceLinkedRole",
     ),
+    "describe_fleets": ("ec2:DescribeFleets",),
     "create_launch_template": ("ec2:CreateLaunchTemplate", "ec2:CreateTags"),
     "create_launch_template_version": ("ec2:CreateLaunchTemplateVersion",),
     "terminate_instances": ("ec2:TerminateInstances",),

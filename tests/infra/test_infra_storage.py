@@ -126,9 +126,11 @@ def test_instances_may_tag_only_themselves_and_only_with_their_startup_step(synt
     (tagging,) = [s for s in statements if "ec2:CreateTags" in as_list(s["Action"])]
     assert tagging["Effect"] == "Allow" and as_list(tagging["Action"]) == ["ec2:CreateTags"]
     assert ":ec2:*:123456789012:instance/*" in json.dumps(tagging["Resource"])
-    assert tagging["Condition"] == {
+    (own_instance,) = tagging["Condition"]["StringLike"].values()
+    assert list(tagging["Condition"]["StringLike"]) == ["ec2:SourceInstanceARN"]
+    assert json.dumps(own_instance).endswith(':ec2:*:123456789012:instance/${ec2:InstanceID}"]]}')
+    assert {k: v for k, v in tagging["Condition"].items() if k != "StringLike"} == {
         "StringEquals": {
-            "aws:ARN": "${ec2:SourceInstanceARN}",
             f"aws:ResourceTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE,
             f"aws:ResourceTag/{constants.TAG_DEPLOYMENT}": _env(synthesized),
         },

@@ -272,3 +272,43 @@ def test_any_other_refusal_of_the_whole_call_leaves_the_fleets_pools_not_the_reg
     assert (moved.next, moved.cursor, moved.blocked) == ("prepare", 1, ["spot/us-west-2/fresh"])
     assert [(a.availability_zone, a.batch, a.outcome, a.reason) for a in moved.step_attempts] == [
         ("us-west-2a", 2, "throttled", "RequestLimitExceeded")]
+
+
+def test_pools_ec2_was_too_busy_to_answer_for_are_asked_again_alone_and_only_twice():
+    a, b, c, east = pool("us-west-2", "a"), pool("us-west-2", "b"), pool("us-west-2", "c"), pool("us-east-1", "a")
+    pools = [a, b, c, east]
+    request = request_of(count=4)
+    run = entered(pools, request)
+    answer = FleetAnswer(answers=[
+        PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=instances(a, 1))),
+        PoolAnswer(index=1, result=LaunchResult(outcome="throttled", reason="RequestLimitExceeded")),
+        PoolAnswer(index=2, result=LaunchResult(outcome="throttled", reason="InternalError")),
+    ])
+    moved = fleet.after_fleet(run, pools, answer, request)
+    assert (moved.next, moved.fleet_retries) == ("launch", 1)
+    again = fleet.begin_call(fill.begin_step(moved))
+    assert fleet.overrides(again, pools, request) == [1, 2] and again.batch == 3
+    busy = FleetAnswer(answers=[PoolAnswer(index=i, result=LaunchResult(outcome="throttled", reason="InternalError")) for i in (1, 2)])
+    twice = fleet.after_fleet(again, pools, busy, request)
+    assert (twice.next, twice.fleet_retries) == ("launch", 2)
+    left = fleet.after_fleet(fleet.begin_call(fill.begin_step(twice)), pools, busy, request)
+    assert (left.next, left.cursor, left.fleet_retries) == ("prepare", 3, 0)
+    # No pool EC2 did not answer for was called empty.
+    assert fleet.pools_found_empty(busy) == []
+
+
+def test_a_fleet_answer_invents_no_capacity_for_a_pool_ec2_named_no_answer_for():
+    from gpufill.adapters.fleet import FleetCall, _answers
+
+    a, b = pool("us-west-2", "a"), pool("us-west-2", "b")
+    call = FleetCall(region="us-west-2", market="spot", pools=[(0, a), (1, b)], target=2, strategy="price-capacity-optimized",
+                     subnets={"us-west-2a": "subnet-a", "us-west-2b": "subnet-b"})
+    silent = _answers(call, {"FleetId": "fleet-1", "Instances": [], "Errors": []})
+    assert {(x.index, x.result.outcome, x.result.reason) for x in silent} == {(0, "throttled", "NotAnswered"), (1, "throttled", "NotAnswered")}
+    unnamed = _answers(call, {"Instances": [], "Errors": [{"ErrorCode": "InsufficientInstanceCapacity", "ErrorMessage": "no"}]})
+    assert {x.result.outcome for x in unnamed} == {"error"}  # a capacity code naming no pool is no pool's capacity
+    named = _answers(call, {"Instances": [], "Errors": [
+        {"LaunchTemplateAndOverrides": {"Overrides": {"InstanceType": "g6.xlarge", "SubnetId": "subnet-a"}},
+         "ErrorCode": "InsufficientInstanceCapacity"},
+        {"ErrorCode": "RequestLimitExceeded"}]})
+    assert {(x.index, x.result.outcome) for x in named} == {(0, "capacity"), (1, "throttled")}

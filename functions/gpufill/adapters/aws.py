@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 
 import boto3
 from botocore.config import Config
+from botocore.retries import standard
 from botocore.exceptions import (
     ClientError,
     ConnectionClosedError,
@@ -14,13 +17,62 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from gpufill.policy.errors import CAPACITY_CODES, classify
+
 # "standard" retries throttling codes such as RequestLimitExceeded with jittered backoff.
 RETRIES = Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=20)
+# The attempts of the AWS calls made inside `attempts()`: "unreached" for one that could not
+# connect, "reached" for one that got an answer or may have arrived (a read timeout).
+_attempts: ContextVar[list[str] | None] = ContextVar("gpufill_aws_attempts", default=None)
 
 
 @cache
 def client(service: str, region: str | None = None):
-    return boto3.client(service, region_name=region, config=RETRIES)
+    made = boto3.client(service, region_name=region, config=RETRIES)
+    if service == "ec2":
+        _capacity_is_an_answer(made)
+    made.meta.events.register(f"needs-retry.{made.meta.service_model.service_id.hyphenize()}", _note_attempt)
+    return made
+
+
+def _capacity_is_an_answer(ec2) -> None:
+    """EC2 answers a sold-out pool with a server error (InsufficientInstanceCapacity is a 500),
+    which botocore's standard mode retries like any 5xx: the same pool asked six times for one
+    answer. Capacity codes reach the caller at once; every other retry stays botocore's."""
+    events = ec2.meta.events
+    unique_id = f"retry-config-{ec2.meta.service_model.service_id.hyphenize()}"
+    events.unregister("needs-retry.ec2", unique_id=unique_id)
+    # botocore's own handler, built as the client built it (registered again, then wrapped).
+    handler = standard.register_retry_handler(ec2, max_attempts=ec2.meta.config.retries.get("total_max_attempts"))
+    events.unregister("needs-retry.ec2", unique_id=unique_id)
+
+    def needs_retry(**kwargs):
+        response = kwargs.get("response")
+        parsed = response[1] if response else {}
+        if (parsed or {}).get("Error", {}).get("Code") in CAPACITY_CODES:
+            return None
+        return handler.needs_retry(**kwargs)
+
+    events.register("needs-retry.ec2", needs_retry, unique_id=unique_id)
+
+
+def _note_attempt(caught_exception=None, **_) -> None:
+    seen = _attempts.get()
+    if seen is not None:
+        unreached = isinstance(caught_exception, (EndpointConnectionError, ConnectTimeoutError))
+        seen.append("unreached" if unreached else "reached")
+
+
+@contextmanager
+def attempts():
+    """The attempts botocore made of the calls inside, each "reached" or "unreached": a call
+    whose last attempt could not connect may still have arrived on an earlier one."""
+    seen: list[str] = []
+    token = _attempts.set(seen)
+    try:
+        yield seen
+    finally:
+        _attempts.reset(token)
 
 
 @cache
@@ -77,10 +129,17 @@ def is_transient(error: BaseException) -> bool:
 
 
 def _transient(error: BaseException) -> bool:
+    """By the error code: EC2 answers capacity with 5xx too, and a sold-out pool is an answer,
+    not a failure to try again. Only a server error whose code gpufill does not know is read by
+    its status."""
     if isinstance(error, TRANSPORT_ERRORS):
         return True
     if isinstance(error, ClientError):
         code = error.response.get("Error", {}).get("Code", "")
+        if code in TRANSIENT_CODES:
+            return True
+        if classify(code) in ("capacity", "quota"):
+            return False
         status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-        return code in TRANSIENT_CODES or status >= 500
+        return status >= 500
     return False

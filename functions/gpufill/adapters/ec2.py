@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
 
 from gpufill.adapters import clock
-from gpufill.adapters.aws import TRANSPORT_ERRORS, TransientAwsError, client, is_transient
+from gpufill.adapters.aws import TRANSPORT_ERRORS, TransientAwsError, attempts, client, is_transient
 from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_POOL, TAG_REQUEST_ID, TAG_STARTUP_STEP
 from gpufill.models.run import Instance, LaunchResult, Pool
 from gpufill.policy.errors import classify
@@ -129,9 +129,12 @@ def launch(pool: Pool, *, min_count: int, max_count: int, client_token: str, spe
     answers with the first call's instances if there were any.
     """
     try:
-        reply = run_instances(pool, min_count=min_count, max_count=max_count, client_token=client_token, spec=spec)
+        with attempts() as sent:
+            reply = run_instances(pool, min_count=min_count, max_count=max_count, client_token=client_token, spec=spec)
     except (EndpointConnectionError, ConnectTimeoutError) as error:
-        # The request never reached EC2: nothing launched, and the region is out of reach.
+        if "reached" in sent:  # an earlier attempt may have launched and lost its reply
+            return _settle_by_token(pool, client_token, error)
+        # No attempt reached EC2: nothing launched, and the region is out of reach.
         return LaunchResult(outcome="error", reason=type(error).__name__, message=str(error))
     except ClientError as error:
         code = code_of(error)

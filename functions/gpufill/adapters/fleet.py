@@ -5,7 +5,7 @@ region (`gpufill-<deployment>`), created on first use, with a version per reques
 that holds what RunInstances would send (AMI, user data, root volume, tags). Both are created
 with ClientTokens derived from their contents, so a retried step finds the same template and
 version instead of adding new ones, and the CreateFleet itself carries the step's ClientToken:
-EC2 answers a token it has seen with the first call's fleet and launches nothing more.
+EC2 answers a token it has seen with the first call's fleet id and launches nothing more.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
 
-from gpufill.adapters.aws import TRANSPORT_ERRORS, TransientAwsError, client, is_transient
+from gpufill.adapters.aws import TRANSPORT_ERRORS, TransientAwsError, attempts, client, is_transient
 from gpufill.adapters.ec2 import LaunchSpec, code_of, instance_settings, launch_tags, message_of, tag_specifications
-from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_MANAGED_VALUE
+from gpufill.constants import TAG_DEPLOYMENT, TAG_LAUNCH_TOKEN, TAG_MANAGED, TAG_MANAGED_VALUE
 from gpufill.models.run import FleetAnswer, Instance, LaunchResult, Pool, PoolAnswer
 from gpufill.policy.errors import classify
 
@@ -29,6 +29,8 @@ TEMPLATE_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
 BASE_TEMPLATE = {"MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1}}
 # A pool whose AZ has no subnet to launch into is left out of the call and answered so.
 NO_SUBNET = "NoSubnet"
+# A pool a fleet short of its target named no answer for: not tried, so worth asking again.
+NOT_ANSWERED = "NotAnswered"
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,10 @@ def create_fleet_params(call: FleetCall, template: tuple[str, str], spec: Launch
         ],
         "TargetCapacitySpecification": {"TotalTargetCapacity": call.target, "DefaultTargetCapacityType": capacity_type},
         ("SpotOptions" if call.market == "spot" else "OnDemandOptions"): options,
-        "TagSpecifications": tag_specifications(launch_tags(spec), ("instance", "fleet")),
+        "TagSpecifications": [
+            *tag_specifications({**launch_tags(spec), TAG_LAUNCH_TOKEN: client_token}, ("instance",)),
+            *tag_specifications(launch_tags(spec), ("fleet",)),
+        ],
     }
 
 
@@ -125,7 +130,13 @@ def _launchable(call: FleetCall) -> list[tuple[int, Pool]]:
 
 
 def launch(call: FleetCall, spec: LaunchSpec, client_token: str) -> FleetAnswer:
-    """One CreateFleet, its answer mapped back onto the plan's pools; launches at most once whatever fails."""
+    """One CreateFleet, its answer mapped back onto the plan's pools; launches at most once whatever fails.
+
+    EC2 answers a ClientToken it has seen with the fleet's id and nothing else ("succeeds without
+    performing any further actions"), so every answer that may be a replay, and every call left
+    unsettled, is settled by reading the fleet: DescribeFleets by its id, or, when no id came back,
+    the instances tagged with the token.
+    """
     missing = [PoolAnswer(index=i, result=_no_subnet(p)) for i, p in call.pools if p.availability_zone not in call.subnets]
     if not _launchable(call):
         return FleetAnswer(answers=missing)
@@ -139,58 +150,134 @@ def launch(call: FleetCall, spec: LaunchSpec, client_token: str) -> FleetAnswer:
         return FleetAnswer(failure=LaunchResult(outcome=classify(code_of(error)), reason=code_of(error), message=message_of(error)))
     params = create_fleet_params(call, template, spec, client_token)
     try:
-        reply = client("ec2", call.region).create_fleet(**params)
+        with attempts() as sent:
+            reply = client("ec2", call.region).create_fleet(**params)
     except (EndpointConnectionError, ConnectTimeoutError) as error:
-        # The request never reached EC2: nothing launched, and the region is out of reach.
-        return FleetAnswer(failure=LaunchResult(outcome="error", reason=type(error).__name__, message=str(error)))
+        if "reached" not in sent:
+            # No attempt reached EC2: nothing launched, and the region is out of reach.
+            return FleetAnswer(failure=LaunchResult(outcome="error", reason=type(error).__name__, message=str(error)))
+        # An earlier attempt may have launched and lost its reply: what carries the token tells.
+        reply = _by_token(call, client_token, error)
     except ClientError as error:
-        if not is_transient(error):
+        if code_of(error) == "IdempotentParameterMismatch":
+            # The token was used before with other settings (the step retried after a deploy):
+            # that earlier call happened, and its instances carry the token.
+            reply = _by_token(call, client_token, error)
+        elif not is_transient(error):
             return FleetAnswer(failure=LaunchResult(outcome=classify(code_of(error)), reason=code_of(error), message=message_of(error)))
-        reply = _again(call, params, error)
+        else:
+            reply = _again(call, params, client_token, error)
     except TRANSPORT_ERRORS as error:
-        reply = _again(call, params, error)
+        reply = _again(call, params, client_token, error)
+    if _may_be_replay(reply):
+        reply = _described(call, reply["FleetId"])
     return FleetAnswer(answers=[*missing, *_answers(call, reply)])
 
 
-def _again(call: FleetCall, params: dict, error: Exception) -> dict:
-    """The identical call once more: EC2 answers a ClientToken it has seen with that call's fleet."""
+def _may_be_replay(reply: dict) -> bool:
+    """A fleet that names neither an instance nor an error: EC2's answer to a token it has seen."""
+    return bool(reply.get("FleetId")) and not reply.get("Instances") and not reply.get("Errors")
+
+
+def _again(call: FleetCall, params: dict, client_token: str, error: Exception) -> dict:
+    """The identical call once more: EC2 answers a ClientToken it has seen with that call's fleet id."""
     try:
         return client("ec2", call.region).create_fleet(**params)
-    except (ClientError, *TRANSPORT_ERRORS) as again:
-        raise TransientAwsError(
-            f"CreateFleet in {call.region} ended unsettled ({error}; then {again}); the same call will be sent again"
-        ) from again
+    except ClientError as again:
+        if code_of(again) == "IdempotentParameterMismatch":
+            return _by_token(call, client_token, again)
+        raise _unsettled(call, error, again) from again
+    except TRANSPORT_ERRORS as again:
+        raise _unsettled(call, error, again) from again
+
+
+def _unsettled(call: FleetCall, error: Exception, again: Exception | None = None) -> TransientAwsError:
+    then = f"; then {again}" if again is not None else ""
+    return TransientAwsError(f"CreateFleet in {call.region} ended unsettled ({error}{then}); the same call will be sent again")
+
+
+def _described(call: FleetCall, fleet_id: str) -> dict:
+    """What an instant fleet launched and could not launch, read back by its id."""
+    try:
+        fleets = client("ec2", call.region).describe_fleets(FleetIds=[fleet_id])["Fleets"]
+    except (ClientError, *TRANSPORT_ERRORS) as error:
+        raise TransientAwsError(f"fleet {fleet_id} in {call.region} could not be read back ({error})") from error
+    if not fleets:  # not visible yet: the retried step asks again
+        raise TransientAwsError(f"fleet {fleet_id} in {call.region} is not described yet")
+    return {"FleetId": fleet_id, "Instances": fleets[0].get("Instances") or [], "Errors": fleets[0].get("Errors") or []}
+
+
+def _by_token(call: FleetCall, client_token: str, error: Exception) -> dict:
+    """The fleet's instances found by the token tag, shaped as CreateFleet answers them.
+
+    None found may be EC2 not showing them yet: the step is retried with the same token."""
+    try:
+        pages = client("ec2", call.region).get_paginator("describe_instances").paginate(
+            Filters=[{"Name": f"tag:{TAG_LAUNCH_TOKEN}", "Values": [client_token]}]
+        )
+        found = [i for page in pages for reservation in page["Reservations"] for i in reservation["Instances"]]
+    except (ClientError, *TRANSPORT_ERRORS) as lookup:
+        raise _unsettled(call, error, lookup) from lookup
+    if not found:
+        raise _unsettled(call, error)
+    by_override: dict[tuple[str, str | None], list[str]] = {}
+    for instance in found:
+        by_override.setdefault((instance["InstanceType"], instance.get("SubnetId")), []).append(instance["InstanceId"])
+    return {
+        "Instances": [
+            {"LaunchTemplateAndOverrides": {"Overrides": {"InstanceType": itype, "SubnetId": subnet}}, "InstanceIds": ids}
+            for (itype, subnet), ids in by_override.items()
+        ],
+        "Errors": [],
+        "settled_by": f"the launch answered {type(error).__name__}; its instances were found by the token tag",
+    }
 
 
 def _answers(call: FleetCall, reply: dict) -> list[PoolAnswer]:
+    """An answer per pool EC2 answered for. A pool EC2 named no answer for gets one only when the
+    fleet fell short: "try again" (an error EC2 gave for the whole fleet, else NotAnswered), never
+    an invented capacity answer."""
     by_override = {(p.instance_type, call.subnets[p.availability_zone]): (i, p) for i, p in _launchable(call)}
     launched: dict[int, list[str]] = {}
     errors: dict[int, tuple[str, str]] = {}
+    unnamed: list[tuple[str, str]] = []
     for item in reply.get("Instances") or []:
         key = _override_key(item)
         if key in by_override:
             launched.setdefault(by_override[key][0], []).extend(item.get("InstanceIds") or [])
     for item in reply.get("Errors") or []:
+        code, message = item.get("ErrorCode") or "Unknown", item.get("ErrorMessage") or ""
         key = _override_key(item)
         if key in by_override:
-            errors.setdefault(by_override[key][0], (item.get("ErrorCode") or "Unknown", item.get("ErrorMessage") or ""))
+            errors.setdefault(by_override[key][0], (code, message))
+        elif not (item.get("LaunchTemplateAndOverrides") or {}).get("Overrides"):
+            unnamed.append((code, message))
     answers = []
     for index, pool in _launchable(call):
         ids = launched.get(index, [])
         if ids:
-            note = f"the fleet also answered {errors[index][0]} here" if index in errors else None
+            note = f"the fleet also answered {errors[index][0]} here" if index in errors else reply.get("settled_by")
             instances = [_instance(pool, instance_id) for instance_id in ids]
             answers.append(PoolAnswer(index=index, result=LaunchResult(outcome="launched", instances=instances, note=note)))
         elif index in errors:
             code, message = errors[index]
             answers.append(PoolAnswer(index=index, result=LaunchResult(outcome=classify(code), reason=code, message=message)))
-    if not any(a.result.instances for a in answers) and not answers:
-        # EC2 launched nothing and named no pool: every pool of the call was looked at and found wanting.
-        answers = [
-            PoolAnswer(index=i, result=LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity"))
-            for i, _ in _launchable(call)
-        ]
+    if sum(len(ids) for ids in launched.values()) < call.target:
+        answered = {a.index for a in answers}
+        for index, _ in _launchable(call):
+            if index not in answered:
+                answers.append(PoolAnswer(index=index, result=_unanswered(unnamed)))
     return answers
+
+
+def _unanswered(unnamed: list[tuple[str, str]]) -> LaunchResult:
+    """A pool the fleet did not name. An error EC2 gave for the whole fleet applies to it, except a
+    capacity code, which names no pool EC2 looked at (so it is not remembered as one found empty)."""
+    if not unnamed:
+        return LaunchResult(outcome="throttled", reason=NOT_ANSWERED, message="EC2 named no answer for this pool")
+    code, message = unnamed[0]
+    outcome = classify(code)
+    return LaunchResult(outcome="error" if outcome == "capacity" else outcome, reason=code, message=message)
 
 
 def _override_key(item: dict) -> tuple[str | None, str | None]:

@@ -282,6 +282,7 @@ class LocalEngine:
         self._forget_caches()
         self._stack.callback(self._forget_caches)
         self.market = SimulatedMarket(self.scenario, visibility_delay_calls=self.visibility_delay_calls)
+        self.market.faults = self.faults
         self.market.schedule, self.market.elapsed = self.at, lambda: self.elapsed
         clock.reset()
         self._stack.callback(clock.reset)

@@ -14,6 +14,10 @@ Reach it as `engine.faults` on a running LocalEngine. Three layers:
   call is made (the container is killed mid-handler; the state machine sees
   `Sandbox.Timedout`).
 
+- `fleet_errors(...)`: a CreateFleet of type instant succeeds but lists an error for some or
+  all of its overrides instead of trying them (RequestLimitExceeded, InternalError,
+  UnauthorizedOperation, ... inside a 200 answer), optionally without naming the override.
+
 Every rule counts as it fires; `engine.faults.injected` and the run's metrics
 (`faults_injected`) report how many faults were actually injected, so a test can
 assert that the fault it planned really happened.
@@ -62,7 +66,7 @@ class KilledInvocation(BaseException):
 
 @dataclass
 class _Rule:
-    layer: str  # "aws" | "invoke" | "kill"
+    layer: str  # "aws" | "invoke" | "kill" | "fleet"
     service: str | None = None
     operation: str | None = None
     region: str | None = None
@@ -71,6 +75,10 @@ class _Rule:
     after: bool = False
     times: int | None = 1
     fired: int = 0
+    # "fleet": how many overrides (the first ones sent) answer the error, None for all; and
+    # whether the errors come without LaunchTemplateAndOverrides.
+    overrides: int | None = None
+    unnamed: bool = False
 
     def spent(self) -> bool:
         return self.times is not None and self.fired >= self.times
@@ -134,6 +142,36 @@ class Faults:
         """
         self._add(_Rule("kill", _service_id(service), operation, task=task, error="Sandbox.Timedout", times=times))
 
+    def fleet_errors(
+        self,
+        error: str,
+        *,
+        region: str | None = None,
+        overrides: int | None = None,
+        unnamed: bool = False,
+        times: int | None = 1,
+    ) -> None:
+        """Make the next `times` CreateFleet calls of type instant (in `region` or any) answer
+        `error` in their Errors list for the first `overrides` overrides they were sent (all when
+        None), which EC2 then does not try; the other overrides are allocated as usual.
+
+        `error` is one of local/ec2_errors.py's FLEET_ERRORS: RequestLimitExceeded and
+        InternalError (EC2 busy: the call succeeded, those pools were not asked),
+        UnfulfillableCapacity, MaxFleetCountExceeded, InsufficientFreeAddressesInSubnet,
+        AuthFailure.ServiceLinkedRoleCreationNotPermitted, UnauthorizedOperation,
+        InsufficientInstanceCapacity. With `unnamed=True` the error comes once, without
+        LaunchTemplateAndOverrides, as EC2 sometimes answers.
+        """
+        from gpufill.local.ec2_errors import FLEET_ERRORS
+
+        if error not in FLEET_ERRORS:
+            raise ValueError(f"error: {error!r} is not one of {', '.join(FLEET_ERRORS)}")
+        self._add(_Rule("fleet", "ec2", "CreateFleet", region, error=error, times=times, overrides=overrides, unnamed=unnamed))
+
+    def for_fleet(self, region: str) -> _Rule | None:
+        """The per-override errors this CreateFleet answers, or None."""
+        return self._take("fleet", region=region)
+
     def clear(self) -> None:
         """Drop every rule not yet spent (the counts stay)."""
         with self._lock:
@@ -192,7 +230,10 @@ def raise_or_answer(rule: _Rule, service_id: str, operation: str, request):
     }
     if rule.error in transport:
         raise transport[rule.error](endpoint_url=request.url)
-    code, status = rule.error, _STATUS.get(rule.error, 400)
+    from gpufill.local import ec2_errors
+
+    code = rule.error
+    status = ec2_errors.status(code) if service_id == "ec2" else _STATUS.get(code, 400)
     message = f"{operation} failed: {code} (injected by the local engine)"
     headers = {"x-amzn-RequestId": "local-fault", "x-amzn-ErrorType": code}
     if service_id == "ec2":

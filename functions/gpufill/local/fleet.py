@@ -3,6 +3,11 @@
 `FleetApi` is the moto glue: it reads a CreateFleet request, asks the market how the fleet
 spreads (local/fleet_allocation.py, the pure model), launches the instances in moto as
 RunInstances would, and answers in EC2's shape.
+
+A CreateFleet sent again with a ClientToken EC2 has seen "succeeds without performing any
+further actions" (EC2's idempotency promise): the answer is the first fleet's FleetId, with no
+Instances and no Errors. What the fleet launched is read with DescribeFleets(FleetIds=[...]),
+which describes an instant fleet only when its id is named, as on EC2.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from moto.core.responses import ActionResult
 from moto.ec2.exceptions import EC2ClientError
 
 from gpufill import catalog
-from gpufill.local.fleet_allocation import CAPACITY, ON_DEMAND_STRATEGIES, QUOTA, SPOT_STRATEGIES, Pool, allocate
+from gpufill.local.ec2_errors import FLEET_ERRORS
+from gpufill.local.fleet_allocation import CAPACITY, ON_DEMAND_STRATEGIES, QUOTA, SPOT_STRATEGIES, UNTRIED, Pool, allocate
 
 DEFAULT_STRATEGY = {"spot": "price-capacity-optimized", "on-demand": "lowest-price"}
 FLEET_ID_TAG = "aws:ec2:fleet-id"
@@ -26,6 +32,8 @@ ERROR_CODES = {
     ("on-demand", CAPACITY): "InsufficientInstanceCapacity",
     ("spot", QUOTA): "MaxSpotInstanceCountExceeded",
     ("on-demand", QUOTA): "VcpuLimitExceeded",
+    ("spot", UNTRIED): "UnfulfillableCapacity",
+    ("on-demand", UNTRIED): "UnfulfillableCapacity",
 }
 
 
@@ -76,9 +84,11 @@ class FleetApi:
         self.market = market
         self._tokens: dict[tuple[str, str, str], tuple[tuple, Any]] = {}  # (action, region, token) -> (fingerprint, answer)
         self._lock = threading.RLock()
+        self._instant: dict[tuple[str, str], dict] = {}  # (region, fleet id) -> DescribeFleets' FleetData
 
-    def _idempotent(self, response, action: str, create):
-        """EC2's ClientToken: the same token and parameters answer the first call again, other parameters are refused."""
+    def _idempotent(self, response, action: str, create, replay=None):
+        """EC2's ClientToken: the same token and parameters answer the first call again (as
+        `replay` makes of it), other parameters are refused."""
         token = response._get_param("ClientToken")
         if not token:
             return create()
@@ -88,12 +98,12 @@ class FleetApi:
             if seen is not None:
                 if seen[0] != fingerprint:
                     raise _mismatch(token)
-                return seen[1]
+                return replay(seen[1]) if replay else seen[1]
             answer = create()
             self._tokens[(action, response.region, token)] = (fingerprint, answer)
             return answer
 
-    def api(self, original_fleet, original_template, original_version) -> dict[str, Any]:
+    def api(self, original_fleet, original_template, original_version, original_describe) -> dict[str, Any]:
         fleets = self
 
         def create_launch_template(response) -> ActionResult:
@@ -105,12 +115,30 @@ class FleetApi:
         def create_fleet(response) -> ActionResult:
             if response._get_param("Type", "maintain") != "instant":
                 return original_fleet(response)
-            return fleets._idempotent(response, "CreateFleet", lambda: ActionResult(fleets.create_instant(response)))
+            return ActionResult(
+                fleets._idempotent(
+                    response,
+                    "CreateFleet",
+                    lambda: fleets.create_instant(response),
+                    replay=lambda first: {"FleetId": first["FleetId"], "Errors": [], "Instances": []},
+                )
+            )
+
+        def describe_fleets(response) -> ActionResult:
+            asked = response._get_param("FleetIds", [])
+            instant = [fleets._instant[(response.region, f)] for f in asked if (response.region, f) in fleets._instant]
+            others = [f for f in asked if (response.region, f) not in fleets._instant]
+            if asked and not others:
+                return ActionResult({"Fleets": instant})
+            # moto's own fleets (maintain, request); an instant fleet only when named.
+            described = original_describe(response)
+            return ActionResult({"Fleets": [*instant, *described.result.get("Fleets", [])]}) if instant else described
 
         return {
             "create_launch_template": create_launch_template,
             "create_launch_template_version": create_launch_template_version,
             "create_fleet": create_fleet,
+            "describe_fleets": describe_fleets,
         }
 
     # --- CreateFleet, type instant -------------------------------------------------------------
@@ -188,6 +216,11 @@ class FleetApi:
 
         fleet_id = "fleet-" + str(uuid.uuid4())
         instances, errors = [], []
+        fault = self.market.faults.for_fleet(region) if self.market.faults is not None else None
+        # The overrides EC2 answers the injected error for instead of trying them.
+        faulted: set[int] = set()
+        if fault is not None:
+            faulted = set(range(len(overrides) if fault.overrides is None else min(fault.overrides, len(overrides))))
         with self.market._lock:
             for market in ("on-demand", "spot"):  # EC2 Fleet launches the on-demand part first
                 if targets[market] == 0:
@@ -195,7 +228,14 @@ class FleetApi:
                 opts = options[market]
                 strategy = opts.get("AllocationStrategy") or DEFAULT_STRATEGY[market]
                 pools, refused = [], {}
+                if faulted:
+                    if fault.unnamed:
+                        errors.append({"Lifecycle": market, "ErrorCode": fault.error, "ErrorMessage": FLEET_ERRORS[fault.error]})
+                    else:
+                        errors.extend(self._error(overrides[n], market, fault.error, FLEET_ERRORS[fault.error]) for n in sorted(faulted))
                 for n, o in enumerate(overrides):
+                    if n in faulted:
+                        continue
                     zone = o["zone"] or self.market.roomiest_zone(region, o["type"], market)
                     o["placed"] = zone
                     try:  # what EC2 refuses in a RunInstances request, it refuses for each override
@@ -244,7 +284,9 @@ class FleetApi:
                     errors.append(self._error(overrides[n], market, code, message))
                 for n, kind in allocation.errors.items():
                     o = overrides[n]
-                    if kind == CAPACITY:
+                    if kind == UNTRIED:
+                        message = FLEET_ERRORS["UnfulfillableCapacity"]
+                    elif kind == CAPACITY:
                         message = (
                             f"We currently do not have sufficient {o['type']} capacity in the Availability Zone you requested "
                             f"({o['placed']}). Our system will be working on provisioning additional capacity."
@@ -255,7 +297,19 @@ class FleetApi:
                             f"{self.market.quota_limit(region, market)} allows for {region}."
                         )
                     errors.append(self._error(o, market, ERROR_CODES[(market, kind)], message))
-        return {"FleetId": fleet_id, "Errors": errors, "Instances": instances}
+        answer = {"FleetId": fleet_id, "Errors": errors, "Instances": instances}
+        self._instant[(region, fleet_id)] = {
+            "FleetId": fleet_id,
+            "FleetState": "active",
+            "ActivityStatus": "fulfilled" if sum(len(i["InstanceIds"]) for i in instances) >= total else "error",
+            "ClientToken": response._get_param("ClientToken") or "",
+            "Type": "instant",
+            "TargetCapacitySpecification": {"TotalTargetCapacity": total, "DefaultTargetCapacityType": default_market},
+            "Instances": instances,
+            "Errors": errors,
+            "Tags": [{"Key": k, "Value": v} for k, v in fleet_tags.get("fleet", {}).items()],
+        }
+        return answer
 
     @staticmethod
     def _error(o: dict, market: str, code: str, message: str) -> dict:

@@ -11,7 +11,9 @@ The allocation model (one call, one market):
   could not give: `capacity` for a pool found empty, or emptied when the fleet fell short;
   `quota` for a pool the region's vCPU quota (for that market) cut short or refused;
 - SingleAvailabilityZone / SingleInstanceType: the pools are grouped by zone (type); the
-  group that can launch the most wins, the one the strategy prefers among equals;
+  group that can launch the most wins, the one the strategy prefers among equals; when it
+  falls short, the pools of the other groups, which EC2 did not try, answer `untried`
+  (UnfulfillableCapacity), never a capacity error nobody found;
 - MinTargetCapacity: short of it, nothing launches and every pool answers `capacity`
   (or `quota` where the quota was what stopped it).
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
-CAPACITY, QUOTA = "capacity", "quota"
+CAPACITY, QUOTA, UNTRIED = "capacity", "quota", "untried"
 SPOT_STRATEGIES = ("price-capacity-optimized", "capacity-optimized", "lowest-price")
 ON_DEMAND_STRATEGIES = ("lowest-price", "prioritized")
 
@@ -44,7 +46,7 @@ class Pool:
 @dataclass
 class Allocation:
     counts: dict[Hashable, int] = field(default_factory=dict)  # pool key -> instances, in launch order
-    errors: dict[Hashable, str] = field(default_factory=dict)  # pool key -> CAPACITY | QUOTA
+    errors: dict[Hashable, str] = field(default_factory=dict)  # pool key -> CAPACITY | QUOTA | UNTRIED
 
     @property
     def total(self) -> int:
@@ -82,6 +84,8 @@ def allocate(
                 key=lambda name: min(preferred[p.key] for p in groups[name]),
             )
             result = filled[name]
+            if result.total < target:
+                result.errors.update({p.key: UNTRIED for p in pools if p not in groups[name]})
     else:
         result = _fill(pools, target, strategy, quota_vcpus, order)
     if min_target is not None and result.total < min_target:

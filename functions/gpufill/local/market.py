@@ -161,6 +161,7 @@ class SimulatedMarket:
         self._launched: list[tuple[str, str, int, object]] = []  # (region, market, vcpus, moto instance)
         self._lock = threading.RLock()  # launch() holds it while it hides the new instances
         self.placement_scores_denied = False  # tests set it to see the classic fallback
+        self.faults = None  # the engine's fault rules (local/faults.py): a fleet's per-override errors
         # The engine's modelled clock: when startup.sh on a new instance reports each step.
         self.schedule = lambda seconds, action: None
         self.elapsed = lambda: 0.0
@@ -512,7 +513,10 @@ class SimulatedMarket:
 
         from moto.ec2.models.amis import Ami
 
+        from gpufill.local import ec2_errors
+
         stack = ExitStack()
+        stack.enter_context(ec2_errors.patches())
         stack.enter_context(mock.patch.object(EC2BaseResponse, "_filters_from_querystring", strict_filters))
         stack.enter_context(mock.patch.object(InstanceResponse, "describe_instances", describe_instances))
         stack.enter_context(mock.patch.object(Ami, "block_device_mappings", property(root_snapshot_mappings)))
@@ -526,7 +530,10 @@ class SimulatedMarket:
         from moto.ec2.responses.launch_templates import LaunchTemplates
 
         fleet_api = FleetApi(market).api(
-            Fleets.create_fleet, LaunchTemplates.create_launch_template, LaunchTemplates.create_launch_template_version
+            Fleets.create_fleet,
+            LaunchTemplates.create_launch_template,
+            LaunchTemplates.create_launch_template_version,
+            Fleets.describe_fleets,
         )
         for name, method in fleet_api.items():
             stack.enter_context(mock.patch.object(EC2Response, name, method))

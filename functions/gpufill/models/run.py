@@ -216,6 +216,9 @@ class Run(_Model):
     ready_deadline: float | None = None
     ready_rounds: int = 0
     ready_pause: int | None = None
+    # launch_mode "fleet": the calls made again in this region for pools EC2 did not answer for
+    # (RequestLimitExceeded, InternalError per override), bounded by policy/fleet.py.
+    fleet_retries: int = 0
 
 
 class LaunchResult(_Model):

@@ -2,9 +2,21 @@
 
 from gpufill.models.run import Outcome
 
-CAPACITY_CODES = frozenset({"InsufficientInstanceCapacity", "InsufficientCapacity", "Unsupported"})
+# EC2's answers that a pool has nothing to give now (EC2 sends most of them as HTTP 500).
+CAPACITY_CODES = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "InsufficientCapacity",
+        "InsufficientHostCapacity",
+        "InsufficientAddressCapacity",
+        "InsufficientReservedInstanceCapacity",
+        "Unsupported",
+    }
+)
 QUOTA_CODES = frozenset({"MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "InstanceLimitExceeded"})
-THROTTLE_CODES = frozenset({"RequestLimitExceeded"})
+# EC2 was busy or briefly broken: the pool was not answered for, the same ask may work later.
+# A fleet lists them per override too; they never mean "no capacity".
+THROTTLE_CODES = frozenset({"RequestLimitExceeded", "InternalError", "InternalFailure", "Unavailable", "ServiceUnavailable"})
 # EC2 refuses the launch itself, the same way in every pool: trying another pool cannot help,
 # so the run stops at once with LAUNCH_REJECTED instead of walking every pool.
 REJECTION_CODES = frozenset(
@@ -19,7 +31,8 @@ REJECTION_CODES = frozenset(
         "InvalidParameterCombination",
     }
 )
-REJECTION_PREFIXES = ("InvalidParameter", "InvalidKMSKey", "KMS.", "Client.InvalidKMSKey")
+# AuthFailure.ServiceLinkedRoleCreationNotPermitted: the launch role may not create the Spot service-linked role.
+REJECTION_PREFIXES = ("InvalidParameter", "InvalidKMSKey", "KMS.", "Client.InvalidKMSKey", "AuthFailure.")
 # The region cannot be used for this run: its endpoint could not be reached (the call never
 # arrived, so nothing launched there), it has no network to launch into, or it is not enabled.
 # The run skips the region for this market, like a region with no capacity.

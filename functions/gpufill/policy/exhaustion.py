@@ -47,6 +47,13 @@ def exhaustion_cause(run: Run, attempts: list[Attempt], request: ProvisionReques
         error = "ALL_ON_DEMAND_FAILED"
         message = f"Every on-demand pool was tried ({len(pools)}); none could launch {', '.join(request.instance_types)}."
         hint = "Try more regions or instance types, ask for a quota increase where the outcome is 'quota', or retry later."
+    busy = [p for p in pools.values() if p["outcome"] == "throttled"]
+    if busy and pools:
+        # Only capacity answers are exhaustion: a pool EC2 was too busy to answer for is named apart.
+        message += (
+            f" {len(busy)} of them EC2 did not answer for ({', '.join(sorted({p['reason'] or 'busy' for p in busy}))}):"
+            " their capacity is unknown, a later run may find some."
+        )
     if not pools:
         # Nothing to try at all: say so, rather than "none had capacity".
         message = (

@@ -42,8 +42,13 @@ def fleet_key(pool: Pool) -> str:
     return f"{pool.market}/{pool.region}/{'deferred' if pool.deferred else 'fresh'}"
 
 
+def pool_key(pool: Pool) -> str:
+    """One pool a fleet settled while the rest of its region is asked again."""
+    return f"{pool.market}/{pool.key}"
+
+
 def is_open(pool: Pool, blocked: list[str]) -> bool:
-    keys = (region_key(pool.market, pool.region), quota_key(pool), fleet_key(pool))
+    keys = (region_key(pool.market, pool.region), quota_key(pool), fleet_key(pool), pool_key(pool))
     return not any(key in blocked for key in keys)
 
 

@@ -5,6 +5,9 @@ AZ's subnet and its instance type) and asks for everything still missing; EC2 pi
 (price-capacity-optimized for spot, the request's On-Demand strategy otherwise), launches what
 it can and names each pool it could not launch in. Whatever it answered, those pools are then
 done for that market, since EC2 has looked at all of them: the cursor goes on to the next region.
+A pool EC2 did not answer for (RequestLimitExceeded or InternalError in the fleet's Errors, or
+no word at all while the fleet fell short) was not tried: the region is asked again for those
+pools alone, with a new token, up to MAX_FLEET_RETRIES times; the pools it answered stay settled.
 Pools another run found empty moments ago (deferred by the capacity cache) are left out of the
 region's first fleet and asked for apart when the cursor reaches them at the end of the plan, so
 they are tried last, as in the other modes. Every pool is asked for at most once per market.
@@ -21,6 +24,8 @@ SPOT_STRATEGY = "price-capacity-optimized"
 # cost: the cheapest pools first, as EC2 knows On-Demand prices; latency: the plan's order,
 # which is the request's region and type preference.
 ON_DEMAND_STRATEGY = {"cost": "lowest-price", "latency": "prioritized"}
+# Calls made again in one region for the pools EC2 was too busy to answer for.
+MAX_FLEET_RETRIES = 2
 
 
 def overrides(run: Run, pools: list[Pool], request: ProvisionRequest) -> list[int]:
@@ -83,7 +88,19 @@ def after_fleet(run: Run, pools: list[Pool], answer: FleetAnswer, request: Provi
     for item in ordered:
         if item.result.outcome == "quota":  # that quota group is spent in this region and market
             moved = fill.block(moved, fill.quota_key(pools[item.index]))
+    unasked = [item for item in ordered if item.result.outcome == "throttled" and not item.result.instances]
+    if unasked and run.fleet_retries < MAX_FLEET_RETRIES:
+        return _ask_again(moved, pools, [item for item in ordered if item not in unasked], request)
     return _leave(moved, pools, here, request)
+
+
+def _ask_again(run: Run, pools: list[Pool], settled: list, request: ProvisionRequest) -> Run:
+    """EC2 was busy for some pools: the next call covers them alone (the others are settled)."""
+    for item in settled:
+        run = fill.block(run, fill.pool_key(pools[item.index]))
+    if not overrides(run, pools, request):
+        return _leave(run, pools, pools[run.cursor], request)
+    return run.model_copy(update={"next": "launch", "fleet_retries": run.fleet_retries + 1})
 
 
 def _after_failure(run: Run, pools: list[Pool], failure: LaunchResult, request: ProvisionRequest) -> Run:
@@ -106,7 +123,8 @@ def _refresh_or_leave(run: Run, pools: list[Pool], request: ProvisionRequest) ->
 
 def _leave(run: Run, pools: list[Pool], here: Pool, request: ProvisionRequest) -> Run:
     """The pools this fleet covered are done for the market: on to the next open pool."""
-    return fill.advance(fill.block(run, fill.fleet_key(here)), pools, request)
+    left = run.model_copy(update={"fleet_retries": 0})
+    return fill.advance(fill.block(left, fill.fleet_key(here)), pools, request)
 
 
 def pools_found_empty(answer: FleetAnswer) -> list[int]:

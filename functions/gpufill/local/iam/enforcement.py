@@ -1,0 +1,238 @@
+"""Every AWS call judged by IAM before the simulated service answers, as AWS does.
+
+`judged_calls(principal_provider, world)` patches the two places botocore and moto meet:
+`BaseClient._make_api_call`, to keep each call's operation and parameters at hand (a stack per
+thread: a Lambda invoked in-process makes calls of its own inside the invoke), and
+`BotocoreStubber.__call__`, where botocore hands the signed request to moto, so a refusal is an
+HTTP answer that botocore parses and retries (or not) as it would AWS's.
+
+The provider names the calling principal, or None for the engine's own calls (deploying, test
+set-up), which are not judged. `calling_access_key()` tells it which credentials signed the
+request being judged: moto's state machine interpreter signs with its own ("ak").
+
+A refused call gets AWS's answer: EC2 `UnauthorizedOperation` (403), SNS `AuthorizationError`
+(403), the JSON services `AccessDeniedException` (400; Lambda 403), S3 and the query services
+`AccessDenied` (403), each with AWS's message naming the principal, action and resource.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from unittest import mock
+from xml.sax.saxutils import escape
+
+from gpufill.local.iam import evaluator as evaluation
+from gpufill.local.iam.authorizations import Call, UnknownCall, World, authorizations
+from gpufill.local.iam.evaluator import EXPLICITLY_DENIED, Decision, Evaluator
+
+STATE_MACHINE_ACCESS_KEY = "ak"  # moto's interpreter signs every call it makes with this key
+
+# botocore service name -> IAM prefix, where they differ.
+IAM_PREFIX = {"stepfunctions": "states"}
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who signs a call: a role session, and the role's policies as deployed."""
+
+    name: str  # the role's name
+    arn: str  # the caller as AWS names it in a refusal: arn:aws:sts::<account>:assumed-role/<role>/<session>
+    policies: tuple[tuple[str, dict], ...]
+    role_arn: str = ""
+    account: str = ""
+    # A call made with an instance's role credentials carries the instance's ARN.
+    source_instance_arn: str | None = None
+
+    def context(self) -> dict[str, str]:
+        context = {"aws:PrincipalArn": self.role_arn or self.arn, "aws:PrincipalAccount": self.account}
+        if self.source_instance_arn:
+            context["ec2:SourceInstanceARN"] = self.source_instance_arn
+        return {k: v for k, v in context.items() if v}
+
+
+PrincipalProvider = Callable[[], "Principal | None"]
+
+
+@dataclass
+class Judgement:
+    principal: str
+    action: str
+    resource: str
+    result: str
+
+
+@dataclass
+class Judgements:
+    """Every decision made while enforcing, for reports and tests."""
+
+    seen: list[Judgement] = field(default_factory=list)
+    refusals: list[Judgement] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, principal: Principal, decision: Decision) -> None:
+        judgement = Judgement(principal.name, decision.authorization.action, decision.authorization.resource, decision.result)
+        with self._lock:
+            self.seen.append(judgement)
+            if not decision.allowed:
+                self.refusals.append(judgement)
+
+
+_calls = threading.local()
+
+
+def calling_access_key() -> str | None:
+    """The access key that signed the request being judged (for a principal provider)."""
+    return getattr(_calls, "access_key", None)
+
+
+def _stack() -> list:
+    if not hasattr(_calls, "stack"):
+        _calls.stack = []
+    return _calls.stack
+
+
+def _access_key(request) -> str | None:
+    header = request.headers.get("Authorization") or b""
+    if isinstance(header, bytes):
+        header = header.decode(errors="replace")
+    marker = "Credential="
+    if marker not in header:
+        return None
+    return header.split(marker, 1)[1].split("/", 1)[0]
+
+
+@contextmanager
+def judged_calls(
+    principal_provider: PrincipalProvider,
+    world: World,
+    *,
+    account: str,
+    partition: str = "aws",
+    judge: Evaluator | None = None,
+    enabled: bool = True,
+) -> Iterator[Judgements]:
+    """Judge every call from here on; `enabled=False` is for engine tests about something else."""
+    judgements = Judgements()
+    if not enabled:
+        yield judgements
+        return
+    from botocore.client import BaseClient
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    judge = judge or evaluation.shared()
+    original_call = BaseClient._make_api_call
+    original_send = BotocoreStubber.__call__
+
+    def make_api_call(client, operation_name, api_params):
+        stack = _stack()
+        stack.append((client.meta.service_model, operation_name, api_params, client.meta.region_name))
+        try:
+            return original_call(client, operation_name, api_params)
+        finally:
+            stack.pop()
+
+    def stubbed(stubber, event_name, request, **kwargs):
+        if stubber.enabled and _stack():
+            refusal = _refusal(request)
+            if refusal is not None:
+                return refusal
+        return original_send(stubber, event_name, request, **kwargs)
+
+    def _refusal(request):
+        service_model, operation, params, region = _stack()[-1]
+        _calls.access_key = _access_key(request)
+        try:
+            principal = principal_provider()
+        finally:
+            _calls.access_key = None
+        if principal is None:
+            return None
+        service = IAM_PREFIX.get(service_model.service_name, service_model.service_name)
+        call = Call(service, operation, params, region or "us-east-1", account, partition)
+        try:
+            checks = authorizations(call, world)
+        except UnknownCall as error:
+            raise UnknownCall(f"{error} (called by {principal.name})") from None
+        checks = [type(c)(c.action, c.resource, {**principal.context(), **c.context}) for c in checks]
+        decisions = [judge.judge(principal.arn, account, principal.policies, c) for c in checks]
+        for decision in decisions:
+            judgements.add(principal, decision)
+        refused = _first_refusal(decisions)
+        if refused is None:
+            return None
+        return _aws_answer(request, service_model, principal, refused)
+
+    with ExitStack() as stack:
+        stack.enter_context(mock.patch.object(BaseClient, "_make_api_call", make_api_call))
+        stack.enter_context(mock.patch.object(BotocoreStubber, "__call__", stubbed))
+        yield judgements
+
+
+def _first_refusal(decisions: list[Decision]) -> Decision | None:
+    for wanted in (EXPLICITLY_DENIED, evaluation.IMPLICITLY_DENIED):
+        for decision in decisions:
+            if decision.result == wanted:
+                return decision
+    return None
+
+
+# --- AWS's refusals ---------------------------------------------------------------------------
+
+
+def refusal_message(principal: Principal, decision: Decision, *, action_label: str | None = None) -> str:
+    action = action_label or decision.authorization.action
+    why = (
+        "with an explicit deny in an identity-based policy"
+        if decision.result == EXPLICITLY_DENIED
+        else f"because no identity-based policy allows the {action} action"
+    )
+    return f"User: {principal.arn} is not authorized to perform: {action} on resource: {decision.authorization.resource} {why}"
+
+
+def _aws_answer(request, service_model, principal: Principal, decision: Decision):
+    from botocore.awsrequest import AWSResponse
+    from moto.core.botocore_stubber import MockRawResponse
+
+    request_id = str(uuid.uuid4())
+    protocol = service_model.protocol
+    if service_model.service_name == "ec2":
+        message = "You are not authorized to perform this operation. " + refusal_message(principal, decision)
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>UnauthorizedOperation</Code>'
+            f"<Message>{escape(message)}</Message></Error></Errors><RequestID>{request_id}</RequestID></Response>"
+        )
+        status, headers = 403, {"Content-Type": "text/xml;charset=UTF-8"}
+    elif service_model.service_name == "sns":
+        action = "SNS:" + decision.authorization.action.split(":", 1)[1]
+        message = refusal_message(principal, decision, action_label=action)
+        body = (
+            "<ErrorResponse><Error><Type>Sender</Type><Code>AuthorizationError</Code>"
+            f"<Message>{escape(message)}</Message></Error><RequestId>{request_id}</RequestId></ErrorResponse>"
+        )
+        status, headers = 403, {"Content-Type": "text/xml"}
+    elif protocol == "json":
+        message = refusal_message(principal, decision)
+        body = json.dumps({"__type": "AccessDeniedException", "message": message})
+        status, headers = 400, {"Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": request_id}
+    elif protocol == "rest-json":
+        message = refusal_message(principal, decision)
+        body = json.dumps({"Type": "User", "Message": message})
+        status = 403
+        headers = {"Content-Type": "application/json", "x-amzn-ErrorType": "AccessDeniedException", "x-amzn-RequestId": request_id}
+    elif protocol == "rest-xml":  # S3
+        message = "Access Denied"
+        body = f"<Error><Code>AccessDenied</Code><Message>{message}</Message><RequestId>{request_id}</RequestId></Error>"
+        status, headers = 403, {"Content-Type": "application/xml"}
+    else:  # query services (IAM, STS, CloudFormation…)
+        message = refusal_message(principal, decision)
+        body = (
+            "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>"
+            f"<Message>{escape(message)}</Message></Error><RequestId>{request_id}</RequestId></ErrorResponse>"
+        )
+        status, headers = 403, {"Content-Type": "text/xml"}
+    return AWSResponse(request.url, status, headers, MockRawResponse(body))

@@ -1,0 +1,97 @@
+"""Each important grant of the CDK app, removed, makes a named path fail with AWS's refusal."""
+
+from __future__ import annotations
+
+import pytest
+from gpufill import constants
+from gpufill.local.iam.authorizations import Call, Ec2Resource, authorizations
+from gpufill.local.iam.evaluator import Authorization
+
+from tests.iam.template_roles import without_grant
+from tests.iam.test_iam_runs import ONE_REGION, request
+
+ACCOUNT = "123456789012"
+
+
+@pytest.mark.parametrize(
+    ("mode", "role", "action", "resource", "refused_on"),
+    [
+        ("fleet", "LaunchBatch", "ec2:CreateFleet", "instance/*", "ec2:CreateFleet on resource: arn:aws:ec2:us-west-2:123456789012:instance/*"),
+        ("fleet", "LaunchBatch", "ec2:CreateFleet", "volume/*", "ec2:CreateFleet on resource: arn:aws:ec2:us-west-2:123456789012:volume/*"),
+        ("fleet", "LaunchBatch", "ec2:CreateFleet", "fleet/*", "ec2:CreateFleet on resource: arn:aws:ec2:us-west-2:123456789012:fleet/*"),
+        ("fleet", "LaunchBatch", "iam:PassRole", "role/", "iam:PassRole on resource: arn:aws:iam::123456789012:role/"),
+        ("fleet", "LaunchBatch", "ec2:CreateLaunchTemplate", "launch-template/*", "ec2:CreateLaunchTemplate on resource"),
+        ("partial", "LaunchBatch", "ec2:RunInstances", "instance/*", "ec2:RunInstances on resource: arn:aws:ec2:us-west-2:123456789012:instance/*"),
+        ("partial", "LaunchBatch", "ec2:RunInstances", "spot-instances-request/*", "ec2:RunInstances on resource: arn:aws:ec2:us-west-2:123456789012:spot-instances-request/*"),
+        ("partial", "LaunchBatch", "ec2:CreateTags", "instance/*", "ec2:CreateTags on resource: arn:aws:ec2:us-west-2:123456789012:instance/*"),
+    ],
+)
+def test_a_launch_without_the_grant_is_rejected_as_aws_rejects_it(judged_account, app_roles, mode, role, action, resource, refused_on):
+    narrowed = without_grant(app_roles, role, action, resource)
+    with judged_account(ONE_REGION, roles=narrowed) as (engine, _):
+        execution = engine.run(request(launch_mode=mode), name=f"no-grant-{mode}")
+    assert execution.error == "LAUNCH_REJECTED", execution.cause
+    assert execution.cause["code"] == "UnauthorizedOperation"
+    assert execution.cause["message"].split(" with ", 1)[1].startswith("UnauthorizedOperation: You are not authorized to perform this operation. User: arn:aws:sts::123456789012:assumed-role/")
+    assert refused_on in execution.cause["message"]
+    assert execution.cause["launched"] == 0
+
+
+def test_a_teardown_without_terminate_ends_nothing_and_says_so(judged_account, app_roles):
+    narrowed = without_grant(app_roles, "TerminateRegionInstances", "ec2:TerminateInstances", "instance/*")
+    with judged_account(ONE_REGION, roles=narrowed) as (engine, judgements):
+        launched = engine.run(request(launch_mode="fleet"), name="kept")
+        teardown = engine.run({"action": "teardown", "request_id": "kept"}, name="kept-teardown", decision="approved")
+        running = engine.client("ec2", "us-west-2").describe_instances(
+            InstanceIds=[i["instance_id"] for i in launched.output["instances"]]
+        )
+    states = {i["State"]["Name"] for r in running["Reservations"] for i in r["Instances"]}
+    assert states == {"running"}
+    refused = [j for j in judgements.refusals if j.action == "ec2:TerminateInstances"]
+    assert refused and all(j.resource.startswith("arn:aws:ec2:us-west-2:123456789012:instance/i-") for j in refused)
+    assert "TerminateInstances" in str(teardown.cause or teardown.output)
+
+
+# --- the instance's own calls (startup.sh), judged by the instance role --------------------------
+
+
+class _OneInstance:
+    def __init__(self, tags):
+        self.tags = tags
+
+    def ec2_resource(self, region, kind, resource_id):
+        return Ec2Resource(self.tags, {"ec2:InstanceID": resource_id}) if kind == "instance" else None
+
+
+def _report_step(app_roles, evaluator, *, caller: str, target: str, tags: dict, key=constants.TAG_STARTUP_STEP):
+    call = Call("ec2", "CreateTags", {"Resources": [target], "Tags": [{"Key": key, "Value": "serving"}]}, "us-west-2", ACCOUNT)
+    principal = app_roles.instance
+    source = f"arn:aws:ec2:us-west-2:{ACCOUNT}:instance/{caller}"
+    checks = [
+        Authorization(a.action, a.resource, {**principal.context(), "ec2:SourceInstanceARN": source, **a.context})
+        for a in authorizations(call, _OneInstance(tags))
+    ]
+    return evaluator.first_refusal(principal.arn, ACCOUNT, principal.policies, checks)
+
+
+def test_an_instance_reports_its_startup_step_on_itself_only(app_roles, evaluator):
+    ours = {constants.TAG_MANAGED: constants.TAG_MANAGED_VALUE, constants.TAG_DEPLOYMENT: "local"}
+    assert _report_step(app_roles, evaluator, caller="i-0aaa", target="i-0aaa", tags=ours) is None
+    # another instance, another deployment's instance, another tag key: refused
+    assert _report_step(app_roles, evaluator, caller="i-0aaa", target="i-0bbb", tags=ours) is not None
+    other = {**ours, constants.TAG_DEPLOYMENT: "prod"}
+    assert _report_step(app_roles, evaluator, caller="i-0aaa", target="i-0aaa", tags=other) is not None
+    assert _report_step(app_roles, evaluator, caller="i-0aaa", target="i-0aaa", tags=ours, key="Name") is not None
+
+
+def test_the_instance_reads_its_startup_script_and_model_only(app_roles, evaluator):
+    principal = app_roles.instance
+    bucket = "gpufill-startup-local"
+
+    def read(key):
+        check = authorizations(Call("s3", "GetObject", {"Bucket": bucket, "Key": key}, "us-west-2", ACCOUNT), None)[0]
+        return evaluator.judge(principal.arn, ACCOUNT, principal.policies, check).result
+
+    assert read(f"{constants.STARTUP_SCRIPTS_PREFIX}startup.sh") == "Allowed"
+    assert read(f"{constants.MODELS_PREFIX}llama/weights.bin") == "Allowed"
+    assert read("elsewhere/secret") == "ImplicitlyDenied"
