@@ -80,11 +80,37 @@ def test_run_without_watch_returns_at_once_and_watch_follows(deployment, capsys)
     assert "Plan:" in capsys.readouterr().out
 
 
-def test_a_failed_run_exits_1_with_one_json_document(deployment, tmp_path, capsys):
+def test_a_bad_request_is_refused_before_any_execution_starts(endpoint, deployment, tmp_path, capsys):
     request = tmp_path / "bad.json"
-    request.write_text(json.dumps({"count": 0}))
-    assert main(["run", str(request), "--watch", "--json", *deployment]) == 1
-    assert json.loads(capsys.readouterr().out)["execution"]["error"] == "InvalidRequest"
+    request.write_text(json.dumps({"count": 0, "instance_type": "g6.xlarg"}))
+    before = executions(endpoint)
+    assert main(["run", str(request), "--watch", "--json", *deployment]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert {f["field"] for f in error["fields"]} == {"count", "instance_type"}
+    assert "did you mean 'g6.xlarge'?" in error["message"] and error["message"].endswith("Nothing was started.")
+    assert main(["up", str(request), *deployment]) == 2
+    assert "count: must be greater than or equal to 1" in capsys.readouterr().err
+    assert executions(endpoint) == before
+
+
+def test_a_run_of_a_teardown_that_asks_for_a_count_is_refused_naming_both_fields(endpoint, deployment, tmp_path, capsys):
+    request = tmp_path / "teardown.json"
+    request.write_text(json.dumps({"action": "teardown", "request_id": "ep-run", "count": 3, "market": "spot"}))
+    before = executions(endpoint)
+    assert main(["run", str(request), *deployment]) == 2
+    err = capsys.readouterr().err
+    assert "count: only goes with action 'provision' or 'plan' (this request's action is 'teardown')" in err
+    assert "market: only goes with action 'provision' or 'plan'" in err and "Nothing was changed." in err
+    assert executions(endpoint) == before
+
+
+def executions(endpoint) -> list[str]:
+    import boto3
+
+    sfn = boto3.client("stepfunctions", region_name="us-east-1", endpoint_url=endpoint.url,
+                       aws_access_key_id="x", aws_secret_access_key="x")
+    machine = endpoint.outputs()[constants.OUTPUT_STATE_MACHINE_ARN]
+    return sorted(e["name"] for e in sfn.list_executions(stateMachineArn=machine)["executions"])
 
 
 def test_an_unknown_deployment_is_named(deployment, capsys):
@@ -187,7 +213,8 @@ def test_gpufill_local_serve_prints_a_ready_command_and_needs_no_credentials(tmp
     finally:
         serve.send_signal(signal.SIGINT)
         out, err = serve.communicate(timeout=30)
-    assert serve.returncode == 0 and "Traceback" not in err
+    # Serving ends only by being interrupted, and says so as every interrupted verb does.
+    assert serve.returncode == 130 and "Traceback" not in err
     assert "stopped" in out
 
 
