@@ -109,7 +109,8 @@ def _target(item: dict) -> dict:
         target = json.loads(item.get("target") or "{}")
     except ValueError:
         return {}
-    return target if isinstance(target, dict) else {}
+    # Only what the teardown named: {"request_id": ...}, {"instance_ids": [...]} or {"all": true}.
+    return {k: v for k, v in target.items() if v} if isinstance(target, dict) else {}
 
 
 def _who_answers(deployment: aws.Deployment) -> str:
@@ -135,12 +136,12 @@ def render_pending(pending: list[dict] | None) -> list[str]:
     for p in pending:
         target = p["target"]
         what = (
-            "every instance of the deployment" if target.get("all")
-            else f"request {target['request_id']}" if target.get("request_id")
-            else "instances given by id"
+            "the whole deployment" if target.get("all")
+            else f"of request {target['request_id']}" if target.get("request_id")
+            else "given by id"
         )
         lines += [
-            f"  {p['execution']}: {p['instance_count']} instance(s) of {what}, asked by {p['requested_by']} "
+            f"  {p['execution']}: {p['instance_count']} instance(s), {what}, asked by {p['requested_by']} "
             f"at {p['requested_at']}; expires {p['deadline']}",
             f"    who answers: {p['who_answers']}",
             f"    {p['approve']}",
