@@ -13,9 +13,9 @@ import sys
 import time
 
 import pytest
-
 from gpufill.cli import aws, main
 from gpufill.cli.common import program
+
 from tests.conftest import EXAMPLES, ROOT
 
 PROVISION = str(EXAMPLES / "requests/provision-spot.json")
@@ -98,7 +98,7 @@ def test_local_serve_json_prints_one_line_to_read_the_endpoint_from_and_sigterm_
         assert ready["outputs"]["StateMachineArn"] == ready["state_machine_arn"]
     finally:
         serve.send_signal(signal.SIGTERM)
-        out, err = serve.communicate(timeout=30)
+        out, err = serve.communicate(timeout=90)
     assert serve.returncode == 143 and out == "" and "Traceback" not in err
     assert "stopped; the simulated account is gone" in err
 

@@ -12,7 +12,14 @@ import urllib.request
 
 from gpufill import constants
 from gpufill.cli import aws
-from gpufill.cli.common import EXIT_FAILED, EXIT_OK, Failed, UsageError, print_json, program
+from gpufill.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Failed,
+    UsageError,
+    print_json,
+    program,
+)
 from gpufill.policy.boot import port_forward_command
 
 PLUGIN = "session-manager-plugin"

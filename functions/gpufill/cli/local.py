@@ -73,15 +73,17 @@ def serve_verb(args: argparse.Namespace, ready: threading.Event | None = None, s
             raise UsageError(_cannot_listen(args.port, error)) from None
         code = EXIT_INTERRUPTED
         try:
-            region = engine.state_machine_arn.split(":")[3]
-            if args.json:
-                print_json(ready_document(endpoint, region, engine.state_machine_arn, args.market), indent=None)
-            else:
-                for line in instructions(endpoint.url, region, engine.state_machine_arn, args.market):
-                    print(line, flush=True)
-            if ready is not None:
-                ready.set()
+            # From the first line printed on, a stop is the normal end of serving (even one that
+            # arrives before the wait begins): it never adds an error document to the ready one.
             try:
+                region = engine.state_machine_arn.split(":")[3]
+                if args.json:
+                    print_json(ready_document(endpoint, region, engine.state_machine_arn, args.market), indent=None)
+                else:
+                    for line in instructions(endpoint.url, region, engine.state_machine_arn, args.market):
+                        print(line, flush=True)
+                if ready is not None:
+                    ready.set()
                 (stop or threading.Event()).wait()
             except Terminated:
                 code = EXIT_TERMINATED

@@ -7,7 +7,15 @@ import json
 from datetime import UTC, datetime
 
 from gpufill.cli import aws
-from gpufill.cli.common import EXIT_FAILED, EXIT_OK, check_name, check_request, fresh_name, print_json, say
+from gpufill.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    check_name,
+    check_request,
+    fresh_name,
+    print_json,
+    say,
+)
 from gpufill.cli.render import ExecutionView, render_status, render_summary
 from gpufill.cli.runs import start
 
@@ -120,10 +128,12 @@ def _who_answers(deployment: aws.Deployment) -> str:
     topic = deployment.outputs.get(constants.OUTPUT_APPROVAL_TOPIC_ARN)
     if not topic:
         return "whoever the approval topic notifies"
+    from botocore.exceptions import BotoCoreError, ClientError
+
     try:
         listed = deployment.client("sns").list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
         endpoints = [s["Endpoint"] for s in listed if s.get("Endpoint")]
-    except Exception:  # listing needs sns:ListSubscriptionsByTopic, which an operator may lack
+    except (BotoCoreError, ClientError):  # listing needs sns:ListSubscriptionsByTopic, which an operator may lack
         endpoints = []
     name = topic.rsplit(":", 1)[-1]
     return f"the subscribers of {name} ({', '.join(endpoints)})" if endpoints else f"the subscribers of {name}"

@@ -9,7 +9,16 @@ import shlex
 import sys
 
 from gpufill.cli import aws
-from gpufill.cli.common import EXIT_OK, Failed, UsageError, check_name, check_request, fresh_name, print_json, program
+from gpufill.cli.common import (
+    EXIT_OK,
+    Failed,
+    UsageError,
+    check_name,
+    check_request,
+    fresh_name,
+    print_json,
+    program,
+)
 from gpufill.cli.render import ExecutionView, Progress
 from gpufill.cli.runs import deployment_flags, report, start
 
