@@ -229,7 +229,7 @@ def pass_instance_role(r: TaskResources) -> Grant:
 
 
 def record_instances(r: TaskResources) -> Grant:
-    """Write launched instances to the instances table in batches (instances_table.record_launched)."""
+    """Write a run's attempt log to the instances table in batches (run_store.save_attempts)."""
     return Grant([iam.PolicyStatement(actions=["dynamodb:BatchWriteItem"], resources=[r.table.table_arn])])
 
 

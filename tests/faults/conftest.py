@@ -68,10 +68,14 @@ def live_instances(request_id: str, regions=(WEST, EAST), deployment: str | None
     return found
 
 
-def recorded_instances(request_id: str, env: str = "local") -> set[str]:
+def table_items(request_id: str, env: str = "local") -> list[dict]:
+    """The request's instance records (approvals, intents and run items left out)."""
     table = boto3.resource("dynamodb", region_name="us-east-1").Table(constants.instances_table_name(env))
-    items = table.scan()["Items"]
-    return {i["instance_id"] for i in items if "kind" not in i and i.get("request_id") == request_id}
+    return [i for i in table.scan()["Items"] if "kind" not in i and i.get("request_id") == request_id]
+
+
+def recorded_instances(request_id: str, env: str = "local") -> set[str]:
+    return {i["instance_id"] for i in table_items(request_id, env)}
 
 
 def reported_instances(execution) -> set[str]:
