@@ -582,6 +582,7 @@ TASKS: dict[str, TaskSpec] = {
         grants=(
             query_request_instances,
             terminate_managed_instances,
+            describe_instances,
             update_instance_records,
             read_instance_record,
             read_instance_records_by_id,

@@ -75,7 +75,8 @@ def table_items(request_id: str, env: str = "local") -> list[dict]:
 
 
 def recorded_instances(request_id: str, env: str = "local") -> set[str]:
-    return {i["instance_id"] for i in table_items(request_id, env)}
+    """The instances the records say may still run (a record of an end is history, not a holding)."""
+    return {i["instance_id"] for i in table_items(request_id, env) if i.get("state") not in ("terminated", "shutting-down")}
 
 
 def reported_instances(execution) -> set[str]:
