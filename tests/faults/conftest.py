@@ -92,9 +92,10 @@ def ends_documented(execution) -> bool:
     return execution.error in DOCUMENTED_ENDS
 
 
-def audit(engine, execution, *, env: str = "local") -> Audit:
-    """The four counts the catalogue holds gpufill to, after one status run of the request."""
-    request_id = execution.name
+def audit(engine, execution, *, env: str = "local", request_id: str | None = None) -> Audit:
+    """The four counts the catalogue holds gpufill to, after one status run of the request
+    (`request_id`: the request a continued execution runs, when not its own name)."""
+    request_id = request_id or execution.name
     in_ec2 = live_instances(request_id, deployment=env)
     recorded_before = recorded_instances(request_id, env)
     engine.run({"action": "status", "request_id": request_id}, name=f"status-{request_id}"[:80], env=env)
@@ -106,9 +107,11 @@ def audit(engine, execution, *, env: str = "local") -> Audit:
     )
 
 
-def assert_exactly_once(engine, execution, *, launched: int | None = None, env: str = "local") -> Audit:
+def assert_exactly_once(
+    engine, execution, *, launched: int | None = None, env: str = "local", request_id: str | None = None
+) -> Audit:
     assert ends_documented(execution), (execution.status, execution.error, execution.cause)
-    seen = audit(engine, execution, env=env)
+    seen = audit(engine, execution, env=env, request_id=request_id)
     assert seen.in_ec2 == seen.recorded == seen.reported, seen
     assert not seen.untracked_after_status
     assert len(seen.in_ec2) <= REQUEST["count"] or launched is None
