@@ -59,6 +59,12 @@ def start(step: WaitEvent) -> Run:
     request, run = step.request, step.run
     assert run.wait is not None
     view = run_store.load_wait(request.request_id) or {}
+    if request.refill is not None and not view.get("stopped_by"):
+        # A refill waits under its own name; a teardown of the request it refills ends it too.
+        stopped = run_store.maintenance_stopped_by(request.owner_id)
+        if stopped:
+            view = {**view, "stopped_by": stopped}
+            run_store.mark_wait_stopped(request.request_id, by=stopped)
     if view.get("stopped_by"):
         run = run.model_copy(update={"next": "stopped"})
         _show(request.request_id, step.execution, run, "stopped")
