@@ -246,7 +246,7 @@ def _load_request_item(request_id: str) -> dict | None:
     return _table().get_item(Key={INSTANCES_TABLE_KEY: f"{REQUEST_KEY_PREFIX}{request_id}"}, ConsistentRead=True).get("Item")
 
 
-def stop_maintenance(request_id: str, *, by: str) -> bool:
+def end_maintenance(request_id: str, *, by: str) -> bool:
     """A teardown was asked for the request's instances: no refill launches for it from now on,
     whatever the approval says. False when the request is not maintained (no stored request)."""
     try:
