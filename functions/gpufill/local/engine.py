@@ -810,6 +810,8 @@ class LocalEngine:
                 return original(stubber, event_name, request, **kwargs)
             layer, rule = found
             if layer == "kill":
+                if rule.meanwhile is not None:
+                    rule.meanwhile()
                 raise KilledInvocation(f"{task} killed at {service_id}:{operation}")
             if rule.after:
                 original(stubber, event_name, request, **kwargs)  # AWS did it; the reply is lost
