@@ -71,4 +71,4 @@ def launch_label(outcomes) -> str:
         return next(iter(totals))
     if not totals:
         return "launch calls"
-    return " + ".join(f"{n} {api}" for api, n in totals.items())
+    return " + ".join(f"{totals[api]} {api}" for api in LAUNCH_APIS if api in totals)
