@@ -190,18 +190,20 @@ def no_dearer_than_baselines(rows: list[Row]) -> Verdict:
         return _unjudged(target)
     parts, misses, ok = [], [], 0
     for n in (*buckets, None):
-        good, against = True, []
+        against, dearer = [], []
         for s in BASELINES:
             p = paired_against(rows, s, lambda r: r.outcome.hourly_cost, n)
             if p is None:
                 continue
-            good &= p.mine_total <= p.theirs_total + EPSILON
-            against.append(f"{s} ×{p.ratio:.3f} (cheaper on {p.lower}, dearer on {p.higher}, p = {p.p_value:.2g})")
-        ok += good
-        text = ("pooled" if n is None else f"n={n}") + ": " + ", ".join(against)
-        parts.append(text)
-        if not good:
-            misses.append(text)
+            text = f"{s} ×{p.ratio:.3f} (cheaper on {p.lower}, dearer on {p.higher}, p = {p.p_value:.2g})"
+            against.append(text)
+            if p.mine_total > p.theirs_total + EPSILON:
+                dearer.append(text)
+        where = "pooled" if n is None else f"n={n}"
+        ok += not dearer
+        parts.append(f"{where}: " + ", ".join(against))
+        if dearer:
+            misses.append(f"{where}: dearer than " + ", ".join(dearer))
     judged = len(buckets) + 1
     return Verdict(target, ok == judged, f"{ok}/{judged} (buckets and pooled)", "; ".join(parts), misses)
 

@@ -4,13 +4,13 @@ and the billing and timing figures the bench adds to the engine's model."""
 import dataclasses
 
 import pytest
+from bench_markets import OREGON_FIRST, case, stock
 from gpufill.local.metrics import LATENCY_MODEL, Invocation
 
 from bench import analysis, costs, diagnosis, karpenter, oracle, pooled, targets
 from bench.cases import Case
 from bench.outcome import STRATEGIES, Outcome, launch_label
 from bench.stats import paired, sign_test
-from bench_markets import OREGON_FIRST, case, stock
 
 # --- the sign test against values computed by hand (two-sided, exact binomial, p = 1/2) ----------
 
