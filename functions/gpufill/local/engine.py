@@ -27,7 +27,9 @@ from gpufill import constants
 from gpufill.adapters import clock
 from gpufill.local import interruptions
 from gpufill.local.deploy import account as deploy_account
+from gpufill.local.deploy import images
 from gpufill.local.deploy import model as stack_model
+from gpufill.local.deploy.images import LOCAL_AMI, LOCAL_AMI_ROOT_SNAPSHOT_GIB  # noqa: F401 (tests read them here)
 from gpufill.local.deploy.model import LOCAL_ACCOUNT, AppModel
 from gpufill.local.metrics import CallLog
 from gpufill.local.scenario import MarketScenario
@@ -36,13 +38,6 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 STATEMACHINE = REPO_ROOT / "statemachine" / "provisioner.asl.json"
 ENV_NAME = "local"
 HOME_REGION = constants.LOCAL_HOME_REGION
-# The id of the public Deep Learning AMI the simulated account starts with, in every region.
-LOCAL_AMI = "ami-0abcdef1234567890"
-# The Deep Learning Base OSS Nvidia Driver AMI's root snapshot, in GiB: a root volume
-# smaller than this is refused by RunInstances (InvalidBlockDeviceMapping), as on EC2.
-LOCAL_AMI_ROOT_SNAPSHOT_GIB = 75
-# Owner of the public Deep Learning AMIs.
-DLAMI_OWNER = "898082745236"
 DEFAULT_TIMEOUT_SECONDS = 600.0
 # Step Functions: an execution fails when its history reaches this many events.
 MAX_HISTORY_EVENTS = 25_000
@@ -206,6 +201,9 @@ class LocalEngine:
         self._apps: dict[str, AppModel] = {}
         # Every deployed function by name: its settings as the template gives them.
         self.functions: dict[str, stack_model.Function] = {}
+        # Every role deployed (functions', state machines', instances', EventBridge targets'), by
+        # ARN, with its resolved policies: what a call made under that role is allowed.
+        self.roles: dict[str, stack_model.Role] = {}
         # Modelled time: what the fast-forwarded Wait states and advance() have added, and what
         # the scenario or a test scheduled to happen at a modelled second.
         self._elapsed = 0.0
@@ -348,7 +346,7 @@ class LocalEngine:
     def _deploy_account(self) -> None:
         """What every deployment shares: the public Deep Learning AMI in every region."""
         for region in sorted(set(self.scenario.regions) | set(self.regions_config.get("regions", []))):
-            self._publish_ami(region, LOCAL_AMI)
+            images.publish(region, LOCAL_AMI)
 
     def _app(self, env: str) -> AppModel:
         if env not in self._apps:
@@ -376,6 +374,7 @@ class LocalEngine:
             function_arns=deployed.function_arns,
         )
         self.functions.update(deployed.functions)
+        self.roles.update(deployed.roles)
         self.deployments[env] = deployment
         return deployment
 
@@ -435,53 +434,11 @@ class LocalEngine:
 
     # --- the public Deep Learning AMI ------------------------------------------------------
 
-    def _publish_ami(self, region: str, image_id: str | None = None) -> str:
-        from moto.core import DEFAULT_ACCOUNT_ID
-        from moto.ec2.models import ec2_backends
-        from moto.ec2.models.amis import Ami
-        from moto.ec2.utils import random_ami_id
-        from moto.ssm.models import Parameter, ssm_backends
-
-        backend = ec2_backends[DEFAULT_ACCOUNT_ID][region]
-        image_id = image_id or random_ami_id()
-        image = Ami(
-            backend,
-            image_id,
-            name=f"Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) local-{len(backend.amis)}",
-            owner_id=DLAMI_OWNER,
-            owner_alias="amazon",
-            public=True,
-            architecture="x86_64",
-            virtualization_type="hvm",
-            root_device_type="ebs",
-            root_device_name="/dev/sda1",
-            region_name=f"{region}a",
-        )
-        image.root_snapshot_gib = LOCAL_AMI_ROOT_SNAPSHOT_GIB
-        backend.amis[image_id] = image
-        parameters = ssm_backends[DEFAULT_ACCOUNT_ID][region]._parameters
-        versions = parameters[constants.DLAMI_PARAMETER]
-        versions.append(
-            Parameter(
-                account_id=DEFAULT_ACCOUNT_ID,
-                name=constants.DLAMI_PARAMETER,
-                value=image_id,
-                parameter_type="String",
-                description=None,
-                allowed_pattern=None,
-                keyid=None,
-                last_modified_date=time.time(),
-                version=len(versions) + 1,
-                data_type="aws:ec2:image",
-            )
-        )
-        return image_id
-
     def publish_newer_ami(self, region: str) -> str:
         """AWS releases a newer Deep Learning AMI in `region`: a new image, and the public
         parameter now names it. Containers that resolved the old one keep it until they
         resolve again (see cold_start). Returns the new image id."""
-        return self._publish_ami(region)
+        return images.publish(region)
 
     # --- running -----------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ class Deployed:
     # By the state machine's placeholder (LaunchBatchFunctionArn), or by task for the others (StartRefill).
     function_arns: dict[str, str]
     functions: dict[str, Function] = field(default_factory=dict)  # by function name
+    roles: dict[str, Role] = field(default_factory=dict)  # every role created, by ARN
 
 
 def deploy_app(
@@ -46,8 +47,7 @@ def deploy_app(
     `regions_config` is the value of the parameter the functions read their regions from;
     `definition`, if given, replaces the state machine's definition (with the same substitutions)."""
     home = app.home
-    for stack in app.stacks(regions):
-        _roles(client, stack)
+    roles = {role.arn: role for stack in app.stacks(regions) for role in _roles(client, stack)}
     for profile in home.instance_profiles:
         iam = client("iam")
         iam.create_instance_profile(InstanceProfileName=profile.name)
@@ -89,19 +89,20 @@ def deploy_app(
         _rules(client, stack)
     arns = {(f.placeholder or f.task): f.arn for f in home.functions.values()}
     [topic] = home.topics
-    return Deployed(state_machine_arn, topic.arn, arns, {f.name: f for f in home.functions.values()})
+    return Deployed(state_machine_arn, topic.arn, arns, {f.name: f for f in home.functions.values()}, roles)
 
 
-def _roles(client: Clients, stack: StackModel) -> None:
+def _roles(client: Clients, stack: StackModel) -> list[Role]:
     """The roles something deployed here assumes: the functions', the state machine's, the
     instance profile's and the rule targets' (not the roles of CDK's deploy-time handlers)."""
     used = {f.role.arn for f in stack.functions.values()} | {m.role.arn for m in stack.state_machines}
     used |= {t.role.arn for rule in stack.rules for t in rule.targets if t.role is not None}
     profiled = {name for p in stack.instance_profiles for name in p.properties.get("Roles", [])}
+    deployed = [role for role in stack.roles.values() if role.arn in used or role.name in profiled]
     iam = client("iam")
-    for role in stack.roles.values():
-        if role.arn in used or role.name in profiled:
-            _role(iam, role)
+    for role in deployed:
+        _role(iam, role)
+    return deployed
 
 
 def _role(iam: Any, role: Role) -> None:

@@ -8,7 +8,9 @@ call against the calling role's `policies`.
     app.role_for_function("LaunchBatch").policies     # [{"Version": ..., "Statement": [...]}, ...]
     app.state_machine_role, app.instance_role
     app.forwarding("us-west-2").rules                 # the event-forwarding stack, in that region
-    app.role("arn:aws:iam::123456789012:role/...")    # any role the engine deploys, by ARN
+    app.roles(["us-east-1", "us-west-2"])             # every role of those stacks, by ARN
+
+A running engine keeps every role it deployed, by ARN, in `engine.roles`.
 
 Every ARN is the one the engine creates: names the template gives are kept, and a resource the
 template leaves unnamed is called `<stack>-<logical id>` (intrinsics.generated_name).
@@ -217,7 +219,8 @@ class AppModel:
         return [self.home, *(self.forwarding(r) for r in others if self.forwarding_template is not None)]
 
     def roles(self, regions: list[str]) -> dict[str, Role]:
-        """Every role the engine deploys for these regions, by ARN."""
+        """Every role of the stacks deployed for these regions, by ARN (the engine creates those
+        something deployed assumes; a deploy-time handler's role is listed but not created)."""
         return {role.arn: role for stack in self.stacks(regions) for role in stack.roles.values()}
 
 

@@ -54,11 +54,11 @@ def templates(context: dict[str, Any], *, cache_dir: Path = CACHE_DIR, repo: Pat
     """The cloud assembly for `context` (env, account, region): {"stacks": [{"name", "account",
     "region", "template"}]}, from the cache when its inputs have not changed."""
     key = digest(context, repo)
-    path = cache_dir / f"{context.get('env', 'dev')}-{key[:20]}.json"
-    cached = _read(path)
+    cached = _read(cache_dir / _file_name(context, key))
     if cached is not None:
         return cached
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    cache_dir = _writable(cache_dir)
+    path = cache_dir / _file_name(context, key)
     with _locked(cache_dir / f"{path.stem}.lock"):
         cached = _read(path)  # another process made it while this one waited
         if cached is not None:
@@ -83,6 +83,23 @@ def digest(context: dict[str, Any], repo: Path = REPO_ROOT) -> str:
         h.update(f"{path.relative_to(repo).as_posix()}\n".encode())
         h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
+
+
+def _writable(cache_dir: Path) -> Path:
+    """`cache_dir`, or in a read-only checkout the user's temporary directory."""
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        if os.access(cache_dir, os.W_OK):
+            return cache_dir
+    except OSError:
+        pass
+    fallback = Path(tempfile.gettempdir()) / f"gpufill-stack-{os.getuid() if hasattr(os, 'getuid') else 0}"
+    fallback.mkdir(parents=True, exist_ok=True)
+    return fallback
+
+
+def _file_name(context: dict[str, Any], key: str) -> str:
+    return f"{context.get('env', 'dev')}-{key[:20]}.json"
 
 
 def input_files(repo: Path = REPO_ROOT) -> list[Path]:
@@ -131,6 +148,7 @@ def _write(path: Path, document: dict[str, Any]) -> None:
     try:
         with os.fdopen(handle, "w") as file:
             json.dump(document, file)
+        os.chmod(temporary, 0o644)  # mkstemp's 0600 would keep it from the other users of the checkout
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
