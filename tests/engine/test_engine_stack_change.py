@@ -4,6 +4,8 @@ whatever the synthesized template says (its own module: it opens its own simulat
 import copy
 from unittest import mock
 
+import pytest
+
 from gpufill.local.deploy import model, synth
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
@@ -24,3 +26,17 @@ def test_a_change_to_the_app_reaches_the_engine_with_no_engine_change():
             assert lam.get_function_configuration(FunctionName="gpufill-local-RankPools")["MemorySize"] == 2048
             variables = lam.get_function_configuration(FunctionName="gpufill-local-ValidateRequest")["Environment"]["Variables"]
             assert variables["NEW_SETTING"] == "on"
+
+
+def test_a_malformed_grant_fails_the_deploy_as_iam_refuses_it():
+    changed = copy.deepcopy(synth.templates(CONTEXT))
+    [home] = [s for s in changed["stacks"] if s["name"] == "gpufill-local"]
+    policy = next(
+        r for r in home["template"]["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy" and r["Properties"]["PolicyName"].startswith("FunctionsLaunchBatchPolicy")
+    )
+    policy["Properties"]["PolicyDocument"]["Statement"][0]["Effect"] = "Maybe"
+    with mock.patch.object(model, "load", lambda env, **_: model.from_assembly(env, changed)):
+        with pytest.raises(Exception, match="MalformedPolicyDocument|Effect"):
+            with LocalEngine(MarketScenario.model_validate(MARKET)):
+                pass

@@ -99,22 +99,31 @@ def _roles(client: Clients, stack: StackModel) -> list[Role]:
     used |= {t.role.arn for rule in stack.rules for t in rule.targets if t.role is not None}
     profiled = {name for p in stack.instance_profiles for name in p.properties.get("Roles", [])}
     deployed = [role for role in stack.roles.values() if role.arn in used or role.name in profiled]
-    iam = client("iam")
     for role in deployed:
-        _role(iam, role)
+        _role(role, stack.account)
     return deployed
 
 
-def _role(iam: Any, role: Role) -> None:
+def _role(role: Role, account: str) -> None:
+    """Made in moto's IAM backend rather than through its API: 60 calls a deployment cost 0.1-0.2 s
+    through botocore and moto's dispatch, 3 ms here. The backend checks every policy document's
+    grammar as IAM does (IAMPolicyDocumentValidator), so a malformed grant still fails the deploy."""
+    from moto.iam.models import iam_backends
+
+    iam = iam_backends[account]["global"]
     iam.create_role(
-        RoleName=role.name,
-        AssumeRolePolicyDocument=json.dumps(role.trust_policy),
-        Description=role.description[:1000],
+        role_name=role.name,
+        assume_role_policy_document=json.dumps(role.trust_policy),
+        path="/",
+        permissions_boundary=None,
+        description=role.description[:1000],
+        tags=[],
+        max_session_duration=None,
     )
     for name, document in role.named_policies:
-        iam.put_role_policy(RoleName=role.name, PolicyName=name, PolicyDocument=json.dumps(document))
+        iam.put_role_policy(role.name, name, json.dumps(document))
     for arn in role.managed_policy_arns:  # an AWS-managed policy needs MOTO_IAM_LOAD_MANAGED_POLICIES=true
-        iam.attach_role_policy(RoleName=role.name, PolicyArn=arn)
+        iam.attach_role_policy(arn, role.name)
 
 
 def _storage(client: Clients, stack: StackModel, regions_config: str) -> None:
