@@ -40,3 +40,6 @@ def test_a_malformed_grant_fails_the_deploy_as_iam_refuses_it():
         with pytest.raises(Exception, match="MalformedPolicyDocument|Effect"):
             with LocalEngine(MarketScenario.model_validate(MARKET)):
                 pass
+    # nothing of the failed start is left: the next account starts empty, with the app as it is
+    with LocalEngine(MarketScenario.model_validate(MARKET)) as engine:
+        assert engine.client("lambda").get_function(FunctionName="gpufill-local-LaunchBatch")

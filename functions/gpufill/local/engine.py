@@ -240,6 +240,15 @@ class LocalEngine:
     # --- lifecycle -------------------------------------------------------------------
 
     def __enter__(self) -> LocalEngine:
+        try:
+            return self._start()
+        except BaseException:
+            # A start that fails (a deploy refused, a synth error) leaves no mock or patch behind:
+            # the next engine in the process would otherwise start nested in this one's account.
+            self._stack.close()
+            raise
+
+    def _start(self) -> LocalEngine:
         self._threads_before = set(threading.enumerate())
         # The interpreter logs every failed execution at error level; the run's own result says it better.
         interpreter_log = logging.getLogger("moto.stepfunctions")
@@ -631,6 +640,8 @@ class LocalEngine:
         (a day by default); wake every one so the engine closes at once."""
         from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
+        if not self.deployments:  # a start that failed before anything could run
+            return
         _, _, _, region, account, *_ = self.state_machine_arn.split(":")
         for execution in stepfunctions_parser_backends[account][region]._get_executions():
             worker = execution.exec_worker
