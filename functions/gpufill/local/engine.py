@@ -35,6 +35,7 @@ from gpufill.local.metrics import CallLog
 from gpufill.local.scenario import MarketScenario
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+# The workflow the CDK app inlines in its template (the engine deploys the template's copy).
 STATEMACHINE = REPO_ROOT / "statemachine" / "provisioner.asl.json"
 ENV_NAME = "local"
 HOME_REGION = constants.LOCAL_HOME_REGION
@@ -169,7 +170,9 @@ class _Environments:
 
 class LocalEngine:
     """A simulated AWS account with gpufill deployed in it (one deployment per name in
-    `env_names`; the first is the one run() and the approval helpers use by default)."""
+    `env_names`; the first is the one run() and the approval helpers use by default), each as
+    the CDK app synthesizes it (local/deploy/). `definition`: an ASL file to run instead of the
+    app's own, its placeholders filled with the same substitutions."""
 
     def __init__(
         self,
