@@ -183,6 +183,7 @@ class LocalEngine:
         regions_config: dict | None = None,
         env_names: tuple[str, ...] = (ENV_NAME,),
         visibility_delay_calls: int = 1,
+        judge_iam: bool = True,
     ):
         if not env_names:
             raise ValueError("env_names: at least one deployment is needed")
@@ -191,6 +192,10 @@ class LocalEngine:
         self.regions_config = regions_config or {"regions": sorted(scenario.regions)}
         self.env_names = tuple(env_names)
         self.visibility_delay_calls = visibility_delay_calls
+        # Every call of a handler or of the state machine is judged by the caller's deployed IAM
+        # policies before moto answers (local/iam/); off only for engine tests about something else.
+        self.judge_iam = judge_iam
+        self.iam = None  # the judgements made, once started
         self.calls = CallLog()
         self.deployments: dict[str, Deployment] = {}
         self._stack = ExitStack()
@@ -289,6 +294,7 @@ class LocalEngine:
         self._stack.enter_context(self.market.patches())
         self._stack.enter_context(self._in_process_lambdas())
         self._stack.enter_context(self._faults_at_the_wire())
+        self.iam = self._stack.enter_context(self._judged_calls())
         self._stack.enter_context(self._no_sleeping_retries())
         self._stack.enter_context(self._no_sleeping_waits())
         self._stack.enter_context(self._start_execution_as_aws_does())
@@ -685,6 +691,7 @@ class LocalEngine:
             logged = calls.invocation(module_name.rsplit(".", 1)[-1]) if deployed.placeholder else calls.outside_runs()
             with engine._environments.applied(function.environment_vars), logged:
                 engine._invocation.task = task
+                engine._invocation.function = deployed
                 try:
                     result = handler(event if event is not None else {}, FakeContext(function))
                 except KilledInvocation:
@@ -693,11 +700,19 @@ class LocalEngine:
                     return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}), True, ""
                 finally:
                     engine._invocation.task = None
+                    engine._invocation.function = None
             if fault is not None:  # after_handler: the work is done, the answer is lost
                 return _lambda_error(fault.error, function), True, ""
             return json.dumps(result), False, ""
 
         return mock.patch.object(LambdaFunction, "_invoke_lambda", invoke)
+
+    def _judged_calls(self):
+        from gpufill.local.iam.enforcement import judged_calls
+        from gpufill.local.iam.principals import engine_principals
+        from gpufill.local.iam.world import engine_world
+
+        return judged_calls(engine_principals(self), engine_world(self), account=self.account, enabled=self.judge_iam)
 
     def _faults_at_the_wire(self):
         """AWS-level faults, injected where botocore sends the HTTP request to moto, so that

@@ -44,13 +44,8 @@ class LocalEndpoint:
         return self._server.server_address[1]
 
     def outputs(self) -> dict[str, str]:
-        env = self.engine_env()
-        return {
-            constants.OUTPUT_STATE_MACHINE_ARN: self.engine.state_machine_arn,
-            constants.OUTPUT_INSTANCES_TABLE: constants.instances_table_name(env),
-            constants.OUTPUT_APPROVAL_TOPIC_ARN: self.engine.approval_topic_arn,
-            constants.OUTPUT_STARTUP_BUCKET: f"gpufill-startup-{env}",
-        }
+        """The stack's outputs as the CDK app gives them, resolved for this account."""
+        return {k: str(v) for k, v in self.engine.deployments[self.engine_env()].app.home.outputs.items()}
 
     def engine_env(self) -> str:
         from gpufill.local import engine
