@@ -22,11 +22,11 @@ test: setup lint-asl
 test-all: setup lint-asl
 	$(PY) -m pytest $(PYTEST_PARALLEL)
 
-# Five seeds of 20 generated markets plus examples/ (about 20 minutes on 2 shared cores): pooled figures with their spread.
+# Five seeds of 20 generated markets plus examples/ (about 8½ minutes on 2 shared cores: 503 s for the committed run): pooled figures with their spread.
 bench: $(PY_STAMP)
 	$(PY) -m bench
 
-# CI-sized: two seeds, one market per request size, no examples (about a minute); writes to a scratch directory.
+# CI-sized: two seeds, one market per request size, no examples (under a minute: 33 s on 2 shared cores); writes to a scratch directory.
 bench-quick: $(PY_STAMP)
 	$(PY) -m bench --quick --out $${TMPDIR:-/tmp}/gpufill-bench-quick
 

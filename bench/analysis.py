@@ -24,6 +24,7 @@ class Row:
     cheapest: float | None  # $/h of the cheapest fleet with as many instances as this strategy launched
     oracle: Outcome
     classic: Outcome
+    floor: int = 0  # launch calls any strategy without hidden knowledge must make (oracle.realistic_floor)
 
     @property
     def calls_vs_oracle(self) -> float | None:
@@ -32,6 +33,10 @@ class Row:
     @property
     def calls_vs_classic(self) -> float | None:
         return ratio(self.outcome.launch_calls, self.classic.launch_calls)
+
+    @property
+    def calls_vs_floor(self) -> float | None:
+        return ratio(self.outcome.launch_calls, self.floor)
 
     @property
     def time_vs_oracle(self) -> float | None:
@@ -49,10 +54,12 @@ class Row:
 def rows(cases: list[Case], outcomes: dict[tuple[str, str], Outcome]) -> list[Row]:
     found = []
     for case in cases:
+        bound = outcomes[(case.name, "oracle")]
+        floor = oracle.realistic_floor(case, bound)
         for strategy in STRATEGIES:
             outcome = outcomes[(case.name, strategy)]
             cheapest = oracle.cheapest_cost(case, outcome.launched) if outcome.launched else None
-            found.append(Row(case, outcome, cheapest, outcomes[(case.name, "oracle")], outcomes[(case.name, "classic")]))
+            found.append(Row(case, outcome, cheapest, bound, outcomes[(case.name, "classic")], floor))
     return found
 
 
@@ -76,7 +83,9 @@ def aggregate(all_rows: list[Row]) -> dict[str, dict]:
             "cases": len(mine),
             "mean_fill": mean(o.fill for o in outs) if outs else None,
             "min_fill": min((o.fill for o in outs), default=None),
-            "run_instances": _total(o.launch_calls for o in outs),
+            "launch_calls": _total(o.launch_calls for o in outs),
+            "hourly_cost": _total(o.hourly_cost for o in outs),
+            "cheapest": _total(r.cheapest for r in mine),
             "calls_vs_oracle": _median(r.calls_vs_oracle for r in mine),
             "calls_vs_classic": _median(r.calls_vs_classic for r in mine),
             "ec2_calls": _total(o.ec2_calls for o in outs),

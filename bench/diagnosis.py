@@ -13,6 +13,7 @@ from gpufill.constants import DEFAULT_BATCH_MAX
 from bench import oracle
 from bench.analysis import Row
 from bench.cases import TIERS
+from bench.outcome import LAUNCH_APIS, launch_label
 from bench.targets import Verdict
 
 WASTED = ("capacity", "quota", "throttled", "error")
@@ -29,28 +30,36 @@ def calls_spent(rows: list[Row]) -> str:
     launched = sum(r.outcome.answers.get("launched", 0) for r in mine)
     full = sum(r.outcome.full_batches for r in mine)
     by_tier = {t: sum(r.outcome.answers.get("capacity", 0) for r in mine if r.case.tier == t) for t in TIERS}
+    fleets = sum(r.outcome.launch_calls_by_api.get("CreateFleet", 0) for r in mine)
+    # A fleet answers for every pool it tried, so its answers outnumber its calls.
+    per = "pool answers (a fleet answers once per pool it tried)" if fleets else "calls"
+    batches = f" ({full} of them a full batch of batch_max)" if full else ""
     return (
-        f"gpufill's {total} RunInstances on the generated set: {launched} launched something "
-        f"({full} of them a full batch of batch_max), {wasted['capacity']} met an empty pool, "
-        f"{wasted['quota']} hit a quota. The empty-pool calls by tier: "
+        f"gpufill's {total} launch calls ({launch_label(r.outcome for r in mine)}) on the generated set, in {per}: "
+        f"{launched} launched something{batches}, {wasted['capacity']} met an empty pool, "
+        f"{wasted['quota']} hit a quota. The empty-pool answers by tier: "
         + ", ".join(f"{t} {n}" for t, n in by_tier.items())
         + "."
     )
 
 
 def other_ec2_calls(rows: list[Row]) -> str:
-    """EC2 calls besides RunInstances: what scoring, networking and waiting cost."""
+    """EC2 calls besides the launch calls: what scoring, networking and waiting cost."""
     mine = _gpufill(rows)
     apis: Counter[str] = Counter()
     for r in mine:
         apis.update(r.outcome.ec2_by_api)
-    apis.pop("RunInstances", None)
+    for api in LAUNCH_APIS:
+        apis.pop(api, None)
     listed = ", ".join(f"{api} {n}" for api, n in apis.most_common())
     return f"gpufill's other EC2 calls on the generated set ({sum(apis.values())}): {listed or 'none'}."
 
 
-def runinstances_bound(rows: list[Row]) -> str:
-    """What the fleet bound asks of a strategy that launches with RunInstances only, as gpufill does."""
+def runinstances_bound(rows: list[Row]) -> str | None:
+    """What the fleet bound asks of a strategy that launches with RunInstances only (gpufill's
+    `partial` and `exact` modes); None when gpufill's runs launched by fleet."""
+    if not any(r.outcome.launch_calls_by_api.get("RunInstances") for r in _gpufill(rows)):
+        return None
     mine = [r for r in _gpufill(rows) if r.oracle.launch_calls and oracle.fewest_calls(r.case)]
     if not mine:
         return "No case where the oracle makes a call."
@@ -78,8 +87,8 @@ def not_fewer_calls(rows: list[Row]) -> list[str]:
         if r.case.count < 4 or r.outcome.launch_calls < c.outcome.launch_calls:
             continue
         note = (
-            f"{r.case.name}: gpufill {r.outcome.launch_calls} RunInstances {_answers(r)}, "
-            f"classic {c.outcome.launch_calls} {_answers(c)}."
+            f"{r.case.name}: gpufill {r.outcome.launch_calls} {r.outcome.launch_label} {_answers(r)}, "
+            f"classic {c.outcome.launch_calls} {c.outcome.launch_label} {_answers(c)}."
         )
         if not c.outcome.answers.get("capacity"):
             note += (
@@ -105,32 +114,36 @@ def pricier_regions(rows: list[Row]) -> str:
 
 def like_for_like_time(rows: list[Row]) -> str:
     """gpufill's time on the simulators' terms: scoring plus its launch calls one after another, no
-    orchestration, networking set-up or placement scores; so the time target is not missed on overheads."""
-    from bench.costs import api_seconds, scoring_seconds
+    orchestration, cold starts, networking set-up or placement scores; so the time target is not
+    missed on overheads."""
+    from bench.costs import api_seconds, fleet_seconds, scoring_seconds
     from bench.generate import COUNTS
+
+    def launching(r: Row) -> float:
+        calls = r.outcome.launch_calls_by_api
+        return calls.get("RunInstances", 0) * api_seconds("ec2:RunInstances") + calls.get("CreateFleet", 0) * fleet_seconds()
 
     parts = []
     for n in COUNTS:
         mine = [r for r in _gpufill(rows) if r.case.count == n]
         if not mine:
             continue
-        bare = median(scoring_seconds() + r.outcome.launch_calls * api_seconds("ec2:RunInstances") for r in mine)
+        bare = median(scoring_seconds() + launching(r) for r in mine)
         karp = [r.outcome.modelled_seconds for r in rows if r.outcome.strategy == "karpenter" and r.case.count == n]
         parts.append(f"n={n} {bare:.1f} s (karpenter {median(karp):.1f} s)" if karp else f"n={n} {bare:.1f} s")
     return (
         "The simulators pay only scoring and launch latency; counted the same way (scoring plus its launch calls "
-        "one after another), gpufill's median time would be " + ", ".join(parts) + "."
+        "one after another, no cold start), gpufill's median time would be " + ", ".join(parts)
+        + " (karpenter's includes its 1 s batch window per fleet call)."
     )
 
 
 def notes(verdicts: list[Verdict], rows: list[Row]) -> list[str]:
     by_target = {v.target: v for v in verdicts}
-    found = [calls_spent(rows), other_ec2_calls(rows), runinstances_bound(rows), like_for_like_time(rows)]
-    for target, verdict in by_target.items():
-        if verdict.met:
-            continue
-        if "count ≥ 4" in target:
-            found.extend(not_fewer_calls(rows))
-        elif target.startswith("fleet $/h"):
-            found.append(pricier_regions(rows))
+    found = [n for n in (calls_spent(rows), other_ec2_calls(rows), runinstances_bound(rows), like_for_like_time(rows)) if n]
+    missed = [target for target, verdict in by_target.items() if verdict.judged and not verdict.met]
+    if any("count ≥ 4" in t for t in missed):
+        found.extend(not_fewer_calls(rows))
+    if any(t.startswith("fleet $/h") for t in missed):
+        found.append(pricier_regions(rows))
     return found

@@ -15,9 +15,15 @@ from collections import Counter
 
 from gpufill.constants import DEFAULT_BATCH_MAX
 from gpufill.local.engine import LocalEngine
+from gpufill.local.metrics import LAUNCH_HANDLER
 
 from bench.cases import Case
-from bench.costs import orchestration_usd
+from bench.costs import (
+    COLD_START_SECONDS,
+    cold_starts,
+    complete_engine_model,
+    orchestration_usd,
+)
 from bench.outcome import Outcome
 
 ENGINE_STRATEGIES = ("classic", "gpufill")
@@ -51,8 +57,16 @@ def _seconds_to_fill(metrics: dict, waited: float) -> float:
     return round(metrics["modelled_seconds"] - waited, 3)
 
 
+def _before_fill(invocations: list) -> list[str]:
+    """The functions invoked until the last launch step (all of them when nothing launched)."""
+    handlers = [i.handler for i in invocations]
+    launches = [n for n, h in enumerate(handlers) if h == LAUNCH_HANDLER]
+    return handlers[: launches[-1] + 1] if launches else handlers
+
+
 def run(case: Case, strategy: str, launch_mode: str | None = None, scoring: str | None = None) -> Outcome:
     warnings.filterwarnings("ignore", message="No application metrics to publish")
+    complete_engine_model()
     request = request_for(case, strategy, launch_mode, scoring)
     # The handlers' metrics and logs go to stdout, which belongs to the bench's table.
     with contextlib.redirect_stdout(io.StringIO()), LocalEngine(case.market()) as engine:
@@ -70,6 +84,9 @@ def run(case: Case, strategy: str, launch_mode: str | None = None, scoring: str 
         detail = json.dumps(execution.cause)[:400] if execution.cause else ""
         print(f"warning: {strategy} on {case.name} ended {status}: {detail}", file=sys.stderr)
     batch_max = request.get("batch_max") or min(DEFAULT_BATCH_MAX, case.count)
+    # Every run is the first after idle (a fresh account each time): each function on the way to
+    # the fill starts cold once, and its init delays the run.
+    cold = round(cold_starts(_before_fill(invocations)) * COLD_START_SECONDS, 3)
     return Outcome(
         case=case.name,
         strategy=strategy,
@@ -78,10 +95,12 @@ def run(case: Case, strategy: str, launch_mode: str | None = None, scoring: str 
         run_instances=metrics["run_instances_calls"],
         ec2_calls=sum(metrics["ec2_calls"].values()),
         hourly_cost=round(float(result.get("hourly_cost", 0.0) or 0.0), 4),
-        modelled_seconds=_seconds_to_fill(metrics, waited),
+        modelled_seconds=round(_seconds_to_fill(metrics, waited) + cold, 3),
+        cold_start_seconds=cold,
         status=status,
         transitions=metrics["state_transitions"],
         lambda_invocations=metrics["lambda_invocations"],
+        lambda_by_function=dict(Counter(i.handler for i in invocations)),
         orchestration_usd=orchestration_usd(metrics["state_transitions"], invocations),
         history_events=metrics.get("history_events"),
         answers=dict(Counter(a["outcome"] for a in attempts)),

@@ -11,14 +11,16 @@
   size (they do in the generated set).
 
 The two need not be reachable together (the cheapest fill may span more regions); the
-oracle's row reports the call bound next to the cheapest price.
+oracle's row reports the call bound next to the cheapest price. The bound is loose on a
+market that cannot fill: `realistic_floor` is what a strategy without hidden knowledge
+must spend there.
 """
 
 from __future__ import annotations
 
 from bench.cases import Case
 from bench.costs import api_seconds, fleet_seconds
-from bench.market import SpotMarket, SpotPool
+from bench.market import PublicView, SpotMarket, SpotPool
 from bench.outcome import Outcome
 
 
@@ -86,6 +88,18 @@ def fewest_launch_calls(case: Case) -> tuple[int, int]:
         got += capacity
         calls += 1
     return feasible, calls
+
+
+def realistic_floor(case: Case, bound: Outcome) -> int:
+    """The fewest launch calls a strategy without hidden capacity can count on: the lower bound,
+    except on a market that cannot fill the request. There nothing public tells a strategy that
+    the regions it has not asked are empty too, so it must ask every region that offers a
+    requested type (one fleet call each) before it can stop short."""
+    if bound.launched >= case.count:
+        return bound.launch_calls
+    view = PublicView(case)
+    offering = [r for r in view.regions if any(view.offers(r, t) for t in view.types)]
+    return max(bound.launch_calls, len(offering))
 
 
 def run(case: Case) -> Outcome:

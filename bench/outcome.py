@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 STRATEGIES = ("broker", "karpenter", "classic", "gpufill", "oracle")
 SIMULATED = frozenset({"broker", "karpenter", "oracle"})
-LAUNCH_APIS = ("RunInstances", "CreateFleet")  # policy-level simulators; the others run the state machine
+LAUNCH_APIS = ("RunInstances", "CreateFleet")  # the calls that launch instances
 
 
 @dataclass
@@ -25,7 +25,10 @@ class Outcome:
     lambda_invocations: int | None = None
     orchestration_usd: float | None = None
     history_events: int | None = None  # the execution's history (Step Functions caps one at 25,000)
-    # RunInstances answers by outcome ("launched", "capacity", "quota", ...), and how many launched a full batch.
+    lambda_by_function: dict[str, int] | None = None  # invocations per handler
+    cold_start_seconds: float | None = None  # of modelled_seconds, the Lambda cold starts on the way to the fill
+    # Launch answers by outcome ("launched", "capacity", "quota", ...): one per RunInstances call, one per pool
+    # a fleet answered for; and how many RunInstances launched a full batch.
     answers: dict[str, int] = field(default_factory=dict)
     full_batches: int = 0
     ec2_by_api: dict[str, int] = field(default_factory=dict)
@@ -41,8 +44,31 @@ class Outcome:
         return self.run_instances + self.ec2_by_api.get("CreateFleet", 0)
 
     @property
+    def launch_calls_by_api(self) -> dict[str, int]:
+        """Launch calls under the API that made them."""
+        return {api: n for api in LAUNCH_APIS if (n := self.ec2_by_api.get(api, 0))}
+
+    @property
+    def launch_label(self) -> str:
+        """What this run's launch calls were: "CreateFleet", "RunInstances", or both with counts."""
+        return launch_label([self])
+
+    @property
     def fill(self) -> float:
         return self.launched / self.requested if self.requested else 0.0
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def launch_label(outcomes) -> str:
+    """The launch APIs behind a set of outcomes' launch calls, as a label."""
+    totals: dict[str, int] = {}
+    for o in outcomes:
+        for api, n in o.launch_calls_by_api.items():
+            totals[api] = totals.get(api, 0) + n
+    if len(totals) == 1:
+        return next(iter(totals))
+    if not totals:
+        return "launch calls"
+    return " + ".join(f"{totals[api]} {api}" for api in LAUNCH_APIS if api in totals)

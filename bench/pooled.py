@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median, quantiles
 
+from bench import stats
 from bench.analysis import Row
 from bench.generate import COUNTS
-from bench.outcome import STRATEGIES
+from bench.outcome import STRATEGIES, launch_label
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def headline_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
 def seed_table(per_seed: dict[int, list[Row]]) -> tuple[list[str], list[list[str]]]:
     """One line per seed: each strategy's launch calls (total) and median calls ×lower bound."""
     header = ["seed", *(f"{s} calls" for s in STRATEGIES), *(f"{s} ×bound" for s in STRATEGIES if s != "oracle"),
-              "gpufill fleet ×cheapest", "gpufill time s"]
+              "gpufill fleet ×cheapest (median)", "gpufill Σ$/h ÷ Σcheapest", "gpufill time s"]
     body = []
     for seed, rows in per_seed.items():
         calls = [str(sum(r.outcome.launch_calls for r in rows if r.outcome.strategy == s)) for s in STRATEGIES]
@@ -110,6 +111,113 @@ def seed_table(per_seed: dict[int, list[Row]]) -> tuple[list[str], list[list[str
             ratios.append("—" if m is None else f"{m.median:.2f}×")
         cost = of(rows, "gpufill", lambda r: r.cost_vs_cheapest)
         time = of(rows, "gpufill", lambda r: r.outcome.modelled_seconds)
+        mine = [r for r in rows if r.outcome.strategy == "gpufill" and r.cheapest]
+        summed = sum(r.outcome.hourly_cost for r in mine) / sum(r.cheapest for r in mine) if mine else None
         body.append([str(seed), *calls, *ratios, "—" if cost is None else f"{cost.median:.3f}",
-                     "—" if time is None else f"{time.median:.1f}"])
+                     "—" if summed is None else f"{summed:.3f}", "—" if time is None else f"{time.median:.1f}"])
+    return header, body
+
+
+# --- sums, bounds and paired comparisons --------------------------------------------------------
+
+BASELINES = ("karpenter", "broker", "classic")
+
+
+def _bucket(rows: list[Row], count: int | None) -> list[Row]:
+    return [r for r in rows if count is None or r.case.count == count]
+
+
+def by_case(rows: list[Row]) -> dict[str, dict[str, Row]]:
+    found: dict[str, dict[str, Row]] = {}
+    for r in rows:
+        found.setdefault(r.case.name, {})[r.outcome.strategy] = r
+    return found
+
+
+# (name, what a row gives, format of the sums)
+PAIRED_FIGURES: list[tuple[str, Callable[[Row], float | None], str]] = [
+    ("launch calls", lambda r: r.outcome.launch_calls, "{:.0f}"),
+    ("fleet $/h", lambda r: r.outcome.hourly_cost, "{:.2f}"),
+    ("time s", lambda r: r.outcome.modelled_seconds, "{:.1f}"),
+]
+
+
+def paired_against(rows: list[Row], baseline: str, figure: Callable[[Row], float | None],
+                   count: int | None = None) -> stats.Paired | None:
+    """gpufill against `baseline`, case by case; $/h compares only cases where both launched as many."""
+    pairs = []
+    for runs in by_case(_bucket(rows, count)).values():
+        mine, theirs = runs.get("gpufill"), runs.get(baseline)
+        if mine is None or theirs is None or mine.outcome.launched != theirs.outcome.launched:
+            continue
+        a, b = figure(mine), figure(theirs)
+        if a is not None and b is not None:
+            pairs.append((a, b))
+    return stats.paired(pairs)
+
+
+def totals_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    """Per count bucket and strategy: the sums beside the medians."""
+    header = ["count", "strategy", "cases", "launch calls Σ", "per case: mean / median", "fleet $/h Σ",
+              "Σ$/h ÷ Σcheapest", "×cheapest median", "time s: mean / median"]
+    body = []
+    for count in (*COUNTS, None):
+        for strategy in STRATEGIES:
+            mine = [r for r in _bucket(rows, count) if r.outcome.strategy == strategy]
+            if not mine:
+                continue
+            calls = [r.outcome.launch_calls for r in mine]
+            cost = sum(r.outcome.hourly_cost for r in mine)
+            cheapest = sum(r.cheapest or 0.0 for r in mine)
+            ratio = of(mine, strategy, lambda r: r.cost_vs_cheapest)
+            times = [r.outcome.modelled_seconds for r in mine]
+            label = "bound" if strategy == "oracle" else launch_label(r.outcome for r in mine)
+            body.append([
+                "all" if count is None else str(count), strategy, str(len(mine)), f"{sum(calls)} ({label})",
+                f"{sum(calls) / len(calls):.2f} / {median(calls):.1f}", f"{cost:.2f}",
+                f"{cost / cheapest:.3f}" if cheapest else "—", "—" if ratio is None else f"{ratio.median:.3f}",
+                f"{sum(times) / len(times):.1f} / {median(times):.1f}",
+            ])
+    return header, body
+
+
+def floor_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    """Per count bucket: the lower bound and the realistic floor on launch calls, and each strategy against both."""
+    others = [s for s in STRATEGIES if s != "oracle"]
+    header = ["count", "markets", "cannot fill", "lower bound Σ", "realistic floor Σ",
+              *(f"{s} Σ (÷ floor)" for s in others)]
+    body = []
+    for count in (*COUNTS, None):
+        cases = by_case(_bucket(rows, count))
+        if not cases:
+            continue
+        oracle_rows = [runs["oracle"] for runs in cases.values()]
+        bound = sum(r.outcome.launch_calls for r in oracle_rows)
+        floor = sum(r.floor for r in oracle_rows)
+        short = sum(1 for r in oracle_rows if r.outcome.launched < r.case.count)
+        cells = []
+        for s in others:
+            total = sum(runs[s].outcome.launch_calls for runs in cases.values() if s in runs)
+            cells.append(f"{total} ({total / floor:.2f}×)" if floor else str(total))
+        body.append(["all" if count is None else str(count), str(len(cases)), str(short), str(bound), str(floor), *cells])
+    return header, body
+
+
+def paired_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    """Per count bucket, baseline and figure: gpufill's sum against the baseline's, the mean paired
+    difference, the cases each way, and the two-sided sign test."""
+    header = ["count", "against", "figure", "gpufill Σ", "baseline Σ", "gpufill ÷ baseline",
+              "mean difference per case", "gpufill lower / higher / equal", "sign test p"]
+    body = []
+    for count in (*COUNTS, None):
+        for baseline in BASELINES:
+            for name, figure, fmt in PAIRED_FIGURES:
+                p = paired_against(rows, baseline, figure, count)
+                if p is None:
+                    continue
+                body.append([
+                    "all" if count is None else str(count), baseline, name, fmt.format(p.mine_total),
+                    fmt.format(p.theirs_total), "—" if p.ratio is None else f"{p.ratio:.3f}",
+                    f"{p.mean_difference:+.3f}", f"{p.lower} / {p.higher} / {p.equal}", f"{p.p_value:.2g}",
+                ])
     return header, body

@@ -7,6 +7,7 @@ from gpufill.constants import DEFAULT_BATCH_MAX
 from gpufill.models.request import Request
 
 from bench.analysis import Row, aggregate
+from bench.costs import COLD_START_SECONDS, KARPENTER_BATCH_IDLE_SECONDS
 from bench.engine_runs import EXPECTED_ENDS
 from bench.outcome import STRATEGIES
 from bench.tables import as_markdown, calls_table, case_table, summary_table, tier_table
@@ -18,7 +19,7 @@ HOW = """\
 | strategy | runs on | what it does |
 | --- | --- | --- |
 | `broker` | simulator | a spot broker: regions (then types) by the classic score, one RunInstances with no AZ named for the whole remaining count (MinCount 1, MaxCount capped at the spot quota it can read); EC2 puts it in one AZ of the default VPC (the model: the AZ that can launch the most) or fails; a region that launched is asked again, one that failed is remembered and never asked again |
-| `karpenter` | simulator | Karpenter's launch: per region by the classic score, one CreateFleet (instant, spot, price-capacity-optimized) for the whole remaining count over every acceptable (AZ, type) override, partial fulfilment, an ICE cache of the overrides that answered InsufficientInstanceCapacity |
+| `karpenter` | simulator | Karpenter's launch: per region by the classic score, one CreateFleet (instant, spot, price-capacity-optimized) for the whole remaining count over every acceptable (AZ, type) override, partial fulfilment, an ICE cache of the overrides that answered InsufficientInstanceCapacity; each fleet call waits out Karpenter's 1 s batch window first |
 | `classic` | state machine | probe-and-fill as first described: `launch_mode: exact`, batch 4 halving on capacity, AZ rotation, region fallback, classic scoring{classic_scoring} |
 | `gpufill` | state machine | the project's defaults ({defaults}) |
 | `oracle` | simulator | knows every capacity: a lower bound on launch calls of any kind (the fewest regions whose capacity, within the quota, holds the most the market allows: one fleet call each) next to the cheapest feasible fill's $/h; the two need not be reachable together |
@@ -33,18 +34,39 @@ transitions, invocations and orchestration cost are `—`.
 
 How each figure is made:
 - **fill**: launched ÷ requested.
-- **launch calls / EC2 calls**: launch calls are RunInstances plus CreateFleet (a fleet call counts 1);
+- **launch calls / EC2 calls**: launch calls are RunInstances plus CreateFleet (a fleet call counts 1),
+  each labelled by its API (gpufill's default launches by CreateFleet, classic's by RunInstances);
   EC2 calls are every call the run made (scoring included; the broker and karpenter score each region
   with two calls like gpufill; the oracle needs none).
+- **sums and paired comparisons**: a median of per-case ratios of small integers hides where the
+  calls and the dollars go, so every table gives the sums over the markets beside the medians, and
+  gpufill is compared with each baseline market by market: the mean difference, how many markets
+  went each way, and a two-sided exact sign test on those (ties dropped; `bench/stats.py`). Fleet $/h
+  is paired only on markets where both launched as many instances.
+- **lower bound and realistic floor**: the oracle's lower bound on launch calls knows which regions are
+  empty. On a market that cannot fill the request, a strategy without that knowledge must ask every
+  region that offers a requested type (one fleet call each) before it can stop short: the realistic
+  floor counts those calls there and the lower bound elsewhere (`bench/oracle.py`).
 - **orchestration $**: state transitions at the Standard workflow price, plus Lambda requests and
-  duration (each invocation billed for its modelled seconds at the deployed memory); prices and
-  their source in `bench/prices.json`.
+  duration, each function billed at the memory the CDK app deploys it with
+  (`cdk/gpufill_stack/task_permissions.py`, read by `bench/costs.py`) for its modelled seconds, plus
+  its init when it starts cold; prices and their source in `bench/prices.json`.
 - **fleet $/h ×cheapest**: the fleet's $/h ÷ the cheapest fleet of the same size the market could
-  give (`bench/oracle.py`), so a strategy that launches fewer instances is not rewarded for it.
+  give (`bench/oracle.py`), so a strategy that launches fewer instances is not rewarded for it;
+  Σ$/h ÷ Σcheapest is the same over all the markets, in dollars.
 - **time s**: modelled time to fill, from the latency model in `functions/gpufill/local/latency_model.json`
-  (per-API latency, per-transition and per-invocation overhead, a Map costs its slowest branch).
-  The simulators pay the same per-call latencies, one call after another. Wait states (instances
-  booting) are left out: they are not time spent finding capacity, and the simulators have none.
+  completed by `bench/latency.json` (per-API latency, per-transition and per-invocation overhead, a Map
+  costs its slowest branch; DynamoDB's GetItem, UpdateItem and BatchGetItem take single-digit
+  milliseconds, as AWS documents). The simulators pay the same per-call latencies, one call after another.
+  Wait states (instances booting) are left out: they are not time spent finding capacity, and the
+  simulators have none.
+- **cold starts**: every run is taken to be the first after idle, so each Lambda function on the way
+  to the fill starts cold once ({cold_start:.1f} s each, `bench/latency.json`; a parallel Map's branches
+  start cold side by side and add one). The broker and karpenter are long-running processes and start
+  warm.
+- **Karpenter's batch window**: Karpenter's provisioner waits until no pod has arrived for
+  `BATCH_IDLE_DURATION` (default {batch_idle:.0f} s) before it launches; each of its fleet calls is one
+  provisioning round and waits that long first.
 - The oracle's call count is a true lower bound: no strategy that launches as many makes fewer.
   CreateFleet is given RunInstances' modelled latency (the latency model has no figure for it).
 - Spot placement scores in the generated markets are noisy estimates (`score_noise` doublings of
@@ -61,6 +83,8 @@ def _how() -> str:
         defaults.append(f"`scoring: {fields['scoring'].default}`")
     return HOW.format(
         defaults=", ".join(defaults),
+        cold_start=COLD_START_SECONDS,
+        batch_idle=KARPENTER_BATCH_IDLE_SECONDS,
         classic_scoring=' (`"scoring": "classic"`)' if "scoring" in fields else "",
     )
 
@@ -95,6 +119,12 @@ def render(rows: list[Row], *, seed: int, generated_names: set[str], sources: di
         "## Aggregate, generated set",
         "",
         as_markdown(*summary_table(aggregate(generated))),
+        "",
+        "## Sums and paired comparisons, generated set",
+        "",
+        as_markdown(*pooled.totals_table(generated)),
+        "",
+        as_markdown(*pooled.paired_table(generated)),
         "",
         "## Aggregate, generated set and examples",
         "",
@@ -190,6 +220,37 @@ def render_pooled(
         "",
         as_markdown(header, body),
         "",
+        "## Sums beside the medians",
+        "",
+        (
+            "Per count bucket and pooled: launch calls summed over the markets (and the API that made them), "
+            "mean and median per market; fleet $/h summed, and summed over the cheapest feasible fleets of the "
+            "same sizes; modelled time to fill, mean and median."
+        ),
+        "",
+        as_markdown(*pooled.totals_table(rows)),
+        "",
+        "## gpufill against each baseline, market by market",
+        "",
+        (
+            "The sums on the markets both ran (fleet $/h: where both launched as many), the mean per-market "
+            "difference (gpufill − baseline), on how many markets gpufill's figure was lower, higher or "
+            "equal, and the two-sided exact sign test on the lower/higher split (ties dropped): the chance of "
+            "a split at least that uneven if neither strategy were better."
+        ),
+        "",
+        as_markdown(*pooled.paired_table(rows)),
+        "",
+        "## Lower bound and realistic floor on launch calls",
+        "",
+        (
+            "The lower bound knows which regions are empty; on a market that cannot fill the request, a "
+            "strategy without hidden knowledge must ask every region offering a requested type before it can "
+            "stop short, so the realistic floor counts those calls there."
+        ),
+        "",
+        as_markdown(*pooled.floor_table(rows)),
+        "",
         "## Pooled headline: median (IQR, range) per case",
         "",
         "`calls ×lower bound` is launch calls ÷ the oracle's lower bound on launch calls (a fleet call "
@@ -203,7 +264,7 @@ def render_pooled(
         "",
         "## Per seed",
         "",
-        "Total launch calls over the seed's markets, and the median ratio to the lower bound.",
+        "Total launch calls over the seed's markets, the median ratio to the lower bound, and gpufill's summed fleet $/h over the summed cheapest.",
         "",
         as_markdown(*pooled.seed_table(per_seed)),
         "",

@@ -247,7 +247,7 @@ def pass_instance_role(r: TaskResources) -> Grant:
 
 
 def record_instances(r: TaskResources) -> Grant:
-    """Write launched instances to the instances table in batches (instances_table.record_launched)."""
+    """Write a run's attempt log to the instances table in batches (run_store.save_attempts)."""
     return Grant([iam.PolicyStatement(actions=["dynamodb:BatchWriteItem"], resources=[r.table.table_arn])])
 
 
@@ -479,6 +479,25 @@ def ensure_security_group(r: TaskResources) -> Grant:
     )
 
 
+def describe_own_executions(r: TaskResources) -> Grant:
+    """states:DescribeExecution of this deployment's executions: whether a continued execution
+    whose StartExecution failed runs anyway, with this run's input (adapters.executions.describe)."""
+    stack = Stack.of(r.scope)
+    executions = (
+        f"arn:{stack.partition}:states:{stack.region}:{stack.account}:execution:"
+        f"{constants.state_machine_name(r.env)}:*"
+    )
+    return Grant(
+        [iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[executions])],
+        {
+            nag.wildcard_resource(r.scope, executions): (
+                "An execution's ARN is its state machine's plus the execution name, which exists only "
+                "once the run starts; the grant covers executions of this deployment's state machine only."
+            )
+        },
+    )
+
+
 def start_refill_runs(r: TaskResources) -> Grant:
     """states:StartExecution of this deployment's state machine, and DescribeExecution of its
     executions to tell a repeated start from a name taken by another input (adapters.executions)."""
@@ -591,7 +610,7 @@ TASKS: dict[str, TaskSpec] = {
         summary="Names every instance a failed run launched, from the records, and the teardown that ends them",
         memory_mb=256,
         timeout_seconds=30,
-        grants=(query_request_instances,),
+        grants=(query_request_instances, update_instance_records),
     ),
     "RollBackGangFunctionArn": TaskSpec(
         summary="An all_or_nothing gang that cannot complete: terminates this run's own instances and records them rolled back",
@@ -600,6 +619,7 @@ TASKS: dict[str, TaskSpec] = {
         grants=(
             query_request_instances,
             terminate_managed_instances,
+            describe_instances,
             update_instance_records,
             read_instance_record,
             read_instance_records_by_id,
@@ -657,7 +677,7 @@ TASKS: dict[str, TaskSpec] = {
         summary="wait_for_capacity: schedules the next try or gives up at the deadline; keeps the wait item status reads",
         memory_mb=256,
         timeout_seconds=30,
-        grants=(read_instance_record, update_instance_records, read_instance_records_by_id),
+        grants=(read_instance_record, update_instance_records, read_instance_records_by_id, describe_own_executions),
     ),
 }
 

@@ -3,6 +3,7 @@
 from gpufill.models.request import Request
 
 from bench import analysis, engine_runs
+from bench.costs import COLD_START_SECONDS
 from bench.runner import run_all
 from bench.tables import CASE_COLUMNS, SUMMARY_COLUMNS, case_table, summary_table
 from bench.outcome import STRATEGIES
@@ -27,6 +28,12 @@ def test_one_market_through_every_strategy_fills_every_column():
         assert outcome.status == "FULFILLED", outcome
         assert outcome.launched == 3
         assert outcome.transitions > 0 and outcome.lambda_invocations > 0 and outcome.orchestration_usd > 0
+        # The run is the first after idle: each function on the way to the fill starts cold once
+        # (the scoring Map's branches side by side), and the time to fill includes it.
+        before_fill = {"validate_request", "score_region", "rank_pools", "prepare_region", "launch_batch"}
+        assert before_fill <= set(outcome.lambda_by_function)
+        assert outcome.cold_start_seconds == len(before_fill) * COLD_START_SECONDS
+        assert outcome.modelled_seconds > outcome.cold_start_seconds
     # exact mode halves its way down on every empty or short zone; partial asks each zone once.
     assert outcomes[(c.name, "gpufill")].run_instances < outcomes[(c.name, "classic")].run_instances
 

@@ -80,11 +80,37 @@ def test_run_without_watch_returns_at_once_and_watch_follows(deployment, capsys)
     assert "Plan:" in capsys.readouterr().out
 
 
-def test_a_failed_run_exits_1_with_one_json_document(deployment, tmp_path, capsys):
+def test_a_bad_request_is_refused_before_any_execution_starts(endpoint, deployment, tmp_path, capsys):
     request = tmp_path / "bad.json"
-    request.write_text(json.dumps({"count": 0}))
-    assert main(["run", str(request), "--watch", "--json", *deployment]) == 1
-    assert json.loads(capsys.readouterr().out)["execution"]["error"] == "InvalidRequest"
+    request.write_text(json.dumps({"count": 0, "instance_type": "g6.xlarg"}))
+    before = executions(endpoint)
+    assert main(["run", str(request), "--watch", "--json", *deployment]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert {f["field"] for f in error["fields"]} == {"count", "instance_type"}
+    assert "did you mean 'g6.xlarge'?" in error["message"] and error["message"].endswith("Nothing was started.")
+    assert main(["up", str(request), *deployment]) == 2
+    assert "count: must be greater than or equal to 1" in capsys.readouterr().err
+    assert executions(endpoint) == before
+
+
+def test_a_run_of_a_teardown_that_asks_for_a_count_is_refused_naming_both_fields(endpoint, deployment, tmp_path, capsys):
+    request = tmp_path / "teardown.json"
+    request.write_text(json.dumps({"action": "teardown", "request_id": "ep-run", "count": 3, "market": "spot"}))
+    before = executions(endpoint)
+    assert main(["run", str(request), *deployment]) == 2
+    err = capsys.readouterr().err
+    assert "count: only goes with action 'provision' or 'plan' (this request's action is 'teardown')" in err
+    assert "market: only goes with action 'provision' or 'plan'" in err and "Nothing was changed." in err
+    assert executions(endpoint) == before
+
+
+def executions(endpoint) -> list[str]:
+    import boto3
+
+    sfn = boto3.client("stepfunctions", region_name="us-east-1", endpoint_url=endpoint.url,
+                       aws_access_key_id="x", aws_secret_access_key="x")
+    machine = endpoint.outputs()[constants.OUTPUT_STATE_MACHINE_ARN]
+    return sorted(e["name"] for e in sfn.list_executions(stateMachineArn=machine)["executions"])
 
 
 def test_an_unknown_deployment_is_named(deployment, capsys):
@@ -187,7 +213,8 @@ def test_gpufill_local_serve_prints_a_ready_command_and_needs_no_credentials(tmp
     finally:
         serve.send_signal(signal.SIGINT)
         out, err = serve.communicate(timeout=30)
-    assert serve.returncode == 0 and "Traceback" not in err
+    # Serving ends only by being interrupted, and says so as every interrupted verb does.
+    assert serve.returncode == 130 and "Traceback" not in err
     assert "stopped" in out
 
 
@@ -202,3 +229,83 @@ def test_teardown_all_asks_for_every_instance_of_the_deployment(endpoint, deploy
     sent = json.loads(sfn.describe_execution(executionArn=arn)["input"])
     assert sent["action"] == "teardown" and sent["all"] is True
     assert "request_id" not in sent and "instance_ids" not in sent and sent["requested_by"]
+
+
+def test_a_teardown_of_a_request_nobody_knows_is_an_error_and_starts_nothing(endpoint, deployment, capsys):
+    before = executions(endpoint)
+    assert main(["teardown", "ep-rnu", *deployment]) == 1
+    err = capsys.readouterr().err
+    assert "no request 'ep-rnu' is known to deployment 'local' in us-east-1: no execution of that name and no " \
+           "instance record names it; nothing was started" in err
+    assert "gpufill status --env local --region us-east-1 --endpoint-url http://127.0.0.1:" in err
+    assert executions(endpoint) == before
+
+
+def test_status_lists_a_pending_teardown_with_who_answers_and_how(deployment, capsys):
+    assert main(["run", PROVISION, "--name", "ep-pending", "--watch", "--json", *deployment]) == 0
+    capsys.readouterr()
+    assert main(["teardown", "ep-pending", "--requested-by", "ana", "--json", *deployment]) == 0
+    teardown = json.loads(capsys.readouterr().out)["execution"]["name"]
+
+    assert main(["status", "ep-pending", *deployment]) == 0
+    out = capsys.readouterr().out
+    # (A teardown --all an earlier test left waiting concerns this request too, and is listed.)
+    assert "waiting for an answer (nothing is terminated until one is approved)" in out
+    assert f"  {teardown}: 4 instance(s), of request ep-pending, asked by ana at " in out
+    assert "who answers: the subscribers of gpufill-approvals-local" in out
+    assert f"gpufill approve {teardown} --env local --region us-east-1 --endpoint-url http://127.0.0.1:" in out
+    assert main(["status", "--json", *deployment]) == 0
+    pending = {p["execution"]: p for p in json.loads(capsys.readouterr().out)["pending_teardowns"]}
+    assert pending[teardown]["target"] == {"request_id": "ep-pending"} and pending[teardown]["instance_count"] == 4
+
+    # Answered (with a reason typed without quotes), it is no longer pending.
+    assert main(["reject", teardown, "--reason", "still", "training", "--json", *deployment]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["decision"] == "rejected" and answer["reason"] == "still training" and len(answer["instance_ids"]) == 4
+    assert answer["follow"].startswith(f"gpufill watch {teardown} --env local --region us-east-1 --endpoint-url ")
+    assert main(["status", "ep-pending", "--json", *deployment]) == 0
+    assert teardown not in {p["execution"] for p in json.loads(capsys.readouterr().out)["pending_teardowns"]}
+
+
+def test_teardown_wait_shows_how_to_answer_then_follows_to_the_end(deployment, capsys):
+    import threading
+
+    assert main(["run", PROVISION, "--name", "ep-wait", "--watch", "--json", *deployment]) == 0
+    capsys.readouterr()
+    codes: list[int] = []
+    waiting = threading.Thread(target=lambda: codes.append(main(["teardown", "ep-wait", "--wait", *deployment])))
+    waiting.start()
+    try:
+        for _ in range(400):
+            pending = [p for p in status_pending(deployment, capsys) if p["target"].get("request_id") == "ep-wait"]
+            if pending:
+                break
+            time.sleep(0.05)
+        assert pending, "the teardown never asked for approval"
+        assert main(["approve", pending[0]["execution"], "--reason", "done", "with", "it", *deployment]) == 0
+    finally:
+        waiting.join(timeout=60)
+    assert codes == [0]
+    out = capsys.readouterr().out
+    asked = out.index(f"gpufill approve {pending[0]['execution']} --env local --region us-east-1 --endpoint-url")
+    assert "Following it until it is answered or expires" in out
+    assert out.index("TERMINATED: 4 instance(s) terminated") > asked
+
+
+def status_pending(deployment, capsys) -> list[dict]:
+    from gpufill.cli.status import pending_teardowns
+
+    return pending_teardowns(aws.find(main_args(deployment))) or []
+
+
+def main_args(deployment):
+    import argparse
+
+    return argparse.Namespace(env="local", region="us-east-1", endpoint_url=deployment[-1])
+
+
+def test_a_region_without_the_local_deployment_says_where_it_is(deployment, capsys):
+    assert main(["status", "--json", *deployment, "--region", "eu-west-1"]) == 1
+    message = json.loads(capsys.readouterr().out)["error"]["message"]
+    assert message.startswith("no gpufill deployment 'local' in eu-west-1 at http://127.0.0.1:")
+    assert message.endswith("gpufill local serve's deployment is in us-east-1")

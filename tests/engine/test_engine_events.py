@@ -57,7 +57,13 @@ def test_the_rules_are_deployed_in_every_region_as_the_cdk_app_does(account):
                 assert target["Arn"] == account.deployments["local"].function_arns["StartRefill"]
             else:
                 assert target["Arn"] == f"arn:aws:events:{EAST}:{account.account}:event-bus/default"
-                assert target["RoleArn"].endswith(":role/gpufill-local-event-forwarding")
+                # the forwarding stack's own role in that region, deployed with its policy
+                role = account.deployments["local"].app.rule_target_roles([EAST, WEST])[region]
+                assert target["RoleArn"] == role.arn
+                [policy] = account.client("iam").list_role_policies(RoleName=role.name)["PolicyNames"]
+                document = account.client("iam").get_role_policy(RoleName=role.name, PolicyName=policy)["PolicyDocument"]
+                [statement] = document["Statement"]
+                assert (statement["Action"], statement["Resource"]) == ("events:PutEvents", target["Arn"])
 
 
 def test_a_terminate_call_emits_both_state_changes_and_a_forwarded_event_keeps_its_region(account):

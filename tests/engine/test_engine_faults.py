@@ -139,7 +139,10 @@ def test_the_state_machine_sees_exactly_the_lambda_error_name(engine):
     # Once the retries run out the run ends under a documented name, never the raw one.
     assert (execution.status, execution.error) == ("FAILED", "PROVISIONING_FAILED")
     assert execution.metrics["faults_injected"] >= 2  # the first try and the state's retries
-    assert execution.metrics["lambda_invocations"] == 0  # the handler never ran
+    # The faulted handler never ran; only ReportFailure did, to say how the run ended.
+    assert execution.metrics["lambda_invocations"] == 1
+    assert [e["stateEnteredEventDetails"]["name"] for e in execution.history
+            if e["type"] == "TaskStateEntered"][-1] == "ReportFailure"
 
 
 def test_bad_fault_arguments_name_the_field(engine):

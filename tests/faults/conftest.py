@@ -68,10 +68,15 @@ def live_instances(request_id: str, regions=(WEST, EAST), deployment: str | None
     return found
 
 
-def recorded_instances(request_id: str, env: str = "local") -> set[str]:
+def table_items(request_id: str, env: str = "local") -> list[dict]:
+    """The request's instance records (approvals, intents and run items left out)."""
     table = boto3.resource("dynamodb", region_name="us-east-1").Table(constants.instances_table_name(env))
-    items = table.scan()["Items"]
-    return {i["instance_id"] for i in items if "kind" not in i and i.get("request_id") == request_id}
+    return [i for i in table.scan()["Items"] if "kind" not in i and i.get("request_id") == request_id]
+
+
+def recorded_instances(request_id: str, env: str = "local") -> set[str]:
+    """The instances the records say may still run (a record of an end is history, not a holding)."""
+    return {i["instance_id"] for i in table_items(request_id, env) if i.get("state") not in ("terminated", "shutting-down")}
 
 
 def reported_instances(execution) -> set[str]:
@@ -87,9 +92,10 @@ def ends_documented(execution) -> bool:
     return execution.error in DOCUMENTED_ENDS
 
 
-def audit(engine, execution, *, env: str = "local") -> Audit:
-    """The four counts the catalogue holds gpufill to, after one status run of the request."""
-    request_id = execution.name
+def audit(engine, execution, *, env: str = "local", request_id: str | None = None) -> Audit:
+    """The four counts the catalogue holds gpufill to, after one status run of the request
+    (`request_id`: the request a continued execution runs, when not its own name)."""
+    request_id = request_id or execution.name
     in_ec2 = live_instances(request_id, deployment=env)
     recorded_before = recorded_instances(request_id, env)
     engine.run({"action": "status", "request_id": request_id}, name=f"status-{request_id}"[:80], env=env)
@@ -101,9 +107,11 @@ def audit(engine, execution, *, env: str = "local") -> Audit:
     )
 
 
-def assert_exactly_once(engine, execution, *, launched: int | None = None, env: str = "local") -> Audit:
+def assert_exactly_once(
+    engine, execution, *, launched: int | None = None, env: str = "local", request_id: str | None = None
+) -> Audit:
     assert ends_documented(execution), (execution.status, execution.error, execution.cause)
-    seen = audit(engine, execution, env=env)
+    seen = audit(engine, execution, env=env, request_id=request_id)
     assert seen.in_ec2 == seen.recorded == seen.reported, seen
     assert not seen.untracked_after_status
     assert len(seen.in_ec2) <= REQUEST["count"] or launched is None

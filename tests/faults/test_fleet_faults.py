@@ -21,7 +21,7 @@ def test_a_fleet_whose_reply_was_lost_is_answered_by_its_token_not_launched_agai
 
 def test_a_fleet_step_killed_before_its_records_are_written_keeps_every_instance(account):
     with account() as engine:
-        engine.faults.kill_at("dynamodb", "BatchWriteItem", task="LaunchBatch")
+        engine.faults.kill_at("dynamodb", "UpdateItem", task="LaunchBatch")
         execution = engine.run(FLEET, name="fleet-killed")
         seen = assert_exactly_once(engine, execution, launched=4)
     assert execution.output["status"] == "FULFILLED" and len(seen.in_ec2) == 4

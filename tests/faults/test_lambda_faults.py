@@ -19,7 +19,7 @@ def test_a_failed_launch_step_is_retried_and_launches_nothing_twice(account, err
 
 def test_a_launch_step_killed_between_the_launch_and_its_record_records_them_on_the_retry(account):
     with account() as engine:
-        engine.faults.kill_at("dynamodb", "BatchWriteItem", task="LaunchBatch")
+        engine.faults.kill_at("dynamodb", "UpdateItem", task="LaunchBatch")
         execution = engine.run(REQUEST, name="killed-before-record")
         assert_exactly_once(engine, execution, launched=4)
         assert engine.faults.total == 1

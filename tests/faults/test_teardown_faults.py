@@ -1,6 +1,6 @@
 """Faults during a teardown: only approved instances end, and every approved one does."""
 
-from tests.faults.conftest import EAST, REQUEST, live_instances
+from tests.faults.conftest import EAST, REQUEST, WEST, audit, ends_documented, live_instances, table_items
 
 
 def test_a_throttled_terminate_is_retried_until_every_approved_instance_ends(account):
@@ -32,3 +32,32 @@ def test_a_teardown_that_cannot_find_its_instances_terminates_nothing_and_says_s
         teardown = engine.run({"action": "teardown", "request_id": "kept"}, name="end-kept", decision="approved")
         assert live_instances("kept") == {i["instance_id"] for i in run.output["instances"]}
     assert (teardown.status, teardown.error) == ("FAILED", "TEARDOWN_NOT_STARTED")
+
+
+def test_a_teardown_that_lands_while_a_killed_launch_step_awaits_its_retry_stays_on_the_records(account):
+    """The launch step dies between RunInstances and its records; before its retry, a teardown of
+    the request finds the instances by their tags, records and terminates them. The retry's token
+    brings the same instances back: its records must not take the teardown's back."""
+    with account() as engine:
+        torn: dict = {}
+
+        def tear_down():
+            for region in (WEST, EAST):
+                engine.market.hidden_now(region)  # seconds old by now: EC2 describes them
+            torn["run"] = engine.run({"action": "teardown", "request_id": "raced"}, name="end-raced", decision="approved")
+
+        engine.faults.kill_at("dynamodb", "UpdateItem", task="LaunchBatch", meanwhile=tear_down)
+        execution = engine.run(REQUEST, name="raced")
+        assert engine.faults.total == 1
+        ended = {i["instance_id"] for i in torn["run"].output["instances"]}
+        records = {i["instance_id"]: i for i in table_items("raced")}
+        seen = audit(engine, execution)
+    assert torn["run"].output["status"] == "TERMINATED" and len(ended) == 3
+    assert {i: (records[i]["state"], records[i].get("terminated_by")) for i in ended} == {
+        i: ("terminated", "end-raced") for i in ended}
+    # What the retried step knew and the teardown's record lacked is added: the price it launched at.
+    assert all(records[i].get("hourly_price") for i in ended)
+    assert ends_documented(execution)
+    live_records = {i for i, r in records.items() if r["state"] != "terminated"}
+    assert seen.in_ec2 == live_records == seen.reported and not seen.in_ec2 & ended
+    assert not seen.untracked_after_status

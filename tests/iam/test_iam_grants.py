@@ -7,7 +7,8 @@ from gpufill import constants
 from gpufill.local.iam.authorizations import Call, Ec2Resource, authorizations
 from gpufill.local.iam.evaluator import Authorization
 
-from tests.iam.template_roles import without_grant
+from gpufill.local.iam.principals import principal
+
 from tests.iam.test_iam_runs import ONE_REGION, request
 
 ACCOUNT = "123456789012"
@@ -26,9 +27,8 @@ ACCOUNT = "123456789012"
         ("partial", "LaunchBatch", "ec2:CreateTags", "instance/*", "ec2:CreateTags on resource: arn:aws:ec2:us-west-2:123456789012:instance/*"),
     ],
 )
-def test_a_launch_without_the_grant_is_rejected_as_aws_rejects_it(judged_account, app_roles, mode, role, action, resource, refused_on):
-    narrowed = without_grant(app_roles, role, action, resource)
-    with judged_account(ONE_REGION, roles=narrowed) as (engine, _):
+def test_a_launch_without_the_grant_is_rejected_as_aws_rejects_it(judged_account, mode, role, action, resource, refused_on):
+    with judged_account(ONE_REGION, without=(role, action, resource)) as (engine, _):
         execution = engine.run(request(launch_mode=mode), name=f"no-grant-{mode}")
     assert execution.error == "LAUNCH_REJECTED", execution.cause
     assert execution.cause["code"] == "UnauthorizedOperation"
@@ -37,9 +37,8 @@ def test_a_launch_without_the_grant_is_rejected_as_aws_rejects_it(judged_account
     assert execution.cause["launched"] == 0
 
 
-def test_a_teardown_without_terminate_ends_nothing_and_says_so(judged_account, app_roles):
-    narrowed = without_grant(app_roles, "TerminateRegionInstances", "ec2:TerminateInstances", "instance/*")
-    with judged_account(ONE_REGION, roles=narrowed) as (engine, judgements):
+def test_a_teardown_without_terminate_ends_nothing_and_says_so(judged_account):
+    with judged_account(ONE_REGION, without=("TerminateRegionInstances", "ec2:TerminateInstances", "instance/*")) as (engine, judgements):
         launched = engine.run(request(launch_mode="fleet"), name="kept")
         teardown = engine.run({"action": "teardown", "request_id": "kept"}, name="kept-teardown", decision="approved")
         running = engine.client("ec2", "us-west-2").describe_instances(
@@ -63,34 +62,34 @@ class _OneInstance:
         return Ec2Resource(self.tags, {"ec2:InstanceID": resource_id}) if kind == "instance" else None
 
 
-def _report_step(app_roles, evaluator, *, caller: str, target: str, tags: dict, key=constants.TAG_STARTUP_STEP):
+def _report_step(app, evaluator, *, caller: str, target: str, tags: dict, key=constants.TAG_STARTUP_STEP):
     call = Call("ec2", "CreateTags", {"Resources": [target], "Tags": [{"Key": key, "Value": "serving"}]}, "us-west-2", ACCOUNT)
-    principal = app_roles.instance
+    instance = principal(app.instance_role, caller, ACCOUNT)
     source = f"arn:aws:ec2:us-west-2:{ACCOUNT}:instance/{caller}"
     checks = [
-        Authorization(a.action, a.resource, {**principal.context(), "ec2:SourceInstanceARN": source, **a.context})
+        Authorization(a.action, a.resource, {**instance.context(), "ec2:SourceInstanceARN": source, **a.context})
         for a in authorizations(call, _OneInstance(tags))
     ]
-    return evaluator.first_refusal(principal.arn, ACCOUNT, principal.policies, checks)
+    return evaluator.first_refusal(instance.arn, ACCOUNT, instance.policies, checks)
 
 
-def test_an_instance_reports_its_startup_step_on_itself_only(app_roles, evaluator):
+def test_an_instance_reports_its_startup_step_on_itself_only(app, evaluator):
     ours = {constants.TAG_MANAGED: constants.TAG_MANAGED_VALUE, constants.TAG_DEPLOYMENT: "local"}
-    assert _report_step(app_roles, evaluator, caller="i-0aaa", target="i-0aaa", tags=ours) is None
+    assert _report_step(app, evaluator, caller="i-0aaa", target="i-0aaa", tags=ours) is None
     # another instance, another deployment's instance, another tag key: refused
-    assert _report_step(app_roles, evaluator, caller="i-0aaa", target="i-0bbb", tags=ours) is not None
+    assert _report_step(app, evaluator, caller="i-0aaa", target="i-0bbb", tags=ours) is not None
     other = {**ours, constants.TAG_DEPLOYMENT: "prod"}
-    assert _report_step(app_roles, evaluator, caller="i-0aaa", target="i-0aaa", tags=other) is not None
-    assert _report_step(app_roles, evaluator, caller="i-0aaa", target="i-0aaa", tags=ours, key="Name") is not None
+    assert _report_step(app, evaluator, caller="i-0aaa", target="i-0aaa", tags=other) is not None
+    assert _report_step(app, evaluator, caller="i-0aaa", target="i-0aaa", tags=ours, key="Name") is not None
 
 
-def test_the_instance_reads_its_startup_script_and_model_only(app_roles, evaluator):
-    principal = app_roles.instance
-    bucket = "gpufill-startup-local"
+def test_the_instance_reads_its_startup_script_and_model_only(app, evaluator):
+    instance = principal(app.instance_role, "i-0aaa", ACCOUNT)
+    bucket = app.home.functions["LaunchBatch"].environment[constants.ENV_STARTUP_BUCKET]
 
     def read(key):
         check = authorizations(Call("s3", "GetObject", {"Bucket": bucket, "Key": key}, "us-west-2", ACCOUNT), None)[0]
-        return evaluator.judge(principal.arn, ACCOUNT, principal.policies, check).result
+        return evaluator.judge(instance.arn, ACCOUNT, instance.policies, check).result
 
     assert read(f"{constants.STARTUP_SCRIPTS_PREFIX}startup.sh") == "Allowed"
     assert read(f"{constants.MODELS_PREFIX}llama/weights.bin") == "Allowed"

@@ -294,3 +294,12 @@ def test_a_cause_exactly_at_the_budget_is_kept_whole(monkeypatch):
     assert gang.not_placed_cause(request(count=2, all_or_nothing=True), tried, rolled, []) == whole
     monkeypatch.setattr(gang, "CAUSE_BUDGET", len(whole) - 1)
     assert "pools_note" in json.loads(gang.not_placed_cause(request(count=2, all_or_nothing=True), tried, rolled, []))
+
+
+def test_a_rollback_is_settled_only_when_ec2_shows_every_instance_ending():
+    ids = ["i-1", "i-2"]
+    assert gang.rollback_settled(ids, {"i-1": "shutting-down", "i-2": "terminated"})
+    assert not gang.rollback_settled(ids, {"i-1": "terminated", "i-2": "running"})
+    # Not described (a new instance EC2 does not show yet) is not known to be ended.
+    assert not gang.rollback_settled(ids, {"i-1": "terminated"})
+    assert not gang.rollback_settled([], {})

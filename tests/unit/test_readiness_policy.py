@@ -223,3 +223,25 @@ def test_the_run_waits_exactly_while_someone_is_unsettled_and_time_is_left(facts
         # Every instance has a verdict; serving true exactly for a running instance that reported serving.
         assert [i.serving for i in checked.instances] == [s == "serving" and st_ == "running" for s, st_ in facts]
         assert all((i.serving_reason is None) == i.serving for i in checked.instances)
+
+
+@given(st.text(max_size=300), st.integers(min_value=4, max_value=1024))
+def test_a_reported_step_is_kept_whole_or_cut_at_a_character_within_its_bytes(step, max_bytes):
+    kept = readiness.bounded_step(step, max_bytes)
+    if len(step.encode()) <= max_bytes:
+        assert kept == step
+    else:
+        assert kept.endswith(readiness.ELLIPSIS) and step.startswith(kept[: -len(readiness.ELLIPSIS)])
+        assert len(kept.encode()) <= max_bytes
+        # The longest such prefix: one more character would not fit.
+        prefix = kept[: -len(readiness.ELLIPSIS)]
+        assert len((step[: len(prefix) + 1] + readiness.ELLIPSIS).encode()) > max_bytes
+
+
+def test_a_long_non_ascii_step_is_cut_between_characters_and_keeps_its_failure_prefix():
+    step = "failed: " + "模型同步中" * 51  # a 256-character tag value, 773 bytes of UTF-8
+    kept = readiness.bounded_step(step)
+    assert kept.startswith("failed: 模型同步中") and kept.endswith("…")
+    assert len(kept.encode()) <= readiness.STEP_MAX_BYTES < len(step.encode())
+    assert readiness.has_failed(kept)
+    assert readiness.bounded_step("syncing model") == "syncing model" and readiness.bounded_step(None) is None

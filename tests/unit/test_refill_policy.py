@@ -345,3 +345,9 @@ def test_the_refill_keeps_the_requests_own_waits():
     assert (asked["ready_timeout"], asked["wait_for_capacity"]) == ("PT0S", {"deadline": "PT7200S"})
     accepted = Request.model_validate(asked)
     assert (accepted.ready_timeout.total_seconds(), accepted.wait_for_capacity.deadline.total_seconds()) == (0, 7200)
+
+
+def test_a_teardown_asked_and_not_yet_approved_already_stops_the_refill():
+    decision = refill.decide(WARNING, dict(RECORD), STORED, [], None, stopped_by="end-serve")
+    assert (decision.refill, decision.reason) == (False, "torn-down")
+    assert "end-serve" in decision.detail

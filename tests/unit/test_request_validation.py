@@ -290,6 +290,17 @@ def test_teardown_and_status_combinations_say_what_goes_with_what():
         "request_id": "only goes with action 'teardown' or 'status' (this request's action is 'provision')"}
 
 
+@pytest.mark.parametrize("action", ["teardown", "status"])
+def test_what_to_launch_is_refused_on_a_teardown_or_status_request(action):
+    target = {"request_id": "run-a"}
+    found = problems({"action": action, **target, "count": 3, "market": "spot", "tags": {"team": "ml"}})
+    said = f"only goes with action 'provision' or 'plan' (this request's action is {action!r})"
+    assert found == {"count": said, "market": said, "tags": said}
+    # The regions to search still go with them, and the same fields go with a plan.
+    accepted(action=action, regions=["us-west-2"], **target)
+    accepted(action="plan", count=3, market="on-demand", tags={"team": "ml"})
+
+
 def test_cross_field_problems_given_directly_are_described_field_by_field():
     from gpufill.models.request import RequestProblems
 

@@ -298,3 +298,15 @@ def test_teardown_and_status_requests_normalise():
     assert (everything.all, everything.target_request_id, everything.instance_ids) == (True, None, None)
     status_request = norm({"action": "status", "request_id": "run-a"})
     assert (status_request.target_request_id, status_request.regions) == ("run-a", ["us-west-2"])
+
+
+def test_a_teardown_stops_the_maintenance_of_the_request_named_and_of_every_instance_it_ends():
+    from gpufill.models.teardown import TeardownInstance, TeardownTarget
+    from gpufill.policy.teardown import maintenance_to_stop
+
+    def one(iid, req):
+        return TeardownInstance(instance_id=iid, request_id=req, region="us-east-1", state="running", recorded=True)
+
+    assert maintenance_to_stop(TeardownTarget(request_id="a"), []) == ["a"]
+    assert maintenance_to_stop(TeardownTarget(instance_ids=["i-1", "i-2"]), [one("i-1", "b"), one("i-2", None)]) == ["b"]
+    assert maintenance_to_stop(TeardownTarget(all=True), [one("i-1", "c"), one("i-2", "b"), one("i-3", "c")]) == ["b", "c"]

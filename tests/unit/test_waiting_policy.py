@@ -333,3 +333,31 @@ def test_a_deadline_that_is_not_an_iso_duration_is_refused_saying_what_was_given
         "field": "wait_for_capacity.deadline",
         "problem": f"must be an ISO 8601 duration such as 'PT6H' or 'P2D', got {shown}",
     }]
+
+
+def test_a_successor_is_this_runs_own_start_only_when_it_carries_the_same_request_and_run():
+    sent = {"request": {"request_id": "r", "count": 4}, "run": {"launched": 1}}
+    same = {waiting.CONTINUATION: sent, "AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID": "arn:...:r"}
+    assert waiting.handover(sent, same, exists=True) == "continued"
+    assert waiting.handover(sent, None, exists=False) == "not_started"
+    # Someone else's execution of the name: another input, no input of ours, or not JSON at all.
+    other = {waiting.CONTINUATION: {**sent, "run": {"launched": 2}}}
+    for found in (other, {"instance_type": "g6.xlarge"}, None, "text"):
+        assert waiting.handover(sent, found, exists=True) == "name_taken"
+
+
+def test_a_failed_hand_over_says_why_in_words_under_a_documented_name():
+    taken = waiting.handover_failure("name_taken", "r-c1", {"Error": "StepFunctions.ExecutionAlreadyExistsException"},
+                                     "2026-01-02T03:04:05+00:00")
+    assert taken["Error"] == "ContinuationNameTaken"
+    assert "r-c1 is held by another execution (started 2026-01-02T03:04:05+00:00)" in taken["Cause"]
+    unstarted = waiting.handover_failure("not_started", "r-c1", {"Error": "StepFunctions.ServiceUnavailableException"})
+    assert unstarted == {"Error": "ContinuationNotStarted", "Cause": (
+        "The wait could not continue: starting r-c1 failed (StepFunctions.ServiceUnavailableException) and no "
+        "execution of that name exists, so nothing goes on with the request.")}
+
+
+def test_status_says_a_failed_wait_ended_and_where():
+    line = waiting.view_line({"phase": "failed", "execution": "r-c1", "error": "Lambda.ServiceException", "tries": 1})
+    assert line == ("the wait for capacity ended: r-c1 failed (Lambda.ServiceException) after 1 try; "
+                    "its cause names every instance kept")

@@ -6,7 +6,7 @@ import boto3
 
 from gpufill.adapters import aws
 from tests.conftest import zone
-from tests.workflow.conftest import tried
+from tests.workflow.conftest import stack_names, tried
 
 TWO_REGIONS = {
     "regions": {
@@ -49,6 +49,8 @@ def test_the_fleet_launches_from_a_template_version_holding_the_hardened_setting
             "provide-client-params.ec2.CreateFleet", lambda params, **_: sent.append(dict(params))
         )
         execution = engine.run(fleet_request(count=2, regions=["us-west-2"], root_volume_gib=100), name="fleet-settings")
+        # what the stack deploys: its instance profile, and the startup bucket the functions are told of
+        profile, bucket = stack_names(engine)
         ec2 = boto3.client("ec2", region_name="us-west-2")
         spec = sent[0]["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]
         version = ec2.describe_launch_template_versions(
@@ -64,9 +66,9 @@ def test_the_fleet_launches_from_a_template_version_holding_the_hardened_setting
     assert template["LaunchTemplateName"] == "gpufill-local"
     data = version["LaunchTemplateData"]
     assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1 and data["MetadataOptions"]["HttpTokens"] == "required"
-    assert data["IamInstanceProfile"] == {"Arn": "arn:aws:iam::123456789012:instance-profile/gpufill-local-instances"}
+    assert data["IamInstanceProfile"] == {"Arn": profile}
     assert data["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == 100
-    assert "s3://gpufill-startup-local/scripts/startup.sh" in base64.b64decode(data["UserData"]).decode()
+    assert f"s3://{bucket}/scripts/startup.sh" in base64.b64decode(data["UserData"]).decode()
     # Teardown and status find fleet instances by the same tags as any other.
     for reservation in described["Reservations"]:
         for instance in reservation["Instances"]:

@@ -7,6 +7,7 @@ import pytest
 
 from gpufill.adapters import aws
 from tests.conftest import zone
+from tests.workflow.conftest import stack_names
 
 MARKET = {"regions": {"us-west-2": {"zones": {"us-west-2a": zone(0.4, spot=4), "us-west-2b": zone(0.5, spot=4)}}}}
 
@@ -19,12 +20,14 @@ def test_run_instances_carries_the_hardened_launch_settings(local_account):
         )
         execution = engine.run({"count": 2, "regions": ["us-west-2"], "root_volume_gib": 100, "launch_mode": "partial",
                                 "model_id": "Qwen/Qwen2.5-Coder-7B-Instruct"}, name="hardened")
+        # what the stack deploys: its instance profile, and the startup bucket the functions are told of
+        profile, bucket = stack_names(engine)
         ec2 = boto3.client("ec2", region_name="us-west-2")
         groups = ec2.describe_security_groups(GroupIds=sent[0]["SecurityGroupIds"])["SecurityGroups"]
         subnet = ec2.describe_subnets(SubnetIds=[sent[0]["SubnetId"]])["Subnets"][0]
     params = sent[0]
     # The instance profile (SSM core access, the startup bucket) goes with every launch.
-    assert params["IamInstanceProfile"] == {"Arn": "arn:aws:iam::123456789012:instance-profile/gpufill-local-instances"}
+    assert params["IamInstanceProfile"] == {"Arn": profile}
     # IMDSv2 only, and one hop: the serving container has no route to the instance's credentials.
     assert params["MetadataOptions"] == {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1}
     tags = {t["Key"]: t["Value"] for t in params["TagSpecifications"][0]["Tags"]}
@@ -37,7 +40,7 @@ def test_run_instances_carries_the_hardened_launch_settings(local_account):
     assert [g["GroupName"] for g in groups] == ["gpufill-instances"] and groups[0]["IpPermissions"] == []
     assert (subnet["AvailabilityZone"], subnet["DefaultForAz"]) == ("us-west-2a", True)
     user_data = base64.b64decode(params["UserData"]).decode()
-    assert "s3://gpufill-startup-local/scripts/startup.sh" in user_data
+    assert f"s3://{bucket}/scripts/startup.sh" in user_data
     assert "Qwen/Qwen2.5-Coder-7B-Instruct" in user_data and len(params["UserData"]) < 16 * 1024
     assert execution.output["status"] == "FULFILLED"
 

@@ -39,3 +39,21 @@ def start(name: str, execution_input: dict) -> str:
     if json.loads(sfn.describe_execution(executionArn=arn).get("input") or "null") != execution_input:
         raise ExecutionNameTaken(f"execution {name} already exists with another input")
     return arn
+
+
+def describe(state_machine_arn: str, name: str) -> dict | None:
+    """The execution `name` of the state machine as {"input", "status", "started"}, or None when
+    no execution holds the name. Its input is parsed (None if it is not JSON)."""
+    sfn = client("stepfunctions")
+    try:
+        found = sfn.describe_execution(executionArn=execution_arn(state_machine_arn, name))
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
+            return None
+        raise
+    try:
+        parsed = json.loads(found.get("input") or "null")
+    except ValueError:
+        parsed = None
+    started = found.get("startDate")
+    return {"input": parsed, "status": found.get("status"), "started": started.isoformat() if started else None}

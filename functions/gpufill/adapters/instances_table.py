@@ -36,29 +36,39 @@ def _table():
 def record_launched(
     instances: list[Instance], *, request_id: str, client_token: str, maintain: bool = False, replaces: list[str] | None = None
 ) -> None:
-    """`maintain`: EC2 reclaiming one starts a refill run; `replaces`: the instances a refill run launched it for."""
+    """`maintain`: EC2 reclaiming one starts a refill run; `replaces`: the instances a refill run launched it for.
+
+    Records only move forward: each attribute is written only where the record lacks it, so a
+    retried launch step (its token answered with the same instances) adds what a status run's
+    reconciled record was missing, and never takes back what a teardown, a rollback or the boot
+    check wrote meanwhile (a terminated instance stays terminated, with who ended it). DynamoDB
+    has no conditional batch write, hence one UpdateItem per instance."""
     now = clock.iso_now()
-    extra: dict = {"maintain": True} if maintain else {}
-    if replaces:
-        extra["replaces"] = list(replaces)
     try:
-        with _table().batch_writer(overwrite_by_pkeys=["instance_id"]) as batch:
-            for instance in instances:
-                item = instance.model_dump(exclude_none=True)
-                if instance.hourly_price is not None:
-                    item["hourly_price"] = Decimal(str(instance.hourly_price))
-                batch.put_item(
-                    Item={
-                        **item,
-                        "request_id": request_id,
-                        "client_token": client_token,
-                        "state": "pending",
-                        "launched_at": now,
-                        **extra,
-                    }
-                )
+        for instance in instances:
+            item = instance.model_dump(exclude_none=True)
+            if instance.hourly_price is not None:
+                item["hourly_price"] = Decimal(str(instance.hourly_price))
+            item.pop("instance_id")
+            item.update({"request_id": request_id, "client_token": client_token, "state": "pending", "launched_at": now})
+            if maintain:
+                item["maintain"] = True
+            if replaces:
+                item["replaces"] = list(replaces)
+            _write_missing(instance.instance_id, item)
     except Exception as error:
         raise InstanceRecordError(f"could not record {[i.instance_id for i in instances]}: {error}") from error
+
+
+def _write_missing(instance_id: str, attributes: dict) -> None:
+    names = {f"#a{n}": key for n, key in enumerate(attributes)}
+    values = {f":a{n}": value for n, value in enumerate(attributes.values())}
+    _table().update_item(
+        Key={"instance_id": instance_id},
+        UpdateExpression="SET " + ", ".join(f"#a{n} = if_not_exists(#a{n}, :a{n})" for n in range(len(attributes))),
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues=values,
+    )
 
 
 def records_for_request(request_id: str) -> list[dict]:
@@ -255,7 +265,8 @@ def mark_ended(instance_id: str, *, state: str, seen_at: datetime) -> None:
 
 
 def record_boot_state(instance: Instance, *, lost: bool) -> None:
-    """State and private IP after the launch settled; a lost instance is marked so nobody pays attention to it."""
+    """State and private IP after the launch settled; a lost instance is marked so nobody pays attention to it.
+    A record that says the instance was ended (terminated_at) keeps saying so."""
     names = {"#state": "state"}
     values = {":state": instance.state or "unknown", ":now": clock.iso_now()}
     expression = "SET #state = :state, checked_at = :now"
@@ -265,12 +276,18 @@ def record_boot_state(instance: Instance, *, lost: bool) -> None:
     if lost:
         expression += ", lost_reason = :why"
         values[":why"] = "ended before it was running (spot capacity reclaimed at launch)"
-    _table().update_item(
-        Key={"instance_id": instance.instance_id},
-        UpdateExpression=expression,
-        ExpressionAttributeNames=names,
-        ExpressionAttributeValues=values,
-    )
+    try:
+        # What the boot check saw may be older than a teardown's or a rollback's record of the end.
+        _table().update_item(
+            Key={"instance_id": instance.instance_id},
+            UpdateExpression=expression,
+            ConditionExpression="attribute_not_exists(terminated_at)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            raise
 
 
 # --- maintenance -------------------------------------------------------------------------

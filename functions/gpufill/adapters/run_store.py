@@ -228,13 +228,44 @@ def _plain(value):
 
 def save_request(request_id: str, request: dict) -> None:
     """Kept without expiry: maintenance lasts as long as the request's instances do. The same
-    request is written by every step of its run, with the same content."""
-    _table().put_item(Item={INSTANCES_TABLE_KEY: f"{REQUEST_KEY_PREFIX}{request_id}", "kind": KIND_REQUEST, "body": _pack(request)})
+    request is written by every step of its run, with the same content; a teardown's stop mark
+    on it stays (an update, not a put)."""
+    _table().update_item(
+        Key={INSTANCES_TABLE_KEY: f"{REQUEST_KEY_PREFIX}{request_id}"},
+        UpdateExpression="SET kind = :kind, body = :body",
+        ExpressionAttributeValues={":kind": KIND_REQUEST, ":body": _pack(request)},
+    )
 
 
 def load_request(request_id: str) -> dict | None:
-    item = _table().get_item(Key={INSTANCES_TABLE_KEY: f"{REQUEST_KEY_PREFIX}{request_id}"}, ConsistentRead=True).get("Item")
+    item = _load_request_item(request_id)
     return None if item is None else _unpack(item["body"])  # type: ignore[return-value]
+
+
+def _load_request_item(request_id: str) -> dict | None:
+    return _table().get_item(Key={INSTANCES_TABLE_KEY: f"{REQUEST_KEY_PREFIX}{request_id}"}, ConsistentRead=True).get("Item")
+
+
+def end_maintenance(request_id: str, *, by: str) -> bool:
+    """A teardown was asked for the request's instances: no refill launches for it from now on,
+    whatever the approval says. False when the request is not maintained (no stored request)."""
+    try:
+        _table().update_item(
+            Key={INSTANCES_TABLE_KEY: f"{REQUEST_KEY_PREFIX}{request_id}"},
+            UpdateExpression="SET maintenance_stopped_by = if_not_exists(maintenance_stopped_by, :by)",
+            ConditionExpression="attribute_exists(#key)",
+            ExpressionAttributeNames={"#key": INSTANCES_TABLE_KEY},
+            ExpressionAttributeValues={":by": by},
+        )
+    except _table().meta.client.exceptions.ConditionalCheckFailedException:
+        return False
+    return True
+
+
+def maintenance_stopped_by(request_id: str) -> str | None:
+    """The teardown that stopped the request's maintenance, or None while it is maintained."""
+    item = _load_request_item(request_id)
+    return None if item is None else item.get("maintenance_stopped_by")
 
 
 def _batch_get(keys: list[str]) -> dict[str, dict]:

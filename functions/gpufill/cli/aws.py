@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -23,6 +24,9 @@ ENV_VARIABLE = "GPUFILL_ENV"
 LOCAL_CREDENTIALS = {"aws_access_key_id": "gpufill-local", "aws_secret_access_key": "gpufill-local"}
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 POLL_SECONDS = 2.0
+# How AWS names a region (us-east-1, ap-southeast-4, us-gov-west-1): a --region that is not
+# shaped so is a typo, refused before any call is signed for it.
+REGION_NAME = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
 
 
 def add_deployment_options(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +76,8 @@ class Deployment:
 def session_for(region: str | None, endpoint_url: str | None):
     import boto3
 
+    if region is not None and not REGION_NAME.fullmatch(region):
+        raise UsageError(f"--region {region!r} is not a region name (like us-east-1)")
     session = boto3.Session(region_name=region or os.environ.get("AWS_REGION") or None)
     if session.region_name is None and endpoint_url and _is_loopback(endpoint_url):
         # `gpufill local serve` plays its deployment in the local engine's home region.
@@ -106,11 +112,12 @@ def find(args: argparse.Namespace) -> Deployment:
         if "does not exist" in message:
             raise Failed(
                 f"no gpufill deployment {env!r} {where}: stack {stack} was not found. Deploy it "
-                f"(npx cdk deploy --all -c env={env}) or name the right one with --env/--region" + local_hint(env, args.endpoint_url)
+                f"(npx cdk deploy --all -c env={env}) or name the right one with --env/--region"
+                + local_hint(env, args.endpoint_url) + local_region_hint(args.endpoint_url)
             ) from None
-        raise Failed(f"could not read stack {stack} {where}: {message}") from None
+        raise Failed(f"could not read stack {stack} {where}: {readable(message)}") from None
     except BotoCoreError as error:
-        raise Failed(f"could not reach CloudFormation {where}: {error}") from None
+        raise Failed(f"could not reach CloudFormation {where}: {readable(str(error))}") from None
     outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
     if constants.OUTPUT_STATE_MACHINE_ARN not in outputs:
         raise Failed(
@@ -126,6 +133,21 @@ def local_hint(env: str, endpoint_url: str | None) -> str:
     return ""
 
 
+def local_region_hint(endpoint_url: str | None) -> str:
+    if endpoint_url and _is_loopback(endpoint_url):
+        return f"; gpufill local serve's deployment is in {constants.LOCAL_HOME_REGION}"
+    return ""
+
+
+def readable(message: str) -> str:
+    """An error message fit for one line: an endpoint's HTML error page becomes its status line."""
+    if "<html" not in message.lower() and "<!doctype" not in message.lower():
+        return message
+    title = re.search(r"<title>(.*?)</title>", message, flags=re.S | re.I)
+    status = title.group(1).strip() if title else "an HTML error page"
+    return f"the endpoint answered {status} (its own log says why)"
+
+
 def aws_errors(action: str) -> Callable:
     """Turns botocore's errors into one line naming what was being done (exit 1)."""
 
@@ -137,9 +159,11 @@ def aws_errors(action: str) -> Callable:
                 return function(*args, **kwargs)
             except ClientError as error:
                 detail = error.response.get("Error", {})
-                raise Failed(f"could not {action}: {detail.get('Code')}: {detail.get('Message')}") from None
+                message = readable(str(detail.get("Message")))
+                code = detail.get("Code")
+                raise Failed(f"could not {action}: {message}" if message != detail.get("Message") else f"could not {action}: {code}: {message}") from None
             except BotoCoreError as error:
-                raise Failed(f"could not {action}: {error}") from None
+                raise Failed(f"could not {action}: {readable(str(error))}") from None
 
         return run
 
@@ -167,11 +191,13 @@ def wait_for_end(
     on_quiet: Callable[[str | None, Any], None] | None = None,
     quiet_after: float = 60.0,
     until: Callable[[list[dict]], bool] | None = None,
+    seen: list[dict] | None = None,
 ) -> tuple[dict, list[dict]]:
     """Polls until the execution ends (or `until(history)` holds), handing each new history event
     to `on_event`, and `on_quiet(state, since)` once per state when nothing happened for
-    `quiet_after` seconds. Returns the last DescribeExecution and the history so far."""
-    seen: list[dict] = []
+    `quiet_after` seconds. Returns the last DescribeExecution and the history so far (`seen`,
+    the events an earlier wait returned, plus the new ones)."""
+    seen = list(seen or [])
     last_change = time.monotonic()
     quiet_reported: set[int] = set()
     while True:

@@ -6,14 +6,17 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import re
+import shlex
+import shutil
 import sys
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 # Step Functions' own rule for execution names (StartExecution `name`): 1-80 characters; gpufill
 # keeps to the ASCII letters, digits, - and _ so the name is also a valid tag value and request id.
 EXECUTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
@@ -21,11 +24,51 @@ MAX_EXECUTION_NAME = 80
 
 
 class UsageError(Exception):
-    """An argument or input file gpufill cannot use: printed as one line, exit 2."""
+    """An argument or input file gpufill cannot use: printed as one line, exit 2. `fields` (each
+    {"field", "problem"}) go into the --json error document too."""
+
+    def __init__(self, message: str, fields: list[dict[str, str]] | None = None):
+        super().__init__(message)
+        self.fields = fields
 
 
 class Failed(Exception):
     """The verb ran and did not succeed (AWS refused, nothing found): printed as one line, exit 1."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill, a container stopping, timeout(1)): every path that cleans up after Ctrl-C
+    cleans up after it too; only the exit code differs (143)."""
+
+
+# With --json the one document goes here (the real stdout), while sys.stdout points at stderr
+# for the verb's duration: whatever else prints (a library's warning, a metrics line) cannot
+# land in front of it.
+_document_stream: TextIO | None = None
+
+
+def program() -> str:
+    """The gpufill command as this process was started, for hints a user copy-pastes: `gpufill`
+    when that is what PATH finds, else the path typed (`.venv/bin/gpufill`, no venv activated)."""
+    invoked = sys.argv[0] if sys.argv else ""
+    real = os.path.realpath(invoked) if invoked else ""
+    if real == os.path.realpath(os.path.join(os.path.dirname(__file__), "__main__.py")):
+        return f"{shlex.quote(_as_typed(sys.executable))} -m gpufill.cli"
+    if os.path.basename(invoked) != "gpufill":  # called in-process (tests, another tool)
+        return "gpufill"
+    on_path = shutil.which("gpufill")
+    if on_path and os.path.realpath(on_path) == real:
+        return "gpufill"
+    return shlex.quote(_as_typed(invoked))
+
+
+def _as_typed(path: str) -> str:
+    """`path` relative to the working directory when it lies below it (`.venv/bin/gpufill`)."""
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute)
+    if relative.startswith(".."):
+        return absolute
+    return relative if os.sep in relative else f".{os.sep}{relative}"
 
 
 def say(message: str) -> None:
@@ -75,6 +118,31 @@ def read_request(path: Path, what: str = "request") -> dict:
     return document
 
 
+def check_request(request: dict, what: str, *, name: str | None = None) -> None:
+    """The state machine's own check (ValidateRequest's model), before StartExecution: a bad
+    request is refused here with the same words, and no execution (nor its bill line) starts."""
+    from pydantic import ValidationError
+
+    from gpufill.models.request import Request, RequestProblems, describe_problems
+    from gpufill.policy.waiting import is_successor_name
+
+    problems: list[dict[str, str]] = []
+    if name is not None and is_successor_name(name):
+        problems.append({
+            "field": "(execution name)",
+            "problem": f"{name!r} ends like a continued execution's name (<request>-c<n>), which wait_for_capacity "
+            "keeps for itself; choose a name that does not end in -c and a number",
+        })
+    try:
+        Request.model_validate(request)
+    except (ValidationError, RequestProblems) as error:
+        problems += describe_problems(error)
+    if problems:
+        listed = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
+        changes = "changed" if request.get("action") in ("teardown", "status") else "started"
+        raise UsageError(f"{what}: {len(problems)} problem(s): {listed}. Nothing was {changes}.", problems)
+
+
 def _json_kind(value: Any) -> str:
     return {str: "string", list: "list", bool: "boolean", type(None): "null"}.get(type(value), "number")
 
@@ -88,15 +156,33 @@ def pydantic_problem(error: Any) -> str:
     return "; ".join(parts)
 
 
-def print_json(document: Any, out: TextIO | None = None) -> None:
-    print(json.dumps(document, indent=2, default=str), file=out or sys.stdout, flush=True)
+def print_json(document: Any, out: TextIO | None = None, *, indent: int | None = 2) -> None:
+    print(json.dumps(document, indent=indent, default=str), file=out or _document_stream or sys.stdout, flush=True)
+
+
+@contextmanager
+def json_stdout(enabled: bool) -> Iterator[None]:
+    """While a --json verb runs, stdout is stderr; print_json alone writes to the real stdout."""
+    global _document_stream
+    if not enabled:
+        yield
+        return
+    real, previous = sys.stdout, _document_stream
+    _document_stream, sys.stdout = real, sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout, _document_stream = real, previous
 
 
 @contextmanager
 def lambda_logs(*, verbose: bool, log_file: Path | None) -> Iterator[None]:
     """The handlers log (Powertools, JSON lines) to stdout, as Lambda wants. Locally that would
     land between progress lines and break --json, so the lines go to --log-file, or straight
-    to stderr with --verbose, or are kept and written to stderr once the run is over."""
+    to stderr with --verbose, or are kept and written to stderr once the run is over.
+
+    The local engine runs the handlers at Powertools' WARNING level, so a run that goes well
+    logs nothing; asked for the lines (--verbose, --log-file), the handlers log at INFO."""
     from gpufill.constants import SERVICE_NAME
 
     kept = io.StringIO()
@@ -110,8 +196,9 @@ def lambda_logs(*, verbose: bool, log_file: Path | None) -> Iterator[None]:
     service = logging.getLogger(SERVICE_NAME)
     # Powertools gives the service logger its own stdout handler on first import; each handler
     # module imports it lazily, so the stream is swapped both now and whenever one appears.
+    level = logging.INFO if verbose or log_file is not None else None
     try:
-        with _StreamSwap(service, target):
+        with _StreamSwap(service, target, level):
             yield
     finally:
         if log_file is not None:
@@ -123,11 +210,13 @@ def lambda_logs(*, verbose: bool, log_file: Path | None) -> Iterator[None]:
 
 class _StreamSwap:
     """Points every stream handler of `logger` at `target` while active, including handlers
-    added while it is active (Powertools adds its handler when the first handler module loads)."""
+    added while it is active (Powertools adds its handler when the first handler module loads),
+    and holds the logger at `level` (Powertools sets its level just before adding the handler)."""
 
-    def __init__(self, logger: logging.Logger, target: TextIO):
-        self.logger, self.target = logger, target
+    def __init__(self, logger: logging.Logger, target: TextIO, level: int | None = None):
+        self.logger, self.target, self.level = logger, target, level
         self.swapped: dict[logging.StreamHandler, Any] = {}
+        self.original_level = logger.level
 
     def __enter__(self) -> _StreamSwap:
         self._swap()
@@ -142,6 +231,8 @@ class _StreamSwap:
         return self
 
     def _swap(self) -> None:
+        if self.level is not None:
+            self.logger.setLevel(self.level)
         for handler in self.logger.handlers:
             if isinstance(handler, logging.StreamHandler) and handler not in self.swapped:
                 self.swapped[handler] = _set_stream(handler, self.target)
@@ -150,6 +241,8 @@ class _StreamSwap:
         self.logger.addHandler = self._original_add  # type: ignore[method-assign]
         for handler, stream in self.swapped.items():
             _set_stream(handler, stream)
+        if self.level is not None:
+            self.logger.setLevel(self.original_level)
 
 
 def _set_stream(handler: logging.StreamHandler, stream: TextIO) -> TextIO:

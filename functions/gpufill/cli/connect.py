@@ -12,7 +12,14 @@ import urllib.request
 
 from gpufill import constants
 from gpufill.cli import aws
-from gpufill.cli.common import EXIT_FAILED, EXIT_OK, Failed, UsageError
+from gpufill.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Failed,
+    UsageError,
+    print_json,
+    program,
+)
 from gpufill.policy.boot import port_forward_command
 
 PLUGIN = "session-manager-plugin"
@@ -21,6 +28,7 @@ PLUGIN_INSTALL = (
 )
 MODELS_PATH = "/v1/models"
 READY_POLL_SECONDS = 5.0
+STDERR_FD = 2
 
 
 def add_parser(verbs) -> None:
@@ -33,6 +41,12 @@ def add_parser(verbs) -> None:
     )
     connect.add_argument("instance_id", help="the instance (i-...)")
     connect.add_argument("--port", type=int, default=8000, help="local port, and the model server's port (default 8000)")
+    connect.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document (instance, region, port, url, the port-forward command) before forwarding; "
+        "the forward's own output goes to stderr",
+    )
     aws.add_deployment_options(connect)
     connect.set_defaults(handler=connect_verb)
 
@@ -45,15 +59,31 @@ def connect_verb(args: argparse.Namespace) -> int:
     deployment = aws.find(args)
     region = instance_region(deployment, args.instance_id)
     command = port_forward_command(region, args.instance_id, args.port)
-    if shutil.which("aws") is None or shutil.which(PLUGIN) is None:
-        missing = "the AWS CLI and " if shutil.which("aws") is None else ""
-        print(f"{missing}the Session Manager plugin ({PLUGIN}) is not installed here; install it:")
+    missing = [tool for tool in ("aws", PLUGIN) if shutil.which(tool) is None]
+    if args.json:
+        print_json({
+            "instance_id": args.instance_id,
+            "region": region,
+            "port": args.port,
+            "url": f"http://localhost:{args.port}{MODELS_PATH}",
+            "command": command,
+            "forwarding": not missing,
+            "missing": missing,
+            "install": PLUGIN_INSTALL if missing else None,
+        })
+        if missing:
+            return EXIT_FAILED
+    elif missing:
+        what = "the AWS CLI and " if "aws" in missing else ""
+        print(f"{what}the Session Manager plugin ({PLUGIN}) is not installed here; install it:")
         print(f"  {PLUGIN_INSTALL}")
-        print("then run gpufill connect again, or the port forward itself:")
+        print(f"then run {program()} connect again, or the port forward itself:")
         print(f"  {command}")
         return EXIT_FAILED
-    print(f"forwarding localhost:{args.port} to {args.instance_id} ({region}) port {args.port}; Ctrl-C ends it")
-    forward = subprocess.Popen(command, shell=True)  # the command is gpufill's own, quoted for a shell
+    else:
+        print(f"forwarding localhost:{args.port} to {args.instance_id} ({region}) port {args.port}; Ctrl-C ends it")
+    # With --json the forward's own lines ("Starting session with SessionId ...") go to stderr.
+    forward = subprocess.Popen(command, shell=True, stdout=STDERR_FD if args.json else None)  # gpufill's own command, quoted for a shell
     threading.Thread(target=_say_when_ready, args=(args.port, forward), daemon=True).start()
     try:
         return EXIT_OK if forward.wait() == 0 else EXIT_FAILED
@@ -85,6 +115,6 @@ def instance_region(deployment: aws.Deployment, instance_id: str) -> str:
     if not item or item.get("kind"):
         raise Failed(
             f"{instance_id} is not an instance of deployment {deployment.env!r} (no record in {deployment.table_name}); "
-            "gpufill status lists the ones it has"
+            f"{program()} status lists the ones it has"
         )
     return item["region"]

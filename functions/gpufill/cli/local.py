@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import logging
-import signal
+import socket
 import threading
 import warnings
-from contextlib import contextmanager
+from contextlib import redirect_stderr
 from pathlib import Path
 
-from gpufill.cli.common import EXIT_OK, UsageError, lambda_logs
+from gpufill.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    Terminated,
+    UsageError,
+    lambda_logs,
+    print_json,
+    program,
+    say,
+)
 from gpufill.cli.simulate import add_log_options, load_market
 
 DEFAULT_PORT = 4566
+LOOPBACK = "127.0.0.1"
 EXAMPLE_REQUEST = "examples/requests/provision-spot.json"
 
 
@@ -28,15 +40,23 @@ def add_parser(verbs) -> None:
     )
     serve.add_argument("--market", type=Path, required=True, help="market scenario JSON")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0 picks one)")
+    serve.add_argument(
+        "--json",
+        action="store_true",
+        help="once it answers, print one JSON line: url, region, env, state machine, stack outputs",
+    )
     add_log_options(serve)
     serve.set_defaults(handler=serve_verb)
 
 
 def serve_verb(args: argparse.Namespace, ready: threading.Event | None = None, stop: threading.Event | None = None) -> int:
-    """Serves until Ctrl-C (or `stop`, for tests); `ready` is set once the endpoint answers."""
+    """Serves until Ctrl-C or SIGTERM (or `stop`, for tests); `ready` is set once the endpoint answers.
+    Serving only ever ends by being stopped, so it exits 130 (143 on SIGTERM), as an interrupted
+    command does; `stop` gives 130 too."""
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port number (0-65535)")
     scenario = load_market(args.market)
+    check_port_free(args.port)  # before the seconds the simulated account takes to build
 
     from gpufill.local.engine import LocalEngine
     from gpufill.local.server import LocalEndpoint
@@ -45,41 +65,71 @@ def serve_verb(args: argparse.Namespace, ready: threading.Event | None = None, s
     if not args.verbose:  # one access-log line per AWS call would drown everything else
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
     with lambda_logs(verbose=args.verbose, log_file=args.log_file), LocalEngine(scenario) as engine:
+        endpoint = LocalEndpoint(engine, args.port)
         try:
-            endpoint = LocalEndpoint(engine, args.port).start()
-        except OSError as error:
-            raise UsageError(f"--port {args.port}: cannot listen on 127.0.0.1 ({error.strerror or error})") from None
+            with redirect_stderr(io.StringIO()):  # werkzeug prints its own paragraph, then exits
+                endpoint.start()
+        except (OSError, SystemExit) as error:
+            raise UsageError(_cannot_listen(args.port, error)) from None
+        code = EXIT_INTERRUPTED
         try:
-            region = engine.state_machine_arn.split(":")[3]
-            for line in instructions(endpoint.url, region, engine.state_machine_arn, args.market):
-                print(line, flush=True)
-            if ready is not None:
-                ready.set()
+            # From the first line printed on, a stop is the normal end of serving (even one that
+            # arrives before the wait begins): it never adds an error document to the ready one.
             try:
-                with _terminate_as_interrupt():
-                    (stop or threading.Event()).wait()
-            except KeyboardInterrupt:  # Ctrl-C (or kill) is how serving ends
-                print("stopped; the simulated account is gone", flush=True)
+                region = engine.state_machine_arn.split(":")[3]
+                if args.json:
+                    print_json(ready_document(endpoint, region, engine.state_machine_arn, args.market), indent=None)
+                else:
+                    for line in instructions(endpoint.url, region, engine.state_machine_arn, args.market):
+                        print(line, flush=True)
+                if ready is not None:
+                    ready.set()
+                (stop or threading.Event()).wait()
+            except Terminated:
+                code = EXIT_TERMINATED
+            except KeyboardInterrupt:  # Ctrl-C is how serving ends
+                pass
+            stopped = "stopped; the simulated account is gone"
+            if args.json:
+                say(stopped)
+            else:
+                print(stopped, flush=True)
         finally:
             endpoint.stop()
-    return EXIT_OK
+    return code
 
 
-@contextmanager
-def _terminate_as_interrupt():
-    """SIGTERM (kill, a container stopping) ends serving as cleanly as Ctrl-C does."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+def check_port_free(port: int) -> None:
+    """A port something else holds is one line now, not werkzeug's paragraph after the engine is built."""
+    if port == 0:
         return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server itself binds
     try:
-        yield
+        probe.bind((LOOPBACK, port))
+    except OSError as error:
+        raise UsageError(_cannot_listen(port, error)) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        probe.close()
+
+
+def _cannot_listen(port: int, error: BaseException) -> str:
+    if isinstance(error, SystemExit) or getattr(error, "errno", None) == errno.EADDRINUSE:
+        return f"--port {port}: another program listens on 127.0.0.1:{port}; stop it or pick another port (--port 0 picks a free one)"
+    if getattr(error, "errno", None) == errno.EACCES:
+        return f"--port {port}: not allowed to listen on it (ports below 1024 need root); pick another port"
+    return f"--port {port}: cannot listen on 127.0.0.1 ({getattr(error, 'strerror', None) or error})"
+
+
+def ready_document(endpoint, region: str, state_machine_arn: str, market: Path) -> dict:
+    return {
+        "url": endpoint.url,
+        "region": region,
+        "env": endpoint.engine_env(),
+        "market": str(market),
+        "state_machine_arn": state_machine_arn,
+        "outputs": endpoint.outputs(),
+    }
 
 
 def instructions(url: str, region: str, state_machine_arn: str, market: Path) -> list[str]:
@@ -90,6 +140,6 @@ def instructions(url: str, region: str, state_machine_arn: str, market: Path) ->
         f"  export AWS_ACCESS_KEY_ID=gpufill-local AWS_SECRET_ACCESS_KEY=gpufill-local AWS_DEFAULT_REGION={region}",
         f"  aws stepfunctions start-execution --endpoint-url {url} --state-machine-arn {state_machine_arn} "
         f"--name my-run --input file://{EXAMPLE_REQUEST}",
-        f"  .venv/bin/gpufill up {EXAMPLE_REQUEST} --env local --endpoint-url {url}",
+        f"  {program()} up {EXAMPLE_REQUEST} --env local --endpoint-url {url}",
         "Ctrl-C stops it (everything in the simulated account is forgotten).",
     ]

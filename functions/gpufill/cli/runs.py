@@ -9,7 +9,18 @@ import sys
 from pathlib import Path
 
 from gpufill.cli import aws
-from gpufill.cli.common import EXIT_FAILED, EXIT_OK, check_name, fresh_name, print_json, read_request, say
+from gpufill.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    check_name,
+    check_request,
+    fresh_name,
+    print_json,
+    program,
+    read_request,
+    say,
+)
 from gpufill.cli.render import ExecutionView, Progress, render_summary
 
 
@@ -52,6 +63,7 @@ def add_parsers(verbs) -> None:
 def run_verb(args: argparse.Namespace) -> int:
     request = read_request(args.request)
     name = check_name(args.name) if args.name else fresh_name(args.request.stem)
+    check_request(request, f"request file {args.request}", name=name)
     deployment = aws.find(args)
     arn = start(deployment, request, name)
     if not args.watch:
@@ -59,7 +71,7 @@ def run_verb(args: argparse.Namespace) -> int:
             print_json({"execution": {"name": name, "arn": arn, "status": "RUNNING"}})
         else:
             print(f"started {name}\n  {arn}")
-            print(f"Follow it: gpufill watch {name}{deployment_flags(deployment)}")
+            print(f"Follow it: {program()} watch {name}{deployment_flags(deployment)}")
         return EXIT_OK
     view = follow(deployment, arn, header=f"gpufill run {args.request}: {name} on {deployment.env}", quiet=args.json)
     return report(view, args.json)
@@ -75,6 +87,15 @@ def watch_verb(args: argparse.Namespace) -> int:
 def up_verb(args: argparse.Namespace) -> int:
     request = read_request(args.request)
     name = check_name(args.name) if args.name else fresh_name(args.request.stem)
+    check_request(request, f"request file {args.request}", name=name)
+    action = request.get("action", "provision")
+    if action != "provision":
+        verb = {"plan": "run FILE --watch", "teardown": "teardown REQUEST_ID", "status": "status"}[action]
+        raise UsageError(
+            f"request file {args.request}: action: gpufill up provisions, and this request's action is {action!r}; "
+            f"nothing was started. For it, use {program()} {verb}",
+            [{"field": "action", "problem": f"gpufill up takes action 'provision' only, not {action!r}"}],
+        )
     deployment = aws.find(args)
     arn = start(deployment, request, name)
     view = follow(deployment, arn, header=f"gpufill up {args.request}: {name} on {deployment.env}", quiet=args.json)
@@ -88,10 +109,10 @@ def up_verb(args: argparse.Namespace) -> int:
         answered = f", {serving} serving the model" if any("serving" in i for i in running) else ""
         print(f"{len(running)} instance(s) running{answered}. Reach a model server on localhost:8000 with:")
         for instance in running[:10]:
-            print(f"  gpufill connect {instance['instance_id']}{deployment_flags(deployment)}")
+            print(f"  {program()} connect {instance['instance_id']}{deployment_flags(deployment)}")
         if len(running) > 10:
-            print(f"  ... and {len(running) - 10} more (gpufill status {name})")
-        print(f"When done: gpufill teardown {name}{deployment_flags(deployment)}")
+            print(f"  ... and {len(running) - 10} more ({program()} status {name}{deployment_flags(deployment)})")
+        print(f"When done: {program()} teardown {name}{deployment_flags(deployment)}")
     return code
 
 
@@ -126,7 +147,7 @@ def follow(deployment: aws.Deployment, arn: str, *, header: str, quiet: bool) ->
                 progress.header(f"  continued as {successor}; following it")
             arn = deployment.execution_arn(successor)
     except KeyboardInterrupt:  # only the watching stops; the execution goes on in Step Functions
-        say(f"stopped watching; the run goes on. Follow it again: gpufill watch {arn}")
+        say(f"stopped watching; the run goes on. Follow it again: {program()} watch {arn.rsplit(':', 1)[-1]}{deployment_flags(deployment)}")
         raise
     return ExecutionView.from_aws(described, history)
 

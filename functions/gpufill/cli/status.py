@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import json
+from datetime import UTC, datetime
 
 from gpufill.cli import aws
-from gpufill.cli.common import EXIT_FAILED, EXIT_OK, check_name, fresh_name, print_json
+from gpufill.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    check_name,
+    check_request,
+    fresh_name,
+    print_json,
+    say,
+)
 from gpufill.cli.render import ExecutionView, render_status, render_summary
 from gpufill.cli.runs import start
 
@@ -29,6 +39,7 @@ def status_verb(args: argparse.Namespace) -> int:
     request = {"action": "status"}
     if args.request_id:
         request["request_id"] = args.request_id
+    check_request(request, "the status request")
     deployment = aws.find(args)
     arn = start(deployment, request, fresh_name("status"))
     view = _finish(deployment, arn)
@@ -38,11 +49,115 @@ def status_verb(args: argparse.Namespace) -> int:
         else:
             print(render_summary(view))
         return EXIT_FAILED
+    pending = pending_teardowns(deployment, args.request_id)
     if args.json:
-        print_json(view.output)
+        print_json({**view.output, "pending_teardowns": pending})
     else:
-        print("\n".join(render_status(view.output)))
+        print("\n".join(render_status(view.output) + render_pending(pending)))
     return EXIT_OK
+
+
+def pending_teardowns(deployment: aws.Deployment, request_id: str | None = None) -> list[dict] | None:
+    """The teardowns waiting for a person's answer (their approval items), only the request's when
+    given one; None when the table cannot be read (the status itself still stands)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from gpufill.cli.teardown import answer_commands
+
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    try:
+        items = _approval_items(deployment.table())
+    except (BotoCoreError, ClientError) as error:
+        say(f"pending teardowns unknown: could not read {deployment.table_name} ({aws.readable(str(error))})")
+        return None
+    pending = []
+    who: str | None = None
+    for item in items:
+        # Answered but not yet recorded by the workflow counts as answered; past its deadline, it has expired.
+        if item.get("answered_at") or item.get("decided_at") or str(item.get("deadline", "")) <= now:
+            continue
+        target = _target(item)
+        if request_id is not None and target.get("request_id") != request_id and not target.get("all"):
+            continue
+        name = item["execution_name"]
+        who = who or _who_answers(deployment)
+        pending.append({
+            "execution": name,
+            "target": target,
+            "instance_count": len(item.get("instance_ids") or []),
+            "requested_by": item.get("requested_by"),
+            "requested_at": item.get("requested_at"),
+            "deadline": item.get("deadline"),
+            "who_answers": who,
+            **answer_commands(name, deployment),
+        })
+    return sorted(pending, key=lambda p: p["requested_at"] or "")
+
+
+def _approval_items(table) -> list[dict]:
+    from gpufill.constants import APPROVAL_KEY_PREFIX
+
+    items: list[dict] = []
+    kwargs: dict = {}
+    while True:
+        page = table.scan(
+            FilterExpression="begins_with(instance_id, :approval) AND #status = :pending",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":approval": APPROVAL_KEY_PREFIX, ":pending": "PENDING"},
+            **kwargs,
+        )
+        items.extend(page.get("Items", []))
+        if "LastEvaluatedKey" not in page:
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _target(item: dict) -> dict:
+    try:
+        target = json.loads(item.get("target") or "{}")
+    except ValueError:
+        return {}
+    # Only what the teardown named: {"request_id": ...}, {"instance_ids": [...]} or {"all": true}.
+    return {k: v for k, v in target.items() if v} if isinstance(target, dict) else {}
+
+
+def _who_answers(deployment: aws.Deployment) -> str:
+    """Whom the approval request reached: the approval topic's subscribers, when they can be listed."""
+    from gpufill import constants
+
+    topic = deployment.outputs.get(constants.OUTPUT_APPROVAL_TOPIC_ARN)
+    if not topic:
+        return "whoever the approval topic notifies"
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        listed = deployment.client("sns").list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
+        endpoints = [s["Endpoint"] for s in listed if s.get("Endpoint")]
+    except (BotoCoreError, ClientError):  # listing needs sns:ListSubscriptionsByTopic, which an operator may lack
+        endpoints = []
+    name = topic.rsplit(":", 1)[-1]
+    return f"the subscribers of {name} ({', '.join(endpoints)})" if endpoints else f"the subscribers of {name}"
+
+
+def render_pending(pending: list[dict] | None) -> list[str]:
+    if not pending:
+        return []
+    lines = ["", f"Pending teardowns: {len(pending)}, waiting for an answer (nothing is terminated until one is approved)"]
+    for p in pending:
+        target = p["target"]
+        what = (
+            "the whole deployment" if target.get("all")
+            else f"of request {target['request_id']}" if target.get("request_id")
+            else "given by id"
+        )
+        lines += [
+            f"  {p['execution']}: {p['instance_count']} instance(s), {what}, asked by {p['requested_by']} "
+            f"at {p['requested_at']}; expires {p['deadline']}",
+            f"    who answers: {p['who_answers']}",
+            f"    {p['approve']}",
+            f"    {p['reject']}",
+        ]
+    return lines
 
 
 @aws.aws_errors("run the status action")

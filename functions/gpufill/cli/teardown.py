@@ -5,10 +5,20 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import shlex
 import sys
 
 from gpufill.cli import aws
-from gpufill.cli.common import EXIT_OK, Failed, UsageError, check_name, fresh_name, print_json
+from gpufill.cli.common import (
+    EXIT_OK,
+    Failed,
+    UsageError,
+    check_name,
+    check_request,
+    fresh_name,
+    print_json,
+    program,
+)
 from gpufill.cli.render import ExecutionView, Progress
 from gpufill.cli.runs import deployment_flags, report, start
 
@@ -43,7 +53,9 @@ def add_parsers(verbs) -> None:
             ),
         )
         answer.add_argument("execution", help="the teardown's execution name or ARN (the ARN also gives region and env)")
-        answer.add_argument("--reason", default=None, help="why; recorded with the decision")
+        # nargs: `--reason done with it` reads as a person types it; quoting works too.
+        answer.add_argument("--reason", nargs="+", default=None, metavar="WORDS", help="why; recorded with the decision")
+        answer.add_argument("--json", action="store_true", help="print the answer as one JSON document")
         answer.add_argument("--env", default=None, help="deployment env (default: from the ARN, $GPUFILL_ENV, else dev)")
         answer.add_argument("--region", default=None, help="region of the state machine (default: from the ARN, else AWS config)")
         answer.add_argument("--endpoint-url", default=None, metavar="URL", help="send every AWS call here")
@@ -59,33 +71,80 @@ def teardown_verb(args: argparse.Namespace) -> int:
     else:
         request["request_id"] = check_name(args.request_id, "REQUEST_ID")
     name = fresh_name("teardown-" + (args.request_id or ("all" if args.all else "instances")))
+    check_request(request, "the teardown request")
     deployment = aws.find(args)
+    if args.request_id:
+        check_known_request(deployment, args.request_id)
     arn = start(deployment, request, name)
     progress = None if args.json else Progress(sys.stdout)
     if progress:
         progress.header(f"gpufill teardown {name} on {deployment.env}")
-    described, history = _follow(deployment, arn, progress, until_asked=not args.wait)
+    described, history = _follow(deployment, arn, progress, until_asked=True)
     view = ExecutionView.from_aws(described, history)
     if view.status != "RUNNING":
         return report(view, args.json)
-    flags = deployment_flags(deployment)
-    if args.json:
-        print_json({"execution": {"name": name, "arn": arn, "status": "RUNNING"}, "asks": _asked(history)})
-        return EXIT_OK
     asked = _asked(history)
-    print()
-    print(f"Teardown {name} asks to terminate {len(asked)} instance(s):")
-    for instance in asked:
-        print(f"  {instance.get('instance_id')}  {instance.get('region', '-'):<15} {instance.get('instance_type') or '-'}")
-    print("It waits for an answer (the approval topic's subscribers were told). Answer with:")
-    print(f"  gpufill approve {name}{flags} --reason '...'")
-    print(f"  gpufill reject {name}{flags}")
-    print(f"Follow it: gpufill watch {name}{flags}")
-    return EXIT_OK
+    if args.json and not args.wait:
+        print_json({"execution": {"name": name, "arn": arn, "status": "RUNNING"}, "asks": asked,
+                    "answer_with": answer_commands(name, deployment)})
+        return EXIT_OK
+    if progress:
+        print()
+        print(f"Teardown {name} asks to terminate {len(asked)} instance(s):")
+        for instance in asked:
+            print(f"  {instance.get('instance_id')}  {instance.get('region', '-'):<15} {instance.get('instance_type') or '-'}")
+        print("It waits for an answer (the approval topic's subscribers were told). Answer with:")
+        commands = answer_commands(name, deployment)
+        print(f"  {commands['approve']}")
+        print(f"  {commands['reject']}")
+        if not args.wait:
+            print(f"Follow it: {program()} watch {name}{deployment_flags(deployment)}")
+            return EXIT_OK
+        print("Following it until it is answered or expires (Ctrl-C stops only the following):")
+    described, history = _follow(deployment, arn, progress, until_asked=False, after=history)
+    return report(ExecutionView.from_aws(described, history), args.json)
+
+
+def answer_commands(name: str, deployment: aws.Deployment) -> dict[str, str]:
+    """The commands that answer teardown `name`, as they can be pasted in this shell."""
+    flags = deployment_flags(deployment)
+    return {
+        "approve": f"{program()} approve {name}{flags} --reason '...'",
+        "reject": f"{program()} reject {name}{flags} --reason '...'",
+    }
+
+
+@aws.aws_errors("look the request up")
+def check_known_request(deployment: aws.Deployment, request_id: str) -> None:
+    """A request id nothing knows is a typo: said now, before a teardown that could only find nothing.
+    Known means an execution of that name, or a record of the deployment that names it."""
+    from botocore.exceptions import ClientError
+
+    from gpufill import constants
+
+    records = deployment.table().query(
+        IndexName=constants.INSTANCES_BY_REQUEST_INDEX,
+        KeyConditionExpression="request_id = :r",
+        ExpressionAttributeValues={":r": request_id},
+        Limit=1,
+    )
+    if records.get("Items"):
+        return
+    try:
+        deployment.client("stepfunctions").describe_execution(executionArn=deployment.execution_arn(request_id))
+        return
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "ExecutionDoesNotExist":
+            raise
+    raise Failed(
+        f"no request {request_id!r} is known to deployment {deployment.env!r} in {deployment.region}: no execution "
+        f"of that name and no instance record names it; nothing was started. "
+        f"{program()} status{deployment_flags(deployment)} lists the requests that hold instances"
+    )
 
 
 @aws.aws_errors("follow the teardown")
-def _follow(deployment: aws.Deployment, arn: str, progress: Progress | None, *, until_asked: bool):
+def _follow(deployment: aws.Deployment, arn: str, progress: Progress | None, *, until_asked: bool, after: list | None = None):
     return aws.wait_for_end(
         deployment.client("stepfunctions"),
         arn,
@@ -93,6 +152,7 @@ def _follow(deployment: aws.Deployment, arn: str, progress: Progress | None, *, 
         on_quiet=progress.waiting if progress else None,
         poll=aws.POLL_SECONDS,
         until=_waiting_for_approval if until_asked else None,
+        seen=after,
     )
 
 
@@ -143,6 +203,7 @@ def answer_verb(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     env = args.env or ref.env or aws.env_of(args)
     session = aws.session_for(args.region or ref.region, args.endpoint_url)
+    reason = " ".join(args.reason) if args.reason else None
     try:
         table = session.resource("dynamodb", endpoint_url=args.endpoint_url).Table(approve.table_name(env))
         approver = _caller(session, args.endpoint_url)
@@ -150,19 +211,33 @@ def answer_verb(args: argparse.Namespace) -> int:
             args.execution,
             args.decision,
             approver=approver,
-            reason=args.reason,
+            reason=reason,
             sfn=session.client("stepfunctions", endpoint_url=args.endpoint_url),
             table=table,
         )
     except approve.ApprovalError as error:
         raise Failed(str(error)) from None
     except (BotoCoreError, ClientError) as error:
-        raise Failed(f"could not answer {ref.name!r} (env {env}): {error}" + aws.local_hint(env, args.endpoint_url)) from None
-    count = len(item.get("instance_ids") or [])
+        raise Failed(
+            f"could not answer {ref.name!r} (env {env}): {aws.readable(str(error))}" + aws.local_hint(env, args.endpoint_url) + aws.local_region_hint(args.endpoint_url)
+        ) from None
+    instance_ids = list(item.get("instance_ids") or [])
+    flags = ([] if env == aws.DEFAULT_ENV else ["--env", env]) + ["--region", session.region_name]
+    flags += ["--endpoint-url", args.endpoint_url] if args.endpoint_url else []
+    follow = f"{program()} watch {ref.name} {shlex.join(flags)}"
+    if args.json:
+        print_json({
+            "execution": ref.name,
+            "decision": args.decision,
+            "approver": approver,
+            "reason": reason,
+            "instance_ids": instance_ids,
+            "follow": follow,
+        })
+        return EXIT_OK
     outcome = "will now be terminated" if args.decision == "approved" else "stay as they are"
-    print(f"{args.decision} teardown {ref.name} as {approver}: its {count} instance(s) {outcome}.")
-    endpoint = f" --endpoint-url {args.endpoint_url}" if args.endpoint_url else ""
-    print(f"Follow it: gpufill watch {ref.name} --env {env} --region {session.region_name}{endpoint}")
+    print(f"{args.decision} teardown {ref.name} as {approver}: its {len(instance_ids)} instance(s) {outcome}.")
+    print(f"Follow it: {follow}")
     return EXIT_OK
 
 

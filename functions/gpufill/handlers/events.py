@@ -44,12 +44,18 @@ class LoopEvent(_Event):
 
 
 class WaitEvent(_Event):
-    """PlanNextTry (phase "plan", after a try ended short) and StartNextTry (phase "start", after the wait)."""
+    """PlanNextTry (phase "plan", after a try ended short), StartNextTry (phase "start", after the
+    wait) and SettleHandOver (phase "settle", the successor's StartExecution failed)."""
 
-    phase: Literal["plan", "start"]
+    phase: Literal["plan", "start", "settle"]
     request: ProvisionRequest
     run: Run
     execution: str
+    # settle: the state machine, the error StartExecution ended with, and the request and run
+    # exactly as ContinueAsNew sent them (compared with the successor's input as they are).
+    state_machine: str = ""
+    failure: dict[str, Any] | None = None
+    carried: dict[str, Any] | None = None
 
 
 class ReportEvent(_Event):
@@ -66,6 +72,7 @@ class FailureEvent(_Event):
     request: ProvisionRequest | None = None
     run: Run | None = None
     failure: dict[str, Any] = {}
+    execution: str | None = None
 
 
 # --- teardown and status ------------------------------------------------------------------

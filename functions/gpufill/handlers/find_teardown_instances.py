@@ -44,6 +44,10 @@ def handler(event: dict, context: LambdaContext) -> dict:
         extra={"allowed": [i.instance_id for i in allowed], "refused": [r.model_dump() for r in refused]},
     )
     metrics.add_metric(name="TeardownRefusedInstances", unit="Count", value=len(refused))
+    # Asking to end a request's instances ends its maintenance first: a reclaim during the
+    # approval, or a refill waiting for capacity, launches no replacement the approval never saw.
+    for owner in teardown.maintenance_to_stop(target, allowed):
+        run_store.end_maintenance(owner, by=request.request_id)
     if target.request_id is not None and run_store.mark_wait_stopped(target.request_id, by=request.request_id):
         # Asking to end a request's instances ends its wait for more, whatever the approval says.
         said = "The request was waiting for capacity: its wait ends at its next try, and nothing more is launched."

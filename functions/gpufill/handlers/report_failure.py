@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import instances_table
+from gpufill.adapters import clock, instances_table, run_store
 from gpufill.handlers.events import FailureEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.policy.result import failure_cause
@@ -29,6 +29,21 @@ def handler(event: dict, context: LambdaContext) -> dict:
         run = run.model_copy(update={"instances": [i for i in run.instances if i.instance_id not in ended]})
     live = [r for r in recorded if "kind" not in r and r["instance_id"] not in ended]
     cause = failure_cause(request_id, run, live, step.failure)
+    if step.request and run is not None and run.wait is not None:
+        # `gpufill status` must not go on saying a try is under way (in a successor that never ran).
+        run_store.save_wait(
+            step.request.request_id,
+            {
+                "phase": "failed",
+                "execution": step.execution or step.request.request_id,
+                "error": step.failure.get("Error") or "unknown error",
+                "deadline": run.wait.deadline,
+                "tries": run.wait.tries,
+                "launched": run.launched,
+                "next_try_at": None,
+                "updated_at": clock.iso_now(),
+            },
+        )
     logger.error("run failed", extra={"error": step.failure.get("Error"), "request_id": request_id})
     metrics.add_metric(name="RunsFailed", unit="Count", value=1)
     return {"cause": cause}

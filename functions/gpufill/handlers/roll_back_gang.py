@@ -57,10 +57,18 @@ def handler(event: dict, context: LambdaContext) -> dict:
 
 
 def terminate(region: str, instance_ids: list[str]) -> None:
-    """EC2 may not know an instance launched a moment ago yet (eventual consistency): retried, never skipped."""
+    """EC2 may not know an instance launched a moment ago yet (eventual consistency): retried, never skipped.
+
+    A failed call may have done its work (its reply lost to a timeout or a 5xx): EC2 is asked
+    what the instances are now before the failure counts, so instances that are ending are
+    never reported as running."""
     try:
         managed_instances.terminate(region, instance_ids)
-    except ClientError as error:
-        if error.response.get("Error", {}).get("Code") == "InvalidInstanceID.NotFound":
+    except (TransientAwsError, ClientError) as error:
+        states = {i: live.state for i, live in managed_instances.by_ids(region, instance_ids).items()}
+        if gang.rollback_settled(instance_ids, states):
+            logger.info("rollback settled by describing", extra={"region": region, "error": str(error)})
+            return
+        if isinstance(error, ClientError) and error.response.get("Error", {}).get("Code") == "InvalidInstanceID.NotFound":
             raise TransientAwsError(f"TerminateInstances in {region}: not visible yet: {error}") from error
         raise

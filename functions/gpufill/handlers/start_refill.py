@@ -26,11 +26,12 @@ def handler(event: dict, context: LambdaContext) -> dict:
     record = instances_table.records_by_ids([seen.instance_id]).get(seen.instance_id)
     request_id = (record or {}).get("request_id")
     stored = run_store.load_request(request_id) if request_id and record.get("maintain") else None
+    stopped_by = run_store.maintenance_stopped_by(request_id) if stored else None
     siblings = list(instances_table.request_holdings(request_id).records.values()) if stored else []
     reason = None
     if stored and seen.kind == "state-change":
         reason = managed_instances.state_reason(seen.region, seen.instance_id)
-    decision = refill.decide(seen, record, stored, siblings, reason)
+    decision = refill.decide(seen, record, stored, siblings, reason, stopped_by=stopped_by)
     logger.info("instance event", extra={"event": seen.model_dump(), "decision": decision.model_dump(exclude={"input"})})
     if not decision.refill:
         metrics.add_metric(name="InterruptionsIgnored", unit="Count", value=1)

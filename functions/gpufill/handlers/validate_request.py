@@ -58,7 +58,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
 # The input of a continued execution `<request>-c<n>` (ContinueAsNew): the accepted request and
 # the run as its predecessor left it. Whoever may start executions could write one by hand, so
 # the request passes the same checks again and the name must be the one its run hands over to.
-CONTINUATION = "gpufill_continuation"
+CONTINUATION = waiting.CONTINUATION
 
 
 def _continued(execution_name: str, carried: object) -> dict:

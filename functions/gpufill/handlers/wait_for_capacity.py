@@ -13,7 +13,7 @@ import os
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import clock, run_store
+from gpufill.adapters import clock, executions, run_store
 from gpufill.constants import DEFAULT_TRIES_PER_EXECUTION, ENV_TRIES_PER_EXECUTION
 from gpufill.handlers.events import WaitEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
@@ -27,6 +27,8 @@ from gpufill.policy import waiting
 @transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=WaitEvent)
+    if step.phase == "settle":
+        return settle(step)
     run = plan(step) if step.phase == "plan" else start(step)
     return run.model_dump(mode="json", exclude_none=True)
 
@@ -57,6 +59,12 @@ def start(step: WaitEvent) -> Run:
     request, run = step.request, step.run
     assert run.wait is not None
     view = run_store.load_wait(request.request_id) or {}
+    if request.refill is not None and not view.get("stopped_by"):
+        # A refill waits under its own name; a teardown of the request it refills ends it too.
+        stopped = run_store.maintenance_stopped_by(request.owner_id)
+        if stopped:
+            view = {**view, "stopped_by": stopped}
+            run_store.mark_wait_stopped(request.request_id, by=stopped)
     if view.get("stopped_by"):
         run = run.model_copy(update={"next": "stopped"})
         _show(request.request_id, step.execution, run, "stopped")
@@ -73,6 +81,20 @@ def start(step: WaitEvent) -> Run:
         run = run.model_copy(update={"next": "prepare"})
         _show(request.request_id, step.execution, run, "trying")
     return run
+
+
+def settle(step: WaitEvent) -> dict:
+    """The successor's StartExecution failed: is it running this request anyway?"""
+    request, run = step.request, step.run
+    assert run.wait is not None and run.wait.successor is not None
+    successor = run.wait.successor
+    found = executions.describe(step.state_machine, successor)
+    outcome = waiting.handover(step.carried or {}, (found or {}).get("input"), exists=found is not None)
+    logger.info("hand-over settled", extra={"successor": successor, "outcome": outcome, "error": (step.failure or {}).get("Error")})
+    if outcome == "continued":
+        return {"next": "continued"}
+    metrics.add_metric(name="HandOversFailed", unit="Count", value=1)
+    return {"next": "handover_failed", "failure": waiting.handover_failure(outcome, successor, step.failure, (found or {}).get("started"))}
 
 
 def _show(request_id: str, execution: str, run: Run, phase: str) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import heapq
 import importlib
-import io
 import itertools
 import json
 import logging
@@ -17,7 +16,6 @@ import os
 import queue
 import threading
 import time
-import zipfile
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -28,21 +26,20 @@ from unittest import mock
 from gpufill import constants
 from gpufill.adapters import clock
 from gpufill.local import interruptions
+from gpufill.local.deploy import account as deploy_account
+from gpufill.local.deploy import images
+from gpufill.local.deploy import model as stack_model
+from gpufill.local.deploy.images import LOCAL_AMI, LOCAL_AMI_ROOT_SNAPSHOT_GIB  # noqa: F401 (tests read them here)
+from gpufill.local.deploy.model import LOCAL_ACCOUNT, AppModel
 from gpufill.local.emf import EmbeddedMetrics
 from gpufill.local.metrics import CallLog
 from gpufill.local.scenario import MarketScenario
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+# The workflow the CDK app inlines in its template (the engine deploys the template's copy).
 STATEMACHINE = REPO_ROOT / "statemachine" / "provisioner.asl.json"
 ENV_NAME = "local"
 HOME_REGION = constants.LOCAL_HOME_REGION
-# The id of the public Deep Learning AMI the simulated account starts with, in every region.
-LOCAL_AMI = "ami-0abcdef1234567890"
-# The Deep Learning Base OSS Nvidia Driver AMI's root snapshot, in GiB: a root volume
-# smaller than this is refused by RunInstances (InvalidBlockDeviceMapping), as on EC2.
-LOCAL_AMI_ROOT_SNAPSHOT_GIB = 75
-# Owner of the public Deep Learning AMIs.
-DLAMI_OWNER = "898082745236"
 DEFAULT_TIMEOUT_SECONDS = 600.0
 # Step Functions: an execution fails when its history reaches this many events.
 MAX_HISTORY_EVENTS = 25_000
@@ -65,37 +62,6 @@ ACCOUNT_ENV = {
 }
 
 
-LOCAL_ACCOUNT = "123456789012"  # moto's default account: the simulated account
-
-
-def deployment_env(env: str) -> dict[str, str]:
-    """The Environment of every function of deployment `env`, as the stack sets it."""
-    return {
-        constants.ENV_INSTANCES_TABLE: constants.instances_table_name(env),
-        constants.ENV_REGIONS_PARAMETER: constants.regions_parameter_name(env),
-        constants.ENV_STARTUP_BUCKET: f"gpufill-startup-{env}",
-        constants.ENV_CAPACITY_TABLE: constants.capacity_table_name(env),
-        constants.ENV_DEPLOYMENT: env,
-        # The instance profile every launch carries (the stack creates it; so does deploy()).
-        constants.ENV_INSTANCE_PROFILE_ARN: f"arn:aws:iam::{LOCAL_ACCOUNT}:instance-profile/{instance_profile_name(env)}",
-    }
-
-
-def instance_profile_name(env: str) -> str:
-    return f"gpufill-{env}-instances"
-
-
-def function_name(env: str, task: str) -> str:
-    return f"gpufill-{env}-{task}"
-
-
-def approval_topic_name(env: str) -> str:
-    return f"gpufill-approvals-{env}"
-
-
-APPROVAL_TOPIC = approval_topic_name(ENV_NAME)
-# Kept for callers that set up the default deployment's variables by hand.
-DUMMY_ENV = {**ACCOUNT_ENV, **deployment_env(ENV_NAME)}
 # Variables that could point a stray client at a real account or endpoint.
 SCRUBBED_ENV = ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
 
@@ -135,7 +101,9 @@ class Execution:
 
 
 class FakeContext:
-    """The parts of a LambdaContext that Powertools reads."""
+    """The parts of a LambdaContext that handlers and Powertools read. The time left counts down
+    from the function's deployed timeout (as configured now: a test may change it with
+    UpdateFunctionConfiguration) by the wall time since the invocation began."""
 
     def __init__(self, function):
         self.function_name = function.function_name
@@ -145,23 +113,27 @@ class FakeContext:
         self.aws_request_id = f"local-{time.monotonic_ns()}"
         self.log_group_name = f"/aws/lambda/{function.function_name}"
         self.log_stream_name = "local"
+        self._deadline = time.monotonic() + float(function.timeout)
 
     def get_remaining_time_in_millis(self) -> int:
-        return 60_000
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
 @dataclass
 class Deployment:
-    """One gpufill deployment (cdk context `env`) in the simulated account."""
+    """One gpufill deployment (cdk context `env`) in the simulated account, as the CDK app made it."""
 
     env: str
+    app: AppModel
     state_machine_arn: str = ""
     approval_topic_arn: str = ""
     function_arns: dict[str, str] = field(default_factory=dict)
 
     @property
     def environment(self) -> dict[str, str]:
-        return {**deployment_env(self.env), constants.ENV_APPROVAL_TOPIC_ARN: self.approval_topic_arn}
+        """The variables every function of the deployment has (the stack gives them all the same,
+        StartRefill one more)."""
+        return common_environment(self.app)
 
 
 class _Environments:
@@ -199,16 +171,19 @@ class _Environments:
 
 class LocalEngine:
     """A simulated AWS account with gpufill deployed in it (one deployment per name in
-    `env_names`; the first is the one run() and the approval helpers use by default)."""
+    `env_names`; the first is the one run() and the approval helpers use by default), each as
+    the CDK app synthesizes it (local/deploy/). `definition`: an ASL file to run instead of the
+    app's own, its placeholders filled with the same substitutions."""
 
     def __init__(
         self,
         scenario: MarketScenario,
         *,
-        definition: Path = STATEMACHINE,
+        definition: Path | None = None,
         regions_config: dict | None = None,
         env_names: tuple[str, ...] = (ENV_NAME,),
         visibility_delay_calls: int = 1,
+        judge_iam: bool = True,
     ):
         if not env_names:
             raise ValueError("env_names: at least one deployment is needed")
@@ -217,6 +192,10 @@ class LocalEngine:
         self.regions_config = regions_config or {"regions": sorted(scenario.regions)}
         self.env_names = tuple(env_names)
         self.visibility_delay_calls = visibility_delay_calls
+        # Every call of a handler or of the state machine is judged by the caller's deployed IAM
+        # policies before moto answers (local/iam/); off only for engine tests about something else.
+        self.judge_iam = judge_iam
+        self.iam = None  # the judgements made, once started
         self.calls = CallLog()
         self.deployments: dict[str, Deployment] = {}
         self._stack = ExitStack()
@@ -226,7 +205,14 @@ class LocalEngine:
         self._answered_tokens: set[str] = set()
         self._clients: dict[tuple[str, str], Any] = {}
         self._clients_lock = threading.Lock()
-        self._role = ""
+        # The CDK app synthesized for each deployment (read before the mock starts: a first
+        # synth runs the app in a child process).
+        self._apps: dict[str, AppModel] = {}
+        # Every deployed function by name: its settings as the template gives them.
+        self.functions: dict[str, stack_model.Function] = {}
+        # Every role deployed (functions', state machines', instances', EventBridge targets'), by
+        # ARN, with its resolved policies: what a call made under that role is allowed.
+        self.roles: dict[str, stack_model.Role] = {}
         # Modelled time: what the fast-forwarded Wait states and advance() have added, and what
         # the scenario or a test scheduled to happen at a modelled second.
         self._elapsed = 0.0
@@ -264,12 +250,23 @@ class LocalEngine:
     # --- lifecycle -------------------------------------------------------------------
 
     def __enter__(self) -> LocalEngine:
+        try:
+            return self._start()
+        except BaseException:
+            # A start that fails (a deploy refused, a synth error) leaves no mock or patch behind:
+            # the next engine in the process would otherwise start nested in this one's account.
+            self._stack.close()
+            raise
+
+    def _start(self) -> LocalEngine:
         self._threads_before = set(threading.enumerate())
         # The interpreter logs every failed execution at error level; the run's own result says it better.
         interpreter_log = logging.getLogger("moto.stepfunctions")
         self._stack.callback(interpreter_log.setLevel, interpreter_log.level)
         interpreter_log.setLevel(logging.CRITICAL)
-        self._stack.enter_context(mock.patch.dict(os.environ, {**ACCOUNT_ENV, **deployment_env(self.env_names[0])}))
+        for env in self.env_names:
+            self._app(env)
+        self._stack.enter_context(mock.patch.dict(os.environ, {**ACCOUNT_ENV, **common_environment(self._app(self.env_names[0]))}))
         for name in SCRUBBED_ENV:
             os.environ.pop(name, None)
         # First: importing moto's EC2 models below already makes sessions and loads models.
@@ -297,6 +294,7 @@ class LocalEngine:
         self._stack.enter_context(self.market.patches())
         self._stack.enter_context(self._in_process_lambdas())
         self._stack.enter_context(self._faults_at_the_wire())
+        self.iam = self._stack.enter_context(self._judged_calls())
         self._stack.enter_context(self._no_sleeping_retries())
         self._stack.enter_context(self._no_sleeping_waits())
         self._stack.enter_context(self._start_execution_as_aws_does())
@@ -368,83 +366,39 @@ class LocalEngine:
             return self._clients[key]
 
     def _deploy_account(self) -> None:
-        """What every deployment shares: the account's role and the public Deep Learning AMI."""
-        iam = self.client("iam")
-        self._role = iam.create_role(RoleName="gpufill-local", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        """What every deployment shares: the public Deep Learning AMI in every region."""
         for region in sorted(set(self.scenario.regions) | set(self.regions_config.get("regions", []))):
-            self._publish_ami(region, LOCAL_AMI)
+            images.publish(region, LOCAL_AMI)
+
+    def _app(self, env: str) -> AppModel:
+        if env not in self._apps:
+            self._apps[env] = stack_model.load(env)
+        return self._apps[env]
 
     def deploy(self, env: str) -> Deployment:
-        """Deploy gpufill as environment `env`: its own functions (gpufill-<env>-<Task>, each with
-        its own Environment), tables, regions parameter, startup bucket, topic and state machine."""
+        """Deploy gpufill as environment `env`: what the CDK app synthesizes with context env=`env`
+        (see local/deploy/), the forwarding stack in every region of the regions config but home."""
         if env in self.deployments:
             raise ValueError(f"env: deployment {env!r} already exists in this account")
-        variables = deployment_env(env)
-        self.client("iam").create_instance_profile(InstanceProfileName=instance_profile_name(env))
-        deployment = Deployment(env)
+        app = self._app(env)
+        deployed = deploy_account.deploy_app(
+            self.client,
+            app,
+            regions=sorted(set(self.regions_config.get("regions", [])) | {HOME_REGION}),
+            regions_config=json.dumps(self.regions_config),
+            definition=self.definition.read_text() if self.definition is not None else None,
+        )
+        deployment = Deployment(
+            env,
+            app,
+            state_machine_arn=deployed.state_machine_arn,
+            approval_topic_arn=deployed.approval_topic_arn,
+            function_arns=deployed.function_arns,
+        )
+        self.functions.update(deployed.functions)
+        self.roles.update(deployed.roles)
         self.deployments[env] = deployment
-        deployment.approval_topic_arn = self.client("sns").create_topic(Name=approval_topic_name(env))["TopicArn"]
-        for placeholder, handler in constants.LAMBDA_TASKS.items():
-            deployment.function_arns[placeholder] = self._create_function(
-                function_name(env, placeholder.removesuffix("FunctionArn")), handler, deployment.environment
-            )
-        self.client("s3").create_bucket(Bucket=variables[constants.ENV_STARTUP_BUCKET])
-        ddb = self.client("dynamodb")
-        ddb.create_table(
-            TableName=variables[constants.ENV_INSTANCES_TABLE],
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[
-                {"AttributeName": constants.INSTANCES_TABLE_KEY, "AttributeType": "S"},
-                {"AttributeName": "request_id", "AttributeType": "S"},
-            ],
-            KeySchema=[{"AttributeName": constants.INSTANCES_TABLE_KEY, "KeyType": "HASH"}],
-            GlobalSecondaryIndexes=[
-                {
-                    "IndexName": constants.INSTANCES_BY_REQUEST_INDEX,
-                    "KeySchema": [{"AttributeName": "request_id", "KeyType": "HASH"}],
-                    "Projection": {"ProjectionType": "ALL"},
-                }
-            ],
-        )
-        ddb.create_table(
-            TableName=variables[constants.ENV_CAPACITY_TABLE],
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[{"AttributeName": constants.CAPACITY_TABLE_KEY, "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": constants.CAPACITY_TABLE_KEY, "KeyType": "HASH"}],
-        )
-        # The AMI comes from the public DLAMI parameter, as on AWS; a test's regions_config may override it.
-        self.client("ssm").put_parameter(
-            Name=variables[constants.ENV_REGIONS_PARAMETER], Type="String", Value=json.dumps(self.regions_config)
-        )
-        deployment.state_machine_arn = self.client("stepfunctions").create_state_machine(
-            name=constants.state_machine_name(env),
-            definition=render_definition(self.definition.read_text(), deployment.function_arns),
-            roleArn=self._role,
-            type="STANDARD",
-        )["stateMachineArn"]
-        self._deploy_event_functions(deployment)
         return deployment
-
-    def _create_function(self, name: str, handler: str, variables: dict[str, str]) -> str:
-        """A function as the CDK app deploys it (arm64, 256 MB, 60 s); its code runs in-process."""
-        return self.client("lambda").create_function(
-            FunctionName=name,
-            Runtime="python3.12",
-            Role=self._role,
-            Handler=handler,
-            Code={"ZipFile": _empty_zip()},
-            Architectures=["arm64"],
-            MemorySize=256,
-            Timeout=60,
-            Environment={"Variables": variables},
-        )["FunctionArn"]
-
-    def _deploy_event_functions(self, deployment: Deployment) -> None:
-        """StartRefill (it may start runs of this deployment's state machine) and the rules that invoke it."""
-        variables = {**deployment.environment, constants.ENV_STATE_MACHINE_ARN: deployment.state_machine_arn}
-        for name, handler in constants.EVENT_FUNCTIONS.items():
-            deployment.function_arns[name] = self._create_function(function_name(deployment.env, name), handler, variables)
-        interruptions.deploy_rules(self, deployment, deployment.function_arns["StartRefill"])
 
     def _invoke_async(self, function_arn: str, event: dict) -> None:
         """EventBridge invokes a Lambda target asynchronously: the invocation is queued for a few
@@ -502,53 +456,11 @@ class LocalEngine:
 
     # --- the public Deep Learning AMI ------------------------------------------------------
 
-    def _publish_ami(self, region: str, image_id: str | None = None) -> str:
-        from moto.core import DEFAULT_ACCOUNT_ID
-        from moto.ec2.models import ec2_backends
-        from moto.ec2.models.amis import Ami
-        from moto.ec2.utils import random_ami_id
-        from moto.ssm.models import Parameter, ssm_backends
-
-        backend = ec2_backends[DEFAULT_ACCOUNT_ID][region]
-        image_id = image_id or random_ami_id()
-        image = Ami(
-            backend,
-            image_id,
-            name=f"Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) local-{len(backend.amis)}",
-            owner_id=DLAMI_OWNER,
-            owner_alias="amazon",
-            public=True,
-            architecture="x86_64",
-            virtualization_type="hvm",
-            root_device_type="ebs",
-            root_device_name="/dev/sda1",
-            region_name=f"{region}a",
-        )
-        image.root_snapshot_gib = LOCAL_AMI_ROOT_SNAPSHOT_GIB
-        backend.amis[image_id] = image
-        parameters = ssm_backends[DEFAULT_ACCOUNT_ID][region]._parameters
-        versions = parameters[constants.DLAMI_PARAMETER]
-        versions.append(
-            Parameter(
-                account_id=DEFAULT_ACCOUNT_ID,
-                name=constants.DLAMI_PARAMETER,
-                value=image_id,
-                parameter_type="String",
-                description=None,
-                allowed_pattern=None,
-                keyid=None,
-                last_modified_date=time.time(),
-                version=len(versions) + 1,
-                data_type="aws:ec2:image",
-            )
-        )
-        return image_id
-
     def publish_newer_ami(self, region: str) -> str:
         """AWS releases a newer Deep Learning AMI in `region`: a new image, and the public
         parameter now names it. Containers that resolved the old one keep it until they
         resolve again (see cold_start). Returns the new image id."""
-        return self._publish_ami(region)
+        return images.publish(region)
 
     # --- running -----------------------------------------------------------------------
 
@@ -737,6 +649,8 @@ class LocalEngine:
         (a day by default); wake every one so the engine closes at once."""
         from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
+        if not self.deployments:  # a start that failed before anything could run
+            return
         _, _, _, region, account, *_ = self.state_machine_arn.split(":")
         for execution in stepfunctions_parser_backends[account][region]._get_executions():
             worker = execution.exec_worker
@@ -766,16 +680,18 @@ class LocalEngine:
         engine, calls, faults = self, self.calls, self.faults
 
         def invoke(function, event=None):
-            env = function.environment_vars.get(constants.ENV_DEPLOYMENT, ENV_NAME)
-            task = function.function_name.removeprefix(f"gpufill-{env}-")
+            deployed = engine.functions[function.function_name]
+            task = deployed.task
             fault = faults.for_invocation(task)
             if fault is not None and not fault.after:
                 return _lambda_error(fault.error, function), True, ""
             module_name, _, attr = function.handler.rpartition(".")
             handler = getattr(importlib.import_module(module_name), attr)
-            logged = calls.outside_runs() if task in constants.EVENT_FUNCTIONS else calls.invocation(module_name.rsplit(".", 1)[-1])
+            # A function the state machine does not invoke (StartRefill) runs outside any run.
+            logged = calls.invocation(module_name.rsplit(".", 1)[-1]) if deployed.placeholder else calls.outside_runs()
             with engine._environments.applied(function.environment_vars), logged:
                 engine._invocation.task = task
+                engine._invocation.function = deployed
                 try:
                     result = handler(event if event is not None else {}, FakeContext(function))
                 except KilledInvocation:
@@ -784,11 +700,19 @@ class LocalEngine:
                     return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}), True, ""
                 finally:
                     engine._invocation.task = None
+                    engine._invocation.function = None
             if fault is not None:  # after_handler: the work is done, the answer is lost
                 return _lambda_error(fault.error, function), True, ""
             return json.dumps(result), False, ""
 
         return mock.patch.object(LambdaFunction, "_invoke_lambda", invoke)
+
+    def _judged_calls(self):
+        from gpufill.local.iam.enforcement import judged_calls
+        from gpufill.local.iam.principals import engine_principals
+        from gpufill.local.iam.world import engine_world
+
+        return judged_calls(engine_principals(self), engine_world(self), account=self.account, enabled=self.judge_iam)
 
     def _faults_at_the_wire(self):
         """AWS-level faults, injected where botocore sends the HTTP request to moto, so that
@@ -810,6 +734,8 @@ class LocalEngine:
                 return original(stubber, event_name, request, **kwargs)
             layer, rule = found
             if layer == "kill":
+                if rule.meanwhile is not None:
+                    rule.meanwhile()
                 raise KilledInvocation(f"{task} killed at {service_id}:{operation}")
             if rule.after:
                 original(stubber, event_name, request, **kwargs)  # AWS did it; the reply is lost
@@ -1096,16 +1022,6 @@ def _local_user() -> str:
         return "local-user"
 
 
-def render_definition(text: str, substitutions: dict[str, str]) -> str:
-    """Fill `${Name}` placeholders exactly as CDK's definition_substitutions does."""
-    for key, value in substitutions.items():
-        text = text.replace("${" + key + "}", value)
-    if "${" in text:
-        start = text.index("${")
-        raise ValueError(f"placeholder without a substitution: {text[start:text.index('}', start) + 1]}")
-    return text
-
-
 def _execution_record(arn: str):
     """moto's record of execution `arn` (what DescribeExecution answers from), or None."""
     from moto.stepfunctions.parser.models import stepfunctions_parser_backends
@@ -1159,8 +1075,8 @@ def _json(text: str | None) -> Any:
         return text
 
 
-def _empty_zip() -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("handler.py", "# the local engine runs gpufill's handlers in-process\n")
-    return buffer.getvalue()
+def common_environment(app: AppModel) -> dict[str, str]:
+    """The variables every gpufill function of `app` is deployed with, name and value alike."""
+    environments = [f.environment for f in app.home.functions.values()]
+    first = environments[0]
+    return {k: v for k, v in first.items() if all(e.get(k) == v for e in environments[1:])}

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # Lambda errors a task may see from the Lambda service, as Step Functions names them.
@@ -79,6 +80,8 @@ class _Rule:
     # whether the errors come without LaunchTemplateAndOverrides.
     overrides: int | None = None
     unnamed: bool = False
+    # kill only: what happens in the account while the killed step awaits its retry.
+    meanwhile: Callable[[], None] | None = None
 
     def spent(self) -> bool:
         return self.times is not None and self.fired >= self.times
@@ -133,14 +136,26 @@ class Faults:
             raise ValueError(f"error: {error!r} is not one of {', '.join(LAMBDA_ERRORS)}")
         self._add(_Rule("invoke", task=task, error=error, after=after_handler, times=times))
 
-    def kill_at(self, service: str, operation: str, *, task: str | None = None, times: int | None = 1) -> None:
+    def kill_at(
+        self,
+        service: str,
+        operation: str,
+        *,
+        task: str | None = None,
+        times: int | None = 1,
+        meanwhile: Callable[[], None] | None = None,
+    ) -> None:
         """Kill the invocation of `task` (any task when None) when its handler reaches
         `service`.`operation`, before the call is made; the state machine sees `Sandbox.Timedout`.
+        `meanwhile` runs once the function is dead and before the state machine retries the step:
+        whatever else happens in the account in that while (a teardown that lands then).
 
-        Example: kill_at("dynamodb", "BatchWriteItem", task="LaunchBatch") is a LaunchBatch
+        Example: kill_at("dynamodb", "UpdateItem", task="LaunchBatch") is a LaunchBatch
         that died between RunInstances and the DynamoDB write of its records.
         """
-        self._add(_Rule("kill", _service_id(service), operation, task=task, error="Sandbox.Timedout", times=times))
+        self._add(
+            _Rule("kill", _service_id(service), operation, task=task, error="Sandbox.Timedout", times=times, meanwhile=meanwhile)
+        )
 
     def fleet_errors(
         self,

@@ -11,7 +11,6 @@ three tries).
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,7 +21,7 @@ from gpufill import constants
 from gpufill.adapters import clock
 
 if TYPE_CHECKING:
-    from gpufill.local.engine import Deployment, LocalEngine
+    from gpufill.local.engine import LocalEngine
 
 # EC2 warns two minutes before it reclaims a spot instance.
 SPOT_WARNING_SECONDS = 120
@@ -33,7 +32,6 @@ DELIVERY_WORKERS = 2
 SPOT_REASON = ("Server.SpotInstanceTermination", "Server.SpotInstanceTermination: Spot instance termination")
 # EC2 does not reclaim on-demand instances; one that fails underneath is ended by EC2 itself.
 HARDWARE_REASON = ("Server.InternalError", "Server.InternalError: Internal error on the host")
-FORWARDING_ROLE = "gpufill-{env}-event-forwarding"
 
 
 @dataclass
@@ -46,25 +44,6 @@ class Reclaim:
     region: str | None = None
     market: str | None = None
     note: str = ""
-
-
-def deploy_rules(engine: LocalEngine, deployment: Deployment, function_arn: str) -> None:
-    """The rules of the CDK app's event forwarding, in every region of the regions config."""
-    home = engine.home_region
-    role = engine.client("iam").create_role(
-        RoleName=FORWARDING_ROLE.format(env=deployment.env), AssumeRolePolicyDocument="{}"
-    )["Role"]["Arn"]
-    for region in sorted(set(engine.regions_config.get("regions", [])) | {home}):
-        events = engine.client("events", region)
-        for kind, pattern in constants.INTERRUPTION_EVENT_PATTERNS.items():
-            name = constants.interruption_rule_name(deployment.env, kind)
-            events.put_rule(Name=name, EventPattern=json.dumps(pattern), State="ENABLED")
-            if region == home:
-                target = {"Id": "StartRefill", "Arn": function_arn}
-            else:
-                bus = f"arn:aws:events:{home}:{engine.account}:event-bus/default"
-                target = {"Id": "HomeRegionBus", "Arn": bus, "RoleArn": role}
-            events.put_targets(Rule=name, Targets=[target])
 
 
 def patches(engine: LocalEngine):

@@ -6,7 +6,17 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, StrictInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 # The steps startup/startup.sh reports in the tag gpufill:startup-step, in order, with the share of
 # the time to serving at which the engine reports each (the image and the model take the most).
@@ -102,6 +112,20 @@ class MarketScenario(_Model):
     startup: Startup = Field(default_factory=Startup)
     # gpufill's extension: instances EC2 takes away at a modelled second (see Interruption).
     interruptions: list[Interruption] = Field(default_factory=list)
+
+    @field_validator("regions")
+    @classmethod
+    def _known_regions(cls, value: dict[str, RegionMarket]) -> dict[str, RegionMarket]:
+        # The simulated account has the regions gpufill's catalog knows, as a request may name them.
+        from gpufill import catalog
+
+        unknown = [r for r in value if r not in catalog.known_regions()]
+        if unknown:
+            raise ValueError(
+                f"{', '.join(map(repr, unknown))} {'is not a region' if len(unknown) == 1 else 'are not regions'} "
+                f"gpufill knows; use one of {', '.join(sorted(catalog.known_regions()))}"
+            )
+        return value
 
     @model_validator(mode="after")
     def _zones_belong_to_their_region(self) -> MarketScenario:

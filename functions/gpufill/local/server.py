@@ -44,13 +44,8 @@ class LocalEndpoint:
         return self._server.server_address[1]
 
     def outputs(self) -> dict[str, str]:
-        env = self.engine_env()
-        return {
-            constants.OUTPUT_STATE_MACHINE_ARN: self.engine.state_machine_arn,
-            constants.OUTPUT_INSTANCES_TABLE: constants.instances_table_name(env),
-            constants.OUTPUT_APPROVAL_TOPIC_ARN: self.engine.approval_topic_arn,
-            constants.OUTPUT_STARTUP_BUCKET: f"gpufill-startup-{env}",
-        }
+        """The stack's outputs as the CDK app gives them, resolved for this account."""
+        return {k: str(v) for k, v in self.engine.deployments[self.engine_env()].app.home.outputs.items()}
 
     def engine_env(self) -> str:
         from gpufill.local import engine
@@ -92,20 +87,27 @@ def _with_stack(app: Callable, endpoint: LocalEndpoint) -> Callable:
         stack = constants.stack_name(endpoint.engine_env())
         if form.get("Action") != "DescribeStacks":
             return _reply(start_response, 400, _error("InvalidAction", f"the local endpoint answers DescribeStacks of {stack} only"))
-        if form.get("StackName", stack) != stack:
-            return _reply(start_response, 400, _error("ValidationError", f"Stack with id {form['StackName']} does not exist"))
+        # A stack is regional: asked in another region (or in one that does not exist), it is not there.
+        home = endpoint.engine.state_machine_arn.split(":")[3]
+        if form.get("StackName", stack) != stack or _scope(environ)[2:3] != [home]:
+            return _reply(start_response, 400, _error("ValidationError", f"Stack with id {form.get('StackName', stack)} does not exist"))
         return _reply(start_response, 200, _describe_stacks(stack, endpoint))
 
     return serve
 
 
 def _service(environ: dict[str, Any]) -> str | None:
-    """The signing service in the SigV4 Authorization header: Credential=KEY/DATE/REGION/SERVICE/aws4_request."""
+    """The signing service in the SigV4 Authorization header."""
+    scope = _scope(environ)
+    return scope[3] if len(scope) >= 5 else None
+
+
+def _scope(environ: dict[str, Any]) -> list[str]:
+    """The SigV4 credential scope, Credential=KEY/DATE/REGION/SERVICE/aws4_request, split on /."""
     authorization = environ.get("HTTP_AUTHORIZATION", "")
     if "Credential=" not in authorization:
-        return None
-    scope = authorization.split("Credential=", 1)[1].split(",", 1)[0].split("/")
-    return scope[3] if len(scope) >= 5 else None
+        return []
+    return authorization.split("Credential=", 1)[1].split(",", 1)[0].split("/")
 
 
 def _describe_stacks(stack: str, endpoint: LocalEndpoint) -> str:

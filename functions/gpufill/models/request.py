@@ -64,6 +64,12 @@ TAG_TEXT_PATTERN = re.compile(r"^[\w +\-=.:/@]*$")
 MAX_USER_TAGS = EC2_MAX_TAGS - GPUFILL_TAG_COUNT
 
 Action = Literal["provision", "plan", "teardown", "status"]
+# What to launch and where it serves: meaningful to provision and plan only. (`regions` is not
+# among them: a teardown or status searches the regions it is given.)
+PROVISION_ONLY_FIELDS = (
+    "instance_types", "instance_type", "count", "batch_max", "launch_mode", "market", "on_demand_strategy",
+    "origin_region", "tags", "model_id", "image", "root_volume_gib", "scoring",
+)
 Market = Literal["spot", "on-demand", "spot-then-on-demand"]
 LaunchMode = Literal["partial", "exact", "fleet"]
 OnDemandStrategy = Literal["cost", "latency"]
@@ -297,6 +303,7 @@ class Request(BaseModel):
         if self.instance_types is not None and self.instance_type is not None:
             problems.append(("instance_type", "give either instance_type or instance_types, not both"))
         problems += self._teardown_and_status_problems()
+        problems += self._provision_only_problems()
         problems += self._gang_problems()
         if self.wait_for_capacity is not None and self.action != "provision":
             problems.append(
@@ -340,6 +347,17 @@ class Request(BaseModel):
                     ("request_id", 'a teardown needs exactly one of request_id, instance_ids or "all": true (what to terminate)')
                 )
         return problems
+
+    def _provision_only_problems(self) -> list[tuple[str, str]]:
+        """What to launch means nothing to a teardown or a status view: given there, it is a
+        request meant for another action, refused rather than silently ignored."""
+        if self.action in ("provision", "plan"):
+            return []
+        given = [name for name in PROVISION_ONLY_FIELDS if name in self.model_fields_set]
+        return [
+            (name, f"only goes with action 'provision' or 'plan' (this request's action is {self.action!r})")
+            for name in given
+        ]
 
     def _gang_problems(self) -> list[tuple[str, str]]:
         """A gang is something a provisioning run places; a teardown or a status view has none."""

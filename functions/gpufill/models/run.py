@@ -17,7 +17,7 @@ Outcome = Literal["launched", "capacity", "quota", "throttled", "error"]
 # "stopped" (torn down).
 NextMove = Literal[
     "launch", "prepare", "refresh", "done", "exhausted", "rejected", "wait", "ready", "rollback", "not_placed",
-    "retry", "handover", "expired", "stopped",
+    "retry", "handover", "expired", "stopped", "continued", "handover_failed",
 ]
 
 

@@ -81,6 +81,17 @@ def for_next_market(gang: Gang | None) -> Gang | None:
     return gang.model_copy(update={"resume": 0})
 
 
+# EC2 states of an instance a TerminateInstances has reached: it will not run again.
+ENDING_STATES = frozenset({"shutting-down", "terminated"})
+
+
+def rollback_settled(instance_ids: list[str], states: dict[str, str]) -> bool:
+    """Whether EC2 shows every instance of a rollback ending (`states`: id -> EC2 state, as
+    described). A TerminateInstances whose replies were lost may have ended them all; an id EC2
+    does not describe (not visible yet) is not known to be ended."""
+    return bool(instance_ids) and all(states.get(i) in ENDING_STATES for i in instance_ids)
+
+
 def rolled_back(run: Run, request: ProvisionRequest, count: int) -> Run:
     """The run after its instances were terminated: nothing held, the gang's place excluded."""
     gang = run.gang or Gang()

@@ -16,6 +16,22 @@ from gpufill.policy.boot import NOT_VISIBLE
 
 # An instance in one of these states will never serve: the idle watchdog powered it off, or AWS reclaimed it.
 GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
+# What the run keeps of a reported step, in UTF-8 bytes. A tag value may hold 256 characters
+# (up to 1 KiB in UTF-8), and the step is carried twice per instance (the step and the reason);
+# 250 instances at 1 KiB would pass Step Functions' 256 KiB state limit (counted in UTF-8 bytes).
+# At this bound 250 instances carry at most 250 x 2 x 120 B = 60 KB of steps. startup.sh's own
+# steps are far shorter; only the instance's own wording (its failure text) is cut.
+STEP_MAX_BYTES = 120
+ELLIPSIS = "…"
+
+
+def bounded_step(step: str | None, max_bytes: int = STEP_MAX_BYTES) -> str | None:
+    """The step as reported, or its longest prefix that fits `max_bytes` of UTF-8 with "…"
+    after it, cut at a character boundary (never inside a multi-byte character)."""
+    if step is None or len(step.encode()) <= max_bytes:
+        return step
+    room = max_bytes - len(ELLIPSIS.encode())
+    return step.encode()[:room].decode(errors="ignore") + ELLIPSIS
 
 
 def iso_duration(seconds: int) -> str:
@@ -74,7 +90,7 @@ def check(run: Run, seen: dict[str, dict], *, now: float, timeout_seconds: int) 
                 update={
                     # EC2 may briefly not describe an instance again; that says nothing new about it.
                     "state": instance.state if fact.get("state") in (None, NOT_VISIBLE) else fact["state"],
-                    "startup_step": fact.get("startup_step") or instance.startup_step,
+                    "startup_step": bounded_step(fact.get("startup_step")) or instance.startup_step,
                 }
             )
         )

@@ -149,10 +149,14 @@ def decide(
     stored_request: dict | None,
     request_records: list[dict],
     state_reason: str | None,
+    *,
+    stopped_by: str | None = None,
 ) -> Decision:
     """Refill, or why not. `record` is this deployment's record of the instance (None: it has
     none), `stored_request` the request as accepted, `request_records` every instance record of
-    that request, `state_reason` EC2's state-reason code for the instance (state changes only)."""
+    that request, `state_reason` EC2's state-reason code for the instance (state changes only),
+    `stopped_by` the teardown that ended the request's maintenance when it was asked (even one
+    still awaiting its approval)."""
     instance_id = event.instance_id
     if record is None or not record.get("request_id"):
         return _ignore("not-ours", f"{instance_id} is not an instance this deployment launched")
@@ -163,7 +167,7 @@ def decide(
         return _ignore("request-unknown", f"request {request_id} is no longer kept, so it cannot be asked for again")
     if record.get("terminated_by"):
         return _ignore("teardown", f"{instance_id} was ended by gpufill teardown {record['terminated_by']}")
-    torn_down = sorted({r["terminated_by"] for r in request_records if r.get("terminated_by")})
+    torn_down = sorted({r["terminated_by"] for r in request_records if r.get("terminated_by")} | ({stopped_by} if stopped_by else set()))
     if torn_down:
         return _ignore(
             "torn-down", f"request {request_id} was torn down ({', '.join(torn_down)}): a teardown stops its maintenance"

@@ -127,6 +127,15 @@ def _teardown_instance(live: LiveInstance, record: dict | None) -> TeardownInsta
     )
 
 
+def maintenance_to_stop(target: TeardownTarget, allowed: Iterable[TeardownInstance]) -> list[str]:
+    """The requests whose maintenance a teardown ends: the request named, and the request of
+    every instance it asks to end (a teardown of any of a request's instances stops its refills)."""
+    owners = {i.request_id for i in allowed if i.request_id}
+    if target.request_id is not None:
+        owners.add(target.request_id)
+    return sorted(owners)
+
+
 def by_region(instances: Iterable[TeardownInstance]) -> list[RegionBatch]:
     """One Map branch per region, regions, requests and ids sorted so a rerun sends the same batches."""
     grouped: dict[str, dict[str, list[str]]] = {}

@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 from datetime import datetime, timezone
+from typing import Literal
 
 from gpufill.constants import (
     CONTINUATION_SUFFIX,
@@ -130,6 +131,44 @@ def next_try(
     return "retry", scheduled
 
 
+# The key of a continued execution's input that holds the request and the run handed over.
+CONTINUATION = "gpufill_continuation"
+HandOver = Literal["continued", "not_started", "name_taken"]
+# What a run that could not hand over ends with (failed_with in PROVISIONING_FAILED's cause).
+HANDOVER_ERRORS = {"not_started": "ContinuationNotStarted", "name_taken": "ContinuationNameTaken"}
+
+
+def handover(sent: dict, successor_input: object, *, exists: bool) -> HandOver:
+    """Whether the successor runs this request. `sent` is the request and run ContinueAsNew sent,
+    `successor_input` the input of the execution holding the successor's name. Step Functions
+    answers a repeated StartExecution with the same name and input as a success while the first
+    runs, and ExecutionAlreadyExists once it ended: the same input is this run's own start.
+    Another input is someone else's execution of that name, which never carries this request."""
+    if not exists:
+        return "not_started"
+    if isinstance(successor_input, dict) and successor_input.get(CONTINUATION) == sent:
+        return "continued"
+    return "name_taken"
+
+
+def handover_failure(outcome: HandOver, successor: str, failure: dict | None, started: str | None = None) -> dict:
+    """The failure a run that could not hand over reports ({"Error", "Cause"} as Step Functions'
+    own), saying why in words."""
+    said = (failure or {}).get("Error") or "no answer"
+    if outcome == "name_taken":
+        cause = (
+            f"The wait could not continue: the execution name {successor} is held by another execution"
+            f"{f' (started {started})' if started else ''} that does not carry this request, so no execution "
+            "goes on with it. Start the request again under another name to keep waiting."
+        )
+    else:
+        cause = (
+            f"The wait could not continue: starting {successor} failed ({said}) and no execution of that "
+            "name exists, so nothing goes on with the request."
+        )
+    return {"Error": HANDOVER_ERRORS[outcome], "Cause": cause}
+
+
 def begin_try(wait: Waiting, *, handover: bool, attempts_total: int) -> Waiting:
     """The try after a wait: counted across the chain, and from 1 again in a new execution."""
     if handover:
@@ -172,6 +211,12 @@ def view_line(view: dict | None) -> str | None:
         return f"the wait for capacity expired at {deadline} after {tries} {'try' if tries == 1 else 'tries'} (CAPACITY_WAIT_EXPIRED)"
     if phase == "ended":
         return f"the wait for capacity ended: try {tries} filled the request"
+    if phase == "failed":
+        return (
+            f"the wait for capacity ended: {view.get('execution')} failed ({view.get('error')}) after {tries} "
+            f"{'try' if tries == 1 else 'tries'}; "
+            "its cause names every instance kept"
+        )
     return None
 
 

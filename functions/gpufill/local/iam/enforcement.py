@@ -90,6 +90,15 @@ def calling_access_key() -> str | None:
     return getattr(_calls, "access_key", None)
 
 
+def current_call() -> dict | None:
+    """The call being judged (service, operation, params), for a principal provider."""
+    stack = getattr(_calls, "stack", None)
+    if not stack:
+        return None
+    service_model, operation, params, region = stack[-1]
+    return {"service": service_model.service_name, "operation": operation, "params": params, "region": region}
+
+
 def _stack() -> list:
     if not hasattr(_calls, "stack"):
         _calls.stack = []
