@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -206,19 +207,24 @@ def iam_checks(deployment: aws.Deployment) -> list[Check]:
     needs = json.loads(IAM_NEEDS.read_text())
     iam = deployment.client("iam")
     account = deployment.state_machine_arn.split(":")[4]
+    names = {"${Account}": account, "${Env}": deployment.env,
+             "${StartupBucket}": deployment.outputs.get(constants.OUTPUT_STARTUP_BUCKET, "")}
     checks = []
     for principal, calls in sorted(needs["principals"].items()):
 
         def one(principal=principal, calls=calls) -> Check:
             role_arn = principal_role_arn(deployment, principal)
+            if "${InstanceRoleArn}" not in names:
+                names["${InstanceRoleArn}"] = principal_role_arn(deployment, "Instance")
+            fill = partial(_filled, names)
             denied = []
             for call in calls:
                 answer = iam.simulate_principal_policy(
                     PolicySourceArn=role_arn,
                     ActionNames=[call["action"]],
-                    ResourceArns=[_in_account(call["resource"], account, deployment.region)],
+                    ResourceArns=[fill(call["resource"])],
                     ContextEntries=[
-                        {"ContextKeyName": k, "ContextKeyValues": v if isinstance(v, list) else [v],
+                        {"ContextKeyName": k, "ContextKeyValues": [fill(x) for x in v] if isinstance(v, list) else [fill(v)],
                          "ContextKeyType": "stringList" if isinstance(v, list) else "string"}
                         for k, v in call.get("context", {}).items()
                     ],
@@ -249,8 +255,10 @@ def principal_role_arn(deployment: aws.Deployment, principal: str) -> str:
     return deployment.client("lambda").get_function_configuration(FunctionName=function)["Role"]
 
 
-def _in_account(arn: str, account: str, region: str) -> str:
-    return arn.replace("${Account}", account).replace("${Region}", region)
+def _filled(names: dict[str, str], text: str) -> str:
+    for placeholder, value in names.items():
+        text = text.replace(placeholder, value)
+    return text
 
 
 # --- plumbing ----------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ PoliciesOf = Callable[[str], "Sequence[tuple[str, dict]] | None"]
 def patches(policies_of: PoliciesOf, account: str):
     """IamResponse.simulate_principal_policy for roles whose policies `policies_of(role_arn)` knows."""
     from moto.core.responses import ActionResult
-    from moto.iam.exceptions import IAMNotFoundException
+    from moto.iam.exceptions import NotFoundException
     from moto.iam.responses import IamResponse
 
     def simulate_principal_policy(response: IamResponse):
@@ -30,7 +30,7 @@ def patches(policies_of: PoliciesOf, account: str):
         source = params.get("PolicySourceArn", "")
         policies = policies_of(source)
         if policies is None:
-            raise IAMNotFoundException(f"Role {source} not found")
+            raise NotFoundException(f"Role {source} not found")
         actions = params.get("ActionNames") or []
         resources = params.get("ResourceArns") or ["*"]
         context = _context_entries(params.get("ContextEntries") or [])
