@@ -745,7 +745,12 @@ class LocalEngine:
             layer, rule = found
             if layer == "kill":
                 if rule.meanwhile is not None:
-                    rule.meanwhile()
+                    # What happens elsewhere in the account is not this (dead) function's doing.
+                    function, engine._invocation.function = getattr(engine._invocation, "function", None), None
+                    try:
+                        rule.meanwhile()
+                    finally:
+                        engine._invocation.function = function
                 raise KilledInvocation(f"{task} killed at {service_id}:{operation}")
             if rule.after:
                 original(stubber, event_name, request, **kwargs)  # AWS did it; the reply is lost
