@@ -6,6 +6,11 @@ PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
+.PHONY: iam-report
+# Per role, the grants gpufill's runs use and those none uses; records what doctor asks AWS.
+iam-report: $(PY_STAMP) $(NODE_STAMP)
+	$(VENV)/bin/gpufill local iam-report --write
+
 .PHONY: demo test test-all bench bench-quick bench-engine setup lint-asl clean mutation
 
 demo: $(PY_STAMP)

@@ -8,6 +8,7 @@ from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 from gpufill import constants
 
@@ -58,7 +59,7 @@ class Functions(Construct):
         env: str,
         resources: TaskResources,
         environment: Mapping[str, str],
-        powertools_layer_version: int = constants.POWERTOOLS_LAYER_VERSION,
+        powertools_layer_version: int | None = None,
         tasks: Mapping[str, str] = constants.LAMBDA_TASKS,
         specs: Mapping[str, TaskSpec] = TASKS,
     ) -> None:
@@ -66,7 +67,7 @@ class Functions(Construct):
         _check_table(tasks, specs)
         code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=ASSET_EXCLUDE)
         self.powertools_layer = lambda_.LayerVersion.from_layer_version_arn(
-            self, "PowertoolsLayer", constants.powertools_layer_arn(Stack.of(self).region, powertools_layer_version)
+            self, "PowertoolsLayer", powertools_layer_arn(self, powertools_layer_version)
         )
         self.functions: dict[str, lambda_.Function] = {
             placeholder: self._function(env, placeholder, handler, specs[placeholder], code, resources, environment)
@@ -139,6 +140,14 @@ class Functions(Construct):
             # The function is usable only once its grants are in place.
             function.node.add_dependency(policy)
         return function
+
+
+def powertools_layer_arn(scope: Construct, version: int | None) -> str:
+    """The layer carrying the pinned Powertools release: resolved by CloudFormation from AWS's
+    public parameter in the region it deploys to, unless cdk.json pins a layer number."""
+    if version is not None:
+        return constants.powertools_layer_arn(Stack.of(scope).region, version)
+    return ssm.StringParameter.value_for_string_parameter(scope, constants.powertools_layer_parameter())
 
 
 def _check_table(tasks: Mapping[str, str], specs: Mapping[str, TaskSpec]) -> None:

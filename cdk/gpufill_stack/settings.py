@@ -40,7 +40,9 @@ class DeploySettings:
     env: str
     regions_config: RegionsConfig
     approval_email: str | None = None
-    powertools_layer_version: int = constants.POWERTOOLS_LAYER_VERSION
+    # None: the layer carrying constants.POWERTOOLS_VERSION, found at deploy time through AWS's
+    # public parameter; a number pins that layer version (a region where the parameter is missing).
+    powertools_layer_version: int | None = None
     # A customer-managed key that encrypts the instances' EBS volumes (the account's default EBS
     # key, or one the launch names); None: the AWS-managed aws/ebs key, which needs no grant.
     ebs_kms_key_arn: str | None = None
@@ -71,9 +73,12 @@ class DeploySettings:
         if email is not None and not _EMAIL.fullmatch(email):
             raise SettingsError(f"context 'approval_email' is {email!r}, which is not an email address")
         layer = context("powertools_layer_version")
-        layer = constants.POWERTOOLS_LAYER_VERSION if layer in (None, "") else layer
-        if isinstance(layer, bool) or not str(layer).strip().isdigit() or int(layer) < 1:
-            raise SettingsError(f"context 'powertools_layer_version' is {layer!r}: give the layer's version number")
+        layer = None if layer in (None, "") else layer
+        if layer is not None and (isinstance(layer, bool) or not str(layer).strip().isdigit() or int(layer) < 1):
+            raise SettingsError(
+                f"context 'powertools_layer_version' is {layer!r}: give the layer's version number, or leave it out "
+                f"to use the layer AWS publishes for Powertools {constants.POWERTOOLS_VERSION}"
+            )
         key = _text(context("ebs_kms_key_arn")) or None
         if key is not None and not _KMS_KEY_ARN.fullmatch(key):
             raise SettingsError(
@@ -84,7 +89,7 @@ class DeploySettings:
             env=env,
             regions_config=config,
             approval_email=email,
-            powertools_layer_version=int(layer),
+            powertools_layer_version=None if layer is None else int(layer),
             ebs_kms_key_arn=key,
         )
         size = len(settings.regions_config_json().encode())

@@ -178,33 +178,28 @@ MODELS_PREFIX = "models/"
 DLAMI_PARAMETER_NAMESPACE = "/aws/service/deeplearning/"
 
 # Lambda runtime and the Powertools public layer (v3) that carries Powertools and pydantic.
-# Bump the version with the aws-lambda-powertools pin; the latest is in the public SSM
-# parameter /aws/service/powertools/python/arm64/python3.13/latest.
 LAMBDA_PYTHON_VERSION = "3.13"
 LAMBDA_ARCHITECTURE = "arm64"
 POWERTOOLS_LAYER_ACCOUNT = "017000801446"
-POWERTOOLS_LAYER_VERSION = 38
-# Which aws-lambda-powertools release each public layer version carries (the layer numbers one
-# per release, so a version bump without the layer bump ships another library than the tests
-# ran). tests/unit checks that POWERTOOLS_LAYER_VERSION carries the version pinned in
-# pyproject.toml. Add the row when bumping either. Sources: rows 1-3, the layer table of
-# docs/index.md in aws-powertools/powertools-lambda-python at the 3.1.0 and 3.2.0 releases and its
-# PR #5562 ("update layer version number - v3.3.0"); row 38 is the version this project pinned
-# with 3.37.0 and is not confirmed by a published table: confirm it with the layer's own
-# Description (`aws lambda get-layer-version-by-arn --arn <layer arn>` names the release).
-POWERTOOLS_LAYER_LIBRARY_VERSIONS = {
-    1: "3.1.0",
-    2: "3.2.0",
-    3: "3.3.0",
-    38: "3.37.0",
-}
+# The Powertools release the functions run: the one pyproject.toml pins (tests/unit checks they
+# agree). The layer that carries it is found at deploy time through AWS's public parameter
+# (powertools_layer_parameter), so no layer number is written down here: a layer number is per
+# release and AWS publishes which is which only through that parameter.
+POWERTOOLS_VERSION = "3.37.0"
+
+
+def powertools_layer_parameter(version: str = POWERTOOLS_VERSION) -> str:
+    """AWS's public SSM parameter whose value is the ARN of the layer carrying `version`."""
+    return f"/aws/service/powertools/python/{LAMBDA_ARCHITECTURE}/python{LAMBDA_PYTHON_VERSION}/{version}"
+
 
 # A customer-managed KMS key for EBS encryption (cdk.json context `ebs_kms_key_arn`, optional):
 # the LaunchBatch role may use it through EC2 only, and the Lambdas read its ARN from here.
 ENV_EBS_KMS_KEY_ARN = "EBS_KMS_KEY_ARN"
 
 
-def powertools_layer_arn(region: str, version: int = POWERTOOLS_LAYER_VERSION) -> str:
+def powertools_layer_arn(region: str, version: int) -> str:
+    """The layer's ARN for an explicit layer number (cdk.json `powertools_layer_version`)."""
     python = "python" + LAMBDA_PYTHON_VERSION.replace(".", "")
     return (
         f"arn:aws:lambda:{region}:{POWERTOOLS_LAYER_ACCOUNT}:layer:"

@@ -21,15 +21,28 @@ def test_one_function_per_task_with_its_handler(task_functions):
         assert function["Properties"]["Handler"] == constants.LAMBDA_TASKS[placeholder]
 
 
-def test_every_task_function_is_arm64_python_with_the_powertools_layer(task_functions):
-    layer = constants.powertools_layer_arn(REGION)
-    assert layer.startswith(f"arn:aws:lambda:{REGION}:017000801446:layer:AWSLambdaPowertoolsPythonV3-python3")
+def test_every_task_function_is_arm64_python_with_the_powertools_layer(synthesized, task_functions):
+    # The layer is the one AWS's public parameter names for the pinned release, resolved at deploy.
+    [(parameter, declared)] = [
+        (name, p) for name, p in synthesized.json.get("Parameters", {}).items()
+        if p.get("Default") == constants.powertools_layer_parameter()
+    ]
+    assert declared["Type"] == "AWS::SSM::Parameter::Value<String>"
+    assert constants.powertools_layer_parameter() == (
+        f"/aws/service/powertools/python/arm64/python{constants.LAMBDA_PYTHON_VERSION}/{constants.POWERTOOLS_VERSION}"
+    )
     for _, function in task_functions.values():
         props = function["Properties"]
         assert props["Architectures"] == ["arm64"]
         assert props["Runtime"] == f"python{constants.LAMBDA_PYTHON_VERSION}"
         assert props["Runtime"] in ("python3.12", "python3.13")
-        assert props["Layers"] == [layer]
+        assert props["Layers"] == [{"Ref": parameter}]
+
+
+def test_a_pinned_layer_number_is_used_as_given():
+    assert constants.powertools_layer_arn(REGION, 41) == (
+        f"arn:aws:lambda:{REGION}:017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:41"
+    )
 
 
 def test_json_logs_to_a_retained_log_group_and_active_tracing(synthesized, task_functions):

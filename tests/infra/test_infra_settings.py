@@ -27,7 +27,7 @@ def test_cdk_json_defaults():
     assert s.env == "dev"
     assert s.regions_config.regions == ["ap-northeast-1", "us-west-2", "us-east-1", "us-east-2", "eu-central-1"]
     assert s.approval_email is None
-    assert s.powertools_layer_version == constants.POWERTOOLS_LAYER_VERSION
+    assert s.powertools_layer_version is None  # the layer AWS publishes for the pinned release
     assert s.ebs_kms_key_arn is None
     assert json.loads(s.regions_config_json()) == {"regions": s.regions_config.regions}
 

@@ -13,7 +13,7 @@ import sys
 import threading
 from contextlib import contextmanager
 
-from gpufill.cli import connect, local, runs, simulate, status, teardown
+from gpufill.cli import connect, doctor, local, runs, simulate, status, teardown
 from gpufill.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -52,6 +52,7 @@ def parser() -> argparse.ArgumentParser:
     teardown.add_parsers(verbs)
     connect.add_parser(verbs)
     local.add_parser(verbs)
+    doctor.add_parser(verbs)
     return top
 
 

@@ -1,4 +1,5 @@
-"""`gpufill local serve`: the local engine as an AWS endpoint on 127.0.0.1."""
+"""`gpufill local serve`: the local engine as an AWS endpoint on 127.0.0.1.
+`gpufill local iam-report`: the grants gpufill's runs use, and those they never use."""
 
 from __future__ import annotations
 
@@ -31,7 +32,17 @@ EXAMPLE_REQUEST = "examples/requests/provision-spot.json"
 
 def add_parser(verbs) -> None:
     local = verbs.add_parser("local", help="run gpufill's simulated account as a local AWS endpoint")
-    actions = local.add_subparsers(dest="local_verb", metavar="serve", required=True)
+    actions = local.add_subparsers(dest="local_verb", metavar="serve|iam-report", required=True)
+    report = actions.add_parser(
+        "iam-report",
+        help="run gpufill's paths locally and print, per role, the grants they used and those never used",
+        description="Provision by fleet and by RunInstances, spot to On-Demand, a same-AZ gang, status and an "
+        "approved teardown, every call judged by the deployed IAM policies; writes what they needed to "
+        "catalog/iam_needs.json for gpufill doctor (with --write).",
+    )
+    report.add_argument("--json", action="store_true", help="print the report as one JSON document")
+    report.add_argument("--write", action="store_true", help="also write functions/gpufill/catalog/iam_needs.json")
+    report.set_defaults(handler=iam_report_verb)
     serve = actions.add_parser(
         "serve",
         help="serve the local engine over HTTP on 127.0.0.1 until Ctrl-C",
@@ -47,6 +58,27 @@ def add_parser(verbs) -> None:
     )
     add_log_options(serve)
     serve.set_defaults(handler=serve_verb)
+
+
+def iam_report_verb(args: argparse.Namespace) -> int:
+    import json
+
+    from gpufill.local.iam import report
+
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+    with lambda_logs(verbose=False, log_file=None):
+        uses = report.measure(report.run_paths())
+    needs = report.needs_document(uses)
+    if args.write:
+        report.NEEDS_FILE.write_text(json.dumps(needs, indent=1, sort_keys=True) + "\n")
+    if args.json:
+        print_json({
+            "roles": {u.principal: {"used": {a: sorted(t) for a, t in sorted(u.used.items())}, "unused": u.unused}
+                      for u in uses.values()},
+        })
+    else:
+        print(report.render(uses))
+    return 0
 
 
 def serve_verb(args: argparse.Namespace, ready: threading.Event | None = None, stop: threading.Event | None = None) -> int:

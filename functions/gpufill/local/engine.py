@@ -27,11 +27,13 @@ from gpufill import constants
 from gpufill.adapters import clock
 from gpufill.local import interruptions
 from gpufill.local.deploy import account as deploy_account
-from gpufill.local.deploy import images
+from gpufill.local.deploy import images, public_layers
 from gpufill.local.deploy import model as stack_model
 from gpufill.local.deploy.images import LOCAL_AMI, LOCAL_AMI_ROOT_SNAPSHOT_GIB  # noqa: F401 (tests read them here)
 from gpufill.local.deploy.model import LOCAL_ACCOUNT, AppModel
+from gpufill.local import quotas
 from gpufill.local.emf import EmbeddedMetrics
+from gpufill.local.iam import simulation_api
 from gpufill.local.metrics import CallLog
 from gpufill.local.scenario import MarketScenario
 
@@ -304,6 +306,9 @@ class LocalEngine:
         self._stack.enter_context(_one_response_method_listing())
         self._stack.enter_context(self.calls.patches())
         self._stack.enter_context(self.embedded_metrics.patches())
+        self._stack.enter_context(public_layers.patches())
+        self._stack.enter_context(quotas.patches(self.scenario))
+        self._stack.enter_context(simulation_api.patches(self._policies_of_role, self.account))
         self._stack.enter_context(limits.patches(self._answered_tokens))
         self._stack.enter_context(_parse_definitions_once())
         from gpufill.adapters import spot_advisor
@@ -369,6 +374,7 @@ class LocalEngine:
         """What every deployment shares: the public Deep Learning AMI in every region."""
         for region in sorted(set(self.scenario.regions) | set(self.regions_config.get("regions", []))):
             images.publish(region, LOCAL_AMI)
+            public_layers.publish(region)
 
     def _app(self, env: str) -> AppModel:
         if env not in self._apps:
@@ -706,6 +712,10 @@ class LocalEngine:
             return json.dumps(result), False, ""
 
         return mock.patch.object(LambdaFunction, "_invoke_lambda", invoke)
+
+    def _policies_of_role(self, role_arn: str):
+        role = self.roles.get(role_arn)
+        return None if role is None else role.named_policies
 
     def _judged_calls(self):
         from gpufill.local.iam.enforcement import judged_calls

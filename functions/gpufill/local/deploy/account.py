@@ -69,6 +69,7 @@ def deploy_app(
             MemorySize=function.memory_mb,
             Timeout=function.timeout_seconds,
             Environment={"Variables": function.environment},
+            Layers=[_dynamic(client, layer) for layer in function.layers],
         )
     for number, permission in enumerate(home.permissions):
         client("lambda").add_permission(
@@ -183,3 +184,10 @@ def _stub_zip() -> bytes:
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("handler.py", "# the local engine runs gpufill's handlers in-process\n")
     return buffer.getvalue()
+
+
+def _dynamic(client, value: str) -> str:
+    """A CloudFormation dynamic reference {{resolve:ssm:NAME}} read from the account's SSM."""
+    if value.startswith("{{resolve:ssm:") and value.endswith("}}"):
+        return client("ssm").get_parameter(Name=value[len("{{resolve:ssm:"):-2])["Parameter"]["Value"]
+    return value

@@ -110,6 +110,10 @@ class Resolver:
         if name in parameters:
             if "Default" not in parameters[name]:
                 raise UnresolvableIntrinsic(f"Ref {name}: a template parameter without a default")
+            if str(parameters[name].get("Type", "")).startswith("AWS::SSM::Parameter::Value"):
+                # CloudFormation reads the parameter's value at deploy time: left as a dynamic
+                # reference for the deploy step, which reads it from the account's SSM.
+                return "{{resolve:ssm:" + parameters[name]["Default"] + "}}"
             return parameters[name]["Default"]
         kind = self._resource(name)["Type"]
         if kind in ("AWS::SNS::Topic", "AWS::StepFunctions::StateMachine", "AWS::IAM::ManagedPolicy"):

@@ -70,6 +70,8 @@ class Function:
     architectures: list[str]
     environment: dict[str, str]
     role: Role
+    # Layer ARNs; one CloudFormation resolves at deploy from SSM is "{{resolve:ssm:NAME}}".
+    layers: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -279,6 +281,7 @@ def read_stack(template: Mapping[str, Any], *, name: str, account: str, region: 
             architectures=list(p.get("Architectures", ["x86_64"])),
             environment={k: str(v) for k, v in p.get("Environment", {}).get("Variables", {}).items()},
             role=roles_by_arn[p["Role"]],
+            layers=[str(layer) for layer in p.get("Layers", [])],
         )
         functions[function.task] = function
 

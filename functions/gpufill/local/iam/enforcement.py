@@ -64,6 +64,8 @@ class Judgement:
     action: str
     resource: str
     result: str
+    context: dict = field(default_factory=dict)
+    role_arn: str = ""
 
 
 @dataclass
@@ -75,7 +77,9 @@ class Judgements:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, principal: Principal, decision: Decision) -> None:
-        judgement = Judgement(principal.name, decision.authorization.action, decision.authorization.resource, decision.result)
+        authorization = decision.authorization
+        judgement = Judgement(principal.name, authorization.action, authorization.resource, decision.result,
+                              dict(authorization.context), principal.role_arn)
         with self._lock:
             self.seen.append(judgement)
             if not decision.allowed:

@@ -1,0 +1,186 @@
+"""Least privilege, measured: which grants gpufill's runs use, and which no run uses.
+
+`gpufill local iam-report` runs the paths below on the local engine, every call judged by the
+deployed policies, then prints per role the actions (and resource types) the runs were granted,
+and the actions a role is granted that no run used. It also writes what the runs needed to
+catalog/iam_needs.json: `gpufill doctor` asks AWS's own IAM (SimulatePrincipalPolicy) the same
+questions of a deployed stack.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpufill.local.iam.enforcement import Judgement
+
+REPO = Path(__file__).resolve().parents[4]
+NEEDS_FILE = REPO / "functions" / "gpufill" / "catalog" / "iam_needs.json"
+# (request file, market file, decision): provision by fleet and by RunInstances, spot falling back
+# to On-Demand, a same-AZ gang, then status and an approved teardown of the first.
+PATHS = [
+    ("provision-spot.json", "first-az-sold-out.json", None),
+    ("provision-exact.json", "first-az-sold-out.json", None),
+    ("provision-gang-same-az.json", "first-az-sold-out.json", None),
+    ("provision-spot-then-on-demand.json", "all-spot-sold-out.json", None),
+]
+# Resource ids vary run by run; a need names its resource by type with a fixed id.
+_ID = re.compile(r"/(i|vol|eni|subnet|sg|lt|fleet|sir|ami|vpc)-[0-9a-f]+")
+_ACCOUNT = re.compile(r":(\d{12}):")
+
+
+# Grants AWS needs that the local engine cannot exercise, with why they stay.
+KEPT_FOR = [
+    (re.compile(r"^(logs|xray):"), "Lambda's runtime writes the function's logs and traces (not simulated)"),
+    (re.compile(r"^(ssm:UpdateInstanceInformation|ssmmessages:|ec2messages:)"), "the SSM agent on the instance: port forwarding to vLLM"),
+    (re.compile(r"^ecr:"), "the instance pulls the vLLM image"),
+    (re.compile(r"^(s3:GetObject|s3:ListBucket|ec2:CreateTags)$"), "startup.sh on the instance (its own calls are not judged locally)"),
+]
+
+
+def kept_for(action: str) -> str | None:
+    return next((why for pattern, why in KEPT_FOR if pattern.search(action)), None)
+
+
+@dataclass
+class RoleUse:
+    role_arn: str
+    principal: str
+    used: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    granted: set[str] = field(default_factory=set)
+    needs: dict[tuple, dict] = field(default_factory=dict)
+
+    @property
+    def unused(self) -> list[str]:
+        return sorted(a for a in self.granted if not any(_matches(a, used) for used in self.used))
+
+
+def run_paths(examples: Path = REPO / "examples") -> list[tuple[object, list[Judgement]]]:
+    """Each path's engine (for its deployed roles) and the judgements its runs made."""
+    from gpufill.local.engine import LocalEngine
+    from gpufill.local.scenario import MarketScenario
+
+    by_market: dict[str, list[tuple[str, str | None]]] = defaultdict(list)
+    for request, market, decision in PATHS:
+        by_market[market].append((request, decision))
+    results = []
+    for market, runs in by_market.items():
+        scenario = MarketScenario.model_validate(json.loads((examples / "markets" / market).read_text()))
+        with LocalEngine(scenario) as engine:
+            first = None
+            for number, (request, decision) in enumerate(runs):
+                name = f"iam-report-{number}"
+                engine.run(json.loads((examples / "requests" / request).read_text()), name=name, decision=decision)
+                first = first or name
+            engine.run({"action": "status"}, name="iam-report-status")
+            engine.run({"action": "teardown", "request_id": first}, name="iam-report-teardown", decision="approved")
+            results.append((engine, list(engine.iam.seen)))
+    return results
+
+
+def measure(results) -> dict[str, RoleUse]:
+    uses: dict[str, RoleUse] = {}
+    for engine, judgements in results:
+        names = _principal_names(engine)
+        for role_arn, role in engine.roles.items():
+            use = uses.setdefault(role_arn, RoleUse(role_arn, names.get(role_arn, role.name)))
+            use.granted |= _allowed_actions(role.policies)
+        generic = _Generic(engine)
+        for j in judgements:
+            use = uses.setdefault(j.role_arn, RoleUse(j.role_arn, names.get(j.role_arn, j.principal)))
+            if j.result != "Allowed":
+                continue
+            use.used[j.action].add(_resource_type(j.resource))
+            need = {"action": j.action, "resource": generic(j.resource), "context": generic.context(j.context)}
+            # One question per action, resource and condition keys: the values (a request's own
+            # name, an instance's id) differ run by run and decide nothing the keys do not.
+            key = (j.action, _ID.sub("/*", need["resource"]), tuple(sorted(need["context"])))
+            use.needs.setdefault(key, need)
+    return {arn: use for arn, use in uses.items() if use.used or use.granted}
+
+
+def needs_document(uses: dict[str, RoleUse]) -> dict:
+    return {
+        "about": "Calls gpufill's runs were granted on the local engine (make iam-report); gpufill doctor asks IAM the same.",
+        "principals": {
+            use.principal: sorted(use.needs.values(), key=lambda n: (n["action"], n["resource"]))
+            for use in sorted(uses.values(), key=lambda u: u.principal) if use.needs
+        },
+    }
+
+
+def render(uses: dict[str, RoleUse]) -> str:
+    lines = []
+    for use in sorted(uses.values(), key=lambda u: u.principal):
+        lines.append(f"{use.principal}  ({use.role_arn.rsplit('/', 1)[-1]})")
+        for action in sorted(use.used):
+            lines.append(f"  used    {action:42} {', '.join(sorted(use.used[action]))}")
+        for action in use.unused:
+            why = kept_for(action) if use.principal in ("Instance",) or not action.startswith(("s3:", "ec2:CreateTags")) else None
+            lines.append(f"  unused  {action:42} {('kept: ' + why) if why else 'not used by the paths run here'}")
+    return "\n".join(lines)
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _principal_names(engine) -> dict[str, str]:
+    names = {f.role.arn: f.task for f in engine.functions.values()}
+    for deployment in engine.deployments.values():
+        names[deployment.app.state_machine_role.arn] = "StateMachine"
+        names[deployment.app.instance_role.arn] = "Instance"
+    return names
+
+
+def _allowed_actions(policies: list[dict]) -> set[str]:
+    actions: set[str] = set()
+    for document in policies:
+        for statement in document.get("Statement", []):
+            if statement.get("Effect") == "Allow":
+                listed = statement.get("Action", [])
+                actions.update([listed] if isinstance(listed, str) else listed)
+    return actions
+
+
+def _matches(granted: str, used: str) -> bool:
+    pattern = re.escape(granted.lower()).replace(r"\*", ".*")
+    return re.fullmatch(pattern, used.lower()) is not None
+
+
+def _resource_type(arn: str) -> str:
+    if arn == "*":
+        return "*"
+    parts = arn.split(":", 5)
+    if len(parts) < 6:
+        return arn
+    kind = re.split(r"[/:]", parts[5], maxsplit=1)[0]
+    return f"{parts[2]}:{kind}"
+
+
+class _Generic:
+    """A need as any deployment reads it: the account, the env and the names the stack generates
+    (the startup bucket, the instance role) become placeholders gpufill doctor fills in."""
+
+    def __init__(self, engine) -> None:
+        deployment = next(iter(engine.deployments.values()))
+        self.env = deployment.env
+        self.names = {
+            str(deployment.app.home.outputs.get("StartupBucketName", "")): "${StartupBucket}",
+            deployment.app.instance_role.arn: "${InstanceRoleArn}",
+        }
+        self.names.pop("", None)
+
+    def __call__(self, text: str) -> str:
+        for name, placeholder in self.names.items():
+            text = text.replace(name, placeholder)
+        text = _ACCOUNT.sub(":${Account}:", text)
+        text = re.sub(rf"(?<=[-/]){re.escape(self.env)}(?=$|[-/:])", "${Env}", text)
+        text = "${Env}" if text == self.env else text
+        return _ID.sub(lambda m: f"/{m.group(1)}-0123456789abcdef0", text)
+
+    def context(self, context: dict) -> dict:
+        return {k: (self(v) if isinstance(v, str) else [self(x) for x in v])
+                for k, v in sorted(context.items()) if not k.startswith("aws:Principal")}

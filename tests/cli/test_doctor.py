@@ -1,0 +1,80 @@
+"""`gpufill doctor` against `gpufill local serve`'s endpoint: one line per check, exit 1 on a failure."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from gpufill.cli import aws, main
+from gpufill.cli.common import lambda_logs
+from gpufill.cli.doctor import Check, quota_verdict, render
+from gpufill.local.engine import LocalEngine
+from gpufill.local.scenario import MarketScenario
+from gpufill.local.server import LocalEndpoint
+from tests.conftest import EXAMPLES
+
+# Oregon's spot quota holds two g6.xlarge; the other regions set none.
+MARKET = EXAMPLES / "markets/tight-quota.json"
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory):
+    log = tmp_path_factory.mktemp("doctor") / "lambda.log"
+    with lambda_logs(verbose=False, log_file=log), LocalEngine(MarketScenario.load(MARKET)) as engine:
+        with LocalEndpoint(engine) as served:
+            yield served
+
+
+@pytest.fixture
+def deployment(endpoint, monkeypatch):
+    monkeypatch.setattr(aws, "POLL_SECONDS", 0.05)
+    return ["--env", "local", "--region", "us-east-1", "--endpoint-url", endpoint.url]
+
+
+def checks(capsys, deployment) -> tuple[int, dict]:
+    code = main(["doctor", "--json", *deployment])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_a_deployed_stack_passes_every_check_its_runs_need(deployment, capsys):
+    code, report = checks(capsys, deployment)
+    assert code == 0 and report["ok"], [c for c in report["checks"] if c["verdict"] == "fail"]
+    by_check = {(c["check"], c["target"]): c for c in report["checks"]}
+    # Every principal the local runs recorded, asked of IAM on the deployed role, allowed.
+    iam = {target: c for (check, target), c in by_check.items() if check == "iam"}
+    assert {"LaunchBatch", "StateMachine", "PrepareRegion", "TerminateRegionInstances"} <= set(iam)
+    assert all(c["verdict"] == "ok" and c["detail"].endswith("calls allowed") for c in iam.values())
+    # The scenario's quota is what Service Quotas reports: 8 vCPUs hold two G instances of 4.
+    oregon = by_check[("vcpu quota", "us-west-2 G spot")]
+    assert oregon["verdict"] == "ok" and oregon["detail"].startswith("8 vCPUs (L-3819A6DF): room for 2")
+    assert by_check[("ami", "us-west-2")]["verdict"] == "ok"
+    assert by_check[("powertools layer", "us-east-1")]["verdict"] == "ok"
+    # A fresh account has no service-linked roles yet: a warning with the command that makes one.
+    spot_role = by_check[("service-linked role", "AWSServiceRoleForEC2Spot")]
+    assert spot_role["verdict"] == "warn" and "create-service-linked-role --aws-service-name spot.amazonaws.com" in spot_role["fix"]
+
+
+def test_a_role_without_a_grant_its_runs_need_fails_the_doctor(endpoint, deployment, capsys):
+    from tests.iam.conftest import without_grant
+
+    engine = endpoint.engine
+    launch = next(f for f in engine.functions.values() if f.task == "LaunchBatch")
+    saved = engine.roles[launch.role.arn]
+    engine.roles[launch.role.arn] = without_grant(saved, "ec2:CreateFleet", "instance/*")
+    try:
+        code, report = checks(capsys, deployment)
+    finally:
+        engine.roles[launch.role.arn] = saved
+    assert code == 1 and not report["ok"]
+    [failed] = [c for c in report["checks"] if c["verdict"] == "fail"]
+    assert failed["check"] == "iam" and failed["target"] == "LaunchBatch"
+    assert "ec2:CreateFleet on arn:aws:ec2:" in failed["detail"] and ":instance/" in failed["detail"]
+
+
+def test_a_quota_too_small_for_one_instance_warns_with_the_increase_command():
+    check = quota_verdict("us-east-1", "P", "spot", "L-7212CCBC", 0, 8)
+    assert check.verdict == "warn" and "not one P instance (8 vCPUs)" in check.detail
+    assert "--quota-code L-7212CCBC" in check.fix
+    assert render([check, replace(check, verdict="ok")]).splitlines()[-1] == "2 checks: 0 failed, 1 warnings"
+    assert render([Check("ami", "us-east-1", "ok", "ami-1")]).endswith("1 checks: all ok")
