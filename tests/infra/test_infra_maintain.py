@@ -71,7 +71,9 @@ def test_the_home_region_rules_invoke_start_refill_with_the_two_patterns(synthes
     logical_id, function = _start_refill(synthesized)
     assert function["Properties"]["Handler"] == "gpufill.handlers.start_refill.handler"
     assert function["Properties"]["Architectures"] == ["arm64"]
-    assert any("AWSLambdaPowertoolsPythonV3" in json.dumps(layer) for layer in function["Properties"]["Layers"])
+    # The Powertools layer, resolved at deploy from AWS's public parameter for the pinned release.
+    [layer] = function["Properties"]["Layers"]
+    assert synthesized.json["Parameters"][layer["Ref"]]["Default"] == constants.powertools_layer_parameter()
     rules = _rules(synthesized.json)
     env = _env(synthesized)
     assert set(rules) == {f"gpufill-{env}-{kind}" for kind in PATTERNS}

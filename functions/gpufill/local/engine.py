@@ -371,9 +371,11 @@ class LocalEngine:
             return self._clients[key]
 
     def _deploy_account(self) -> None:
-        """What every deployment shares: the public Deep Learning AMI in every region."""
-        for region in sorted(set(self.scenario.regions) | set(self.regions_config.get("regions", []))):
+        """What every deployment shares: AWS's public Deep Learning AMI and Powertools layer."""
+        regions = set(self.scenario.regions) | set(self.regions_config.get("regions", []))
+        for region in sorted(regions):
             images.publish(region, LOCAL_AMI)
+        for region in sorted(regions | {HOME_REGION}):  # the stack deploys home, wherever the market is
             public_layers.publish(region)
 
     def _app(self, env: str) -> AppModel:
