@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the launch_mode gpufill's runs ask for (default: the request default), to compare modes",
     )
     parser.add_argument(
-        "--gpufill-scoring", choices=["blended", "classic"], default=None,
+        "--gpufill-scoring", choices=["price-capacity", "blended", "classic"], default=None,
         help="the scoring gpufill's runs ask for (default: the request default), to compare them",
     )
     parser.add_argument(
