@@ -218,8 +218,10 @@ def render_pooled(
         *(
             [
                 "",
-                f"The region-level score (`SingleAvailabilityZone=false`, the one gpufill's default ranks fleets "
-                f"with), as returned, for \"this region alone holds the request\": AUC **{signals['region']:.2f}**.",
+                (
+                    "The region-level score (`SingleAvailabilityZone=false`, the one gpufill's default ranks fleets "
+                    f"with), as returned, for \"this region alone holds the request\": AUC **{signals['region']:.2f}**."
+                ),
             ]
             if signals.get("region") is not None
             else []

@@ -103,7 +103,10 @@ def test_a_region_cheaper_and_at_least_as_likely_to_fill_is_never_ranked_below_a
     order = regions_of(ranked(facts, found)[0])
     assert sorted(order) == sorted(names)
     position = {n: order.index(n) for n in names}
-    level = lambda n: found.get(n) or scoring.LOWEST_PLACEMENT_SCORE  # noqa: E731
+
+    def level(name):
+        return found.get(name) or scoring.LOWEST_PLACEMENT_SCORE
+
     for a, (price_a, _) in zip(names, offers):
         for b, (price_b, _) in zip(names, offers):
             if price_a < price_b and level(a) >= level(b):
