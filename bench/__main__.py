@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the launch_mode gpufill's runs ask for (default: the request default), to compare modes",
     )
     parser.add_argument(
-        "--gpufill-scoring", choices=["blended", "classic"], default=None,
+        "--gpufill-scoring", choices=["price-capacity", "blended", "classic"], default=None,
         help="the scoring gpufill's runs ask for (default: the request default), to compare them",
     )
     parser.add_argument(
@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         "score": leak.score_auc(gen_cases),
         "returned": leak.score_auc(gen_cases, as_returned=True),
         "advisor": leak.advisor_auc(gen_cases),
+        "region": leak.region_score_auc(gen_cases),
         "per_seed": {seed: leak.score_auc(cases) for seed, cases in seed_cases.items()},
     }
     args.out.mkdir(parents=True, exist_ok=True)
@@ -142,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\nWhat the public signals give away (AUC for 'pool has capacity', 0.5 = none): placement score "
         f"{signals['score']:.2f} as generated, {signals['returned']:.2f} as returned (cap, top 10); "
-        f"Spot Advisor tier {signals['advisor']:.2f}"
+        f"Spot Advisor tier {signals['advisor']:.2f}; region-level score as returned, for 'the region holds the "
+        f"request': {signals['region']:.2f}"
     )
     print("\nTargets (generated set, pooled)\n")
     for verdict in judge(pooled_rows):

@@ -108,7 +108,8 @@ def pricier_regions(rows: list[Row]) -> str:
     return (
         f"On {len(over)} of {len(_gpufill(rows))} cases gpufill's fleet costs more than 5 % over the cheapest; "
         f"on {elsewhere} of them part of the fleet sits in a region the cheapest fleet does not use "
-        f"(price is 40 of the score's 100 points, and a region is drained before the next is tried)."
+        f"(regions are tried one after another, each drained before the next: a cheaper region ranked lower, "
+        f"for a lower placement score, is left unused)."
     )
 
 

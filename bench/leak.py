@@ -63,6 +63,34 @@ def score_auc(cases: list[Case], as_returned: bool = False) -> float | None:
     return auc(scores, labels)
 
 
+def returned_region_scores(case: Case) -> dict[str, int]:
+    """region -> the region-level score (SingleAvailabilityZone=false) as the local engine answers it:
+    the best of the region's scores for the asked types, capped at 3 under 3 types, top 10 only."""
+    cap = FEW_TYPES_SCORE_CAP if len(set(case.instance_types())) < FEW_TYPES else 10
+    found = {}
+    for region in case.regions():
+        own = case.scenario["regions"].get(region, {}).get("placement_score", {})
+        scores = [own[t] for t in case.instance_types() if own.get(t)]
+        if scores:
+            found[region] = min(max(scores), cap)
+    return dict(sorted(found.items(), key=lambda item: -item[1])[:PLACEMENT_TOP])
+
+
+def region_score_auc(cases: list[Case]) -> float | None:
+    """AUC of the region-level score as returned for "this region alone holds the whole request";
+    a region AWS leaves out of its top 10 counts as 0."""
+    scores, labels = [], []
+    for case in cases:
+        returned = returned_region_scores(case)
+        held: dict[str, int] = {}
+        for region, _, _, capacity, _ in _pools(case):
+            held[region] = held.get(region, 0) + capacity
+        for region, capacity in held.items():
+            scores.append(returned.get(region, 0))
+            labels.append(capacity >= case.count)
+    return auc(scores, labels)
+
+
 def advisor_auc(cases: list[Case]) -> float | None:
     """AUC of the Spot Advisor's tier (a lower tier reads as better) for "this pool has capacity"."""
     scores, labels = [], []

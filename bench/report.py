@@ -215,6 +215,17 @@ def render_pooled(
         f"types, top 10 only); Spot Advisor tier **{signals['advisor']:.2f}**. The earlier generator "
         "(commit c999f8d) gave 0.88–0.91 per seed as generated and 0.63–0.72 as returned on seeds "
         "20261106–20261110: its per-AZ scores were computed from each pool's capacity.",
+        *(
+            [
+                "",
+                (
+                    "The region-level score (`SingleAvailabilityZone=false`, the one gpufill's default ranks fleets "
+                    f"with), as returned, for \"this region alone holds the request\": AUC **{signals['region']:.2f}**."
+                ),
+            ]
+            if signals.get("region") is not None
+            else []
+        ),
         "",
         "## Targets (generated set, pooled over seeds)",
         "",

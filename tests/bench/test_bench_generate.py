@@ -58,6 +58,15 @@ def test_placement_scores_are_estimates_not_a_capacity_leak():
     assert leak.score_auc(generated(1, score_noise=0.0)) > leak.score_auc(generated(1, score_noise=3.0)) + 0.1
 
 
+def test_region_level_scores_say_more_than_az_scores_and_are_still_no_oracle():
+    # The score a fleet meets: "this region alone holds the request", read from the capped top-10 answer.
+    cases = [c for seed in (1, 2, 3) for c in generated(seed)]
+    region = leak.region_score_auc(cases)
+    assert 0.6 < region < 0.8, region
+    assert region > leak.score_auc(cases, as_returned=True)
+    assert leak.region_score_auc(generated(1, score_noise=3.0)) < leak.region_score_auc(generated(1, score_noise=0.0))
+
+
 def test_advisor_tier_is_interruptions_not_capacity():
     cases = [c for seed in (1, 2, 3) for c in generated(seed)]
     assert abs(leak.advisor_auc(cases) - 0.5) < 0.08

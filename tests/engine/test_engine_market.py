@@ -147,6 +147,20 @@ def test_placement_scores_for_three_types_keep_the_markets_scores_top_10_best_fi
     assert [s["Score"] for s in found] == [9, 9, 9, 8, 8, 8, 8, 8, 8, 7]
 
 
+def test_region_level_placement_scores_name_regions_not_zones_with_the_same_caps(engine):
+    """SingleAvailabilityZone=false (AWS's default): one score per region, for a fleet free to use every AZ."""
+
+    def region_scores(types, regions):
+        return engine.client("ec2", EAST).get_spot_placement_scores(
+            InstanceTypes=list(types), TargetCapacity=1, SingleAvailabilityZone=False, RegionNames=list(regions)
+        )["SpotPlacementScores"]
+
+    three = region_scores(["g6.xlarge", "g5.xlarge", "g6.2xlarge"], (IRELAND, WEST, EAST))
+    assert [(s["Region"], s["Score"]) for s in three] == [(WEST, 9), (EAST, 8), (IRELAND, 7)]
+    assert all("AvailabilityZoneId" not in s for s in three)
+    assert {s["Score"] for s in region_scores(["g6.xlarge"], (WEST, EAST))} == {3}
+
+
 def test_distinct_placement_configurations_are_limited_per_day(engine):
     engine.market.placement_configurations_per_day = len(engine.market._placement_configurations) + 1
     try:

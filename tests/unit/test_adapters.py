@@ -111,6 +111,31 @@ def test_placement_scores_are_asked_once_for_every_type_and_region_and_kept(monk
     assert found == again and len(found) == 10 and found[("r-00", "r-00-az1")] == 7
 
 
+def test_region_level_placement_scores_are_asked_apart_and_keyed_by_region(monkeypatch):
+    asked = []
+
+    class Paginator:
+        def paginate(self, **params):
+            asked.append(params["SingleAvailabilityZone"])
+            if params["SingleAvailabilityZone"]:
+                return [{"SpotPlacementScores": [{"Region": "us-west-2", "AvailabilityZoneId": "usw2-az1", "Score": 2}]}]
+            return [{"SpotPlacementScores": [{"Region": "us-west-2", "Score": 3}, {"Region": "us-east-1", "Score": 1}]}]
+
+    class Client:
+        def get_paginator(self, name):
+            return Paginator()
+
+    monkeypatch.setattr(placement, "client", lambda service, region: Client())
+    monkeypatch.delenv("CAPACITY_TABLE", raising=False)
+    placement.reset()
+    regions = ["us-west-2", "us-east-1"]
+    assert placement.region_scores(["g6.xlarge"], 4, regions) == {"us-west-2": 3, "us-east-1": 1}
+    assert placement.scores(["g6.xlarge"], 4, regions) == {("us-west-2", "usw2-az1"): 2}
+    assert placement.region_scores(["g6.xlarge"], 4, regions) == {"us-west-2": 3, "us-east-1": 1}
+    # Two levels, two configurations, each asked once.
+    assert asked == [False, True]
+
+
 def test_placement_scores_denied_means_none(monkeypatch):
     class Denied:
         def get_paginator(self, name):

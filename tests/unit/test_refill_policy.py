@@ -112,7 +112,7 @@ def test_the_refill_asks_for_one_instance_of_the_same_request():
         "model_id": STORED["model_id"],
         "image": STORED["image"],
         "root_volume_gib": 200,
-        "scoring": "blended",
+        "scoring": "price-capacity",
         "placement": "any",
         "all_or_nothing": False,
         "ready_timeout": "PT1800S",

@@ -337,7 +337,7 @@ def test_who_asked_for_a_teardown_is_at_most_200_characters():
 def test_the_defaults_a_user_gets_without_asking():
     request = resolved()
     assert (request.action, request.on_demand_strategy, request.scoring, request.tags) == (
-        "provision", "cost", "blended", {})
+        "provision", "cost", "price-capacity", {})
     assert [resolved(market=m).market for m in ("spot", "on-demand", "spot-then-on-demand")] == [
         "spot", "on-demand", "spot-then-on-demand"]
 

@@ -1,12 +1,15 @@
-"""Spot placement scores: AWS's own 1-10 estimate of how likely a spot request of this size succeeds, per AZ.
+"""Spot placement scores: AWS's own 1-10 estimate of how likely a spot request of this size succeeds.
 
 Used as AWS defines them: one call per request with every acceptable instance type (AWS
-warns that one or two types give scores that are always low), AZ level, every candidate
-region at once; only the top 10 AZs come back, and scores are comparable only within that
-one answer. The API limits how many distinct configurations an account may ask about in
+warns that one or two types give scores that are always low), every candidate region at
+once; only the top 10 come back, and scores are comparable only within that one answer.
+Two levels: per AZ (`scores`, SingleAvailabilityZone: what a launch into one AZ meets) and
+per region (`region_scores`: AWS assumes a fleet free to use every AZ, which is what a
+fleet launch is). The API limits how many distinct configurations an account may ask about in
 24 hours, so an answer is kept for every run of the deployment in the capacity table (with
 a TTL) as well as in the container. Any failure, AccessDenied included, returns None: the
-ranking then falls back to the classic formula and the run goes on.
+ranking then goes without them (blended falls back to the classic formula, price-capacity
+to price alone) and the run goes on.
 """
 
 from __future__ import annotations
@@ -28,48 +31,64 @@ KEEP_SECONDS = 600
 _cache: dict[str, tuple[float, dict]] = {}
 
 ZoneScores = dict[tuple[str, str], int]  # (region, AZ id) -> score
+RegionScores = dict[str, int]  # region -> score
 
 
 def scores(
     instance_types: list[str], target_capacity: int, regions: list[str], *, home_region: str = LOCAL_HOME_REGION
 ) -> ZoneScores | None:
-    key = _config_key(instance_types, target_capacity, regions)
+    return _scores(instance_types, target_capacity, regions, home_region, single_zone=True)
+
+
+def region_scores(
+    instance_types: list[str], target_capacity: int, regions: list[str], *, home_region: str = LOCAL_HOME_REGION
+) -> RegionScores | None:
+    return _scores(instance_types, target_capacity, regions, home_region, single_zone=False)
+
+
+def _scores(
+    instance_types: list[str], target_capacity: int, regions: list[str], home_region: str, *, single_zone: bool
+) -> dict | None:
+    key = _config_key(instance_types, target_capacity, regions, single_zone)
     kept = _cache.get(key)
     if kept and time.monotonic() - kept[0] < KEEP_SECONDS:
         return kept[1]
     found = _shared(key)
     if found is None:
         try:
-            found = _ask(instance_types, target_capacity, regions, home_region)
+            found = _ask(instance_types, target_capacity, regions, home_region, single_zone)
         except (ClientError, BotoCoreError) as error:
-            logger.warning("spot placement scores unavailable; classic scoring", extra={"error": str(error)})
+            logger.warning("spot placement scores unavailable; ranking without them", extra={"error": str(error)})
             return None
         _share(key, found)
     _cache[key] = (time.monotonic(), found)
     return found
 
 
-def _ask(instance_types: list[str], target_capacity: int, regions: list[str], home_region: str) -> ZoneScores:
-    found: ZoneScores = {}
+def _ask(instance_types: list[str], target_capacity: int, regions: list[str], home_region: str, single_zone: bool) -> dict:
+    found: dict = {}
     pages = client("ec2", home_region).get_paginator("get_spot_placement_scores").paginate(
         InstanceTypes=sorted(set(instance_types)),
         TargetCapacity=target_capacity,
         TargetCapacityUnitType="units",
-        SingleAvailabilityZone=True,
+        SingleAvailabilityZone=single_zone,
         RegionNames=sorted(set(regions)),
     )
     for page in pages:
         for entry in page["SpotPlacementScores"]:
-            found[(entry["Region"], entry["AvailabilityZoneId"])] = int(entry["Score"])
+            key = (entry["Region"], entry["AvailabilityZoneId"]) if single_zone else entry["Region"]
+            found[key] = int(entry["Score"])
     return found
 
 
-def _config_key(instance_types: list[str], target_capacity: int, regions: list[str]) -> str:
+def _config_key(instance_types: list[str], target_capacity: int, regions: list[str], single_zone: bool) -> str:
     config = {"types": sorted(set(instance_types)), "capacity": target_capacity, "regions": sorted(set(regions))}
+    if not single_zone:  # AZ-level keys stay as they were, so answers already shared still match
+        config["level"] = "region"
     return "placement#" + hashlib.sha256(json.dumps(config).encode()).hexdigest()[:24]
 
 
-def _shared(key: str) -> ZoneScores | None:
+def _shared(key: str) -> dict | None:
     """Another run's answer to the same configuration, while it is fresh."""
     name = os.environ.get(ENV_CAPACITY_TABLE)
     if not name:
@@ -81,10 +100,11 @@ def _shared(key: str) -> ZoneScores | None:
         return None
     if not item or int(item.get(INSTANCES_TTL_ATTRIBUTE, 0)) < clock.epoch():
         return None
-    return {(region, zone): score for region, zone, score in json.loads(item["scores"])}
+    # AZ level: [region, AZ id, score]; region level: [region, score].
+    return {(row[0], row[1]) if len(row) == 3 else row[0]: row[-1] for row in json.loads(item["scores"])}
 
 
-def _share(key: str, found: ZoneScores) -> None:
+def _share(key: str, found: dict) -> None:
     name = os.environ.get(ENV_CAPACITY_TABLE)
     if not name:
         return
@@ -92,7 +112,7 @@ def _share(key: str, found: ZoneScores) -> None:
         resource("dynamodb").Table(name).put_item(
             Item={
                 CAPACITY_TABLE_KEY: key,
-                "scores": json.dumps([[r, z, s] for (r, z), s in sorted(found.items())]),
+                "scores": json.dumps([[*(k if isinstance(k, tuple) else (k,)), s] for k, s in sorted(found.items())]),
                 INSTANCES_TTL_ATTRIBUTE: int(clock.epoch() + KEEP_SECONDS),
             }
         )

@@ -34,7 +34,10 @@ def handler(event: dict, context: LambdaContext) -> dict:
         facts, scoring = _with_placement_scores(facts, request)
     blended = scoring == "blended"
     scores = ranking.score_all(facts, request, blended=blended)
-    if market == "spot":
+    if market == "spot" and request.scoring == "price-capacity":
+        scores, scoring = _with_region_scores(scores, request)
+        pools = ranking.price_capacity_pools(facts, scores, request)
+    elif market == "spot":
         pools = ranking.spot_pools(facts, scores, request, blended=blended)
     else:
         pools = ranking.on_demand_pools(facts, request)
@@ -67,6 +70,18 @@ def _best_per_region(scores: list[RegionScore]) -> list[RegionScore]:
         if held is None or (held.dropped is not None, -held.score) > (score.dropped is not None, -score.score):
             best[score.region] = score
     return list(best.values())
+
+
+def _with_region_scores(scores: list[RegionScore], request: ProvisionRequest) -> tuple[list[RegionScore], str]:
+    """Without AWS's region scores the order is by price alone: price per fill at the lowest score."""
+    home = os.environ.get("AWS_REGION", LOCAL_HOME_REGION)
+    regions = sorted({s.region for s in scores if s.dropped is None})
+    found = placement.region_scores(request.instance_types, request.count, regions, home_region=home) if regions else {}
+    scoring = "price-capacity" if found else (
+        "price-capacity (spot placement scores unavailable: by price)" if found is None
+        else "price-capacity (no placement score in AWS's answer: by price)"
+    )
+    return ranking.with_region_scores(scores, found or {}), scoring
 
 
 def _with_placement_scores(facts: list[RegionFacts], request: ProvisionRequest) -> tuple[list[RegionFacts], str]:

@@ -208,10 +208,15 @@ class SimulatedMarket:
             if stock.spot_price is not None and (not instance_types or t in instance_types)
         ]
 
-    def placement_scores(self, instance_types: list[str], regions: list[str], zone_id, configuration: tuple) -> list[dict]:
-        """AZ-level scores as AWS's behave: the scenario's explicit score (the zone's own, else its
-        region's for the type; never derived from capacity), capped low when fewer than 3 types
-        are asked for, the top 10 only, and a limit on distinct configurations per 24 hours."""
+    def placement_scores(
+        self, instance_types: list[str], regions: list[str], zone_id, configuration: tuple, *, single_zone: bool = True
+    ) -> list[dict]:
+        """Scores as AWS's behave: the scenario's explicit score, never derived from capacity, capped
+        low when fewer than 3 types are asked for, the top 10 only, and a limit on distinct
+        configurations per 24 hours. AZ level (SingleAvailabilityZone): the zone's own score, else
+        its region's for the type. Region level: the region's score for the type; a region the
+        scenario scores only per AZ takes its best AZ's, since a fleet free to use every AZ is at
+        least as likely to succeed as in its best one."""
         if self.placement_scores_denied:
             raise EC2ClientError(
                 "UnauthorizedOperation", "You are not authorized to perform: ec2:GetSpotPlacementScores"
@@ -230,19 +235,33 @@ class SimulatedMarket:
         found = []
         for region in regions:
             market = self.scenario.regions.get(region)
-            for zone, types in sorted((market.zones if market else {}).items()):
-                scores = [
-                    stock.placement_score or market.placement_score.get(t)
-                    for t, stock in types.items()
-                    if t in instance_types
-                ]
-                scores = [s for s in scores if s]
-                if scores:
-                    found.append(
-                        {"Region": region, "AvailabilityZoneId": zone_id(region, zone), "Score": min(min(scores), cap)}
-                    )
+            zones = self._zone_scores(market, instance_types)
+            if single_zone:
+                found.extend(
+                    {"Region": region, "AvailabilityZoneId": zone_id(region, zone), "Score": min(score, cap)}
+                    for zone, score in zones
+                )
+                continue
+            # A fleet over every AZ may take any of the types: the region is as likely as its best type.
+            scores = [market.placement_score[t] for t in instance_types if market and market.placement_score.get(t)]
+            score = max(scores) if scores else max((s for _, s in zones), default=None)
+            if score:
+                found.append({"Region": region, "Score": min(score, cap)})
         found.sort(key=lambda s: -s["Score"])  # stable: ties keep the request's region order
         return found[:PLACEMENT_TOP]
+
+    @staticmethod
+    def _zone_scores(market, instance_types: list[str]) -> list[tuple[str, int]]:
+        """(zone, score) where any asked type has a score: the lowest of the asked types' scores."""
+        found = []
+        for zone, types in sorted((market.zones if market else {}).items()):
+            scores = [
+                stock.placement_score or market.placement_score.get(t) for t, stock in types.items() if t in instance_types
+            ]
+            scores = [s for s in scores if s]
+            if scores:
+                found.append((zone, min(scores)))
+        return found
 
     # --- EC2's view of new instances ---------------------------------------------------
 
@@ -454,7 +473,8 @@ class SimulatedMarket:
                 response._get_param("SingleAvailabilityZone"),
                 tuple(sorted(regions)),
             )
-            scores = market.placement_scores(types, regions, zone_id, configuration)
+            single_zone = str(response._get_param("SingleAvailabilityZone")).lower() == "true"
+            scores = market.placement_scores(types, regions, zone_id, configuration, single_zone=single_zone)
             return ActionResult({"SpotPlacementScores": scores})
 
         original_describe = InstanceResponse.describe_instances

@@ -73,7 +73,7 @@ PROVISION_ONLY_FIELDS = (
 Market = Literal["spot", "on-demand", "spot-then-on-demand"]
 LaunchMode = Literal["partial", "exact", "fleet"]
 OnDemandStrategy = Literal["cost", "latency"]
-Scoring = Literal["blended", "classic"]
+Scoring = Literal["price-capacity", "blended", "classic"]
 Placement = Literal["any", "same-region", "same-az"]
 
 
@@ -154,8 +154,10 @@ class Request(BaseModel):
     image: StrictStr = DEFAULT_IMAGE
     # The launch uses max(this, the AMI's root snapshot size).
     root_volume_gib: StrictInt = Field(default=DEFAULT_ROOT_VOLUME_GIB, ge=1, le=MAX_ROOT_VOLUME_GIB)
-    # blended: spot placement scores are the capacity signal; classic: the AZ-count formula alone.
-    scoring: Scoring = "blended"
+    # price-capacity: regions by spot price per likely fill (region-level placement scores), chosen
+    # by the benchmark (docs/benchmark.md); blended: AZ-level placement scores in the classic
+    # points; classic: the AZ-count formula alone.
+    scoring: Scoring = "price-capacity"
     # Gang placement (policy/gang.py): once the first instance lands, the rest must share its
     # region or AZ; all_or_nothing rolls back a gang that cannot complete.
     placement: Placement = "any"
@@ -474,7 +476,7 @@ class ProvisionRequest(BaseModel):
     model_id: str = DEFAULT_MODEL_ID
     image: str = DEFAULT_IMAGE
     root_volume_gib: int = DEFAULT_ROOT_VOLUME_GIB
-    scoring: Scoring = "blended"
+    scoring: Scoring = "price-capacity"
     placement: Placement = "any"
     all_or_nothing: bool = False
     # teardown / status: the provisioning run or the instances to act on (request_id above is this run's own id).

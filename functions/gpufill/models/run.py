@@ -61,6 +61,8 @@ class RegionScore(_Model):
     az_count: int = 0
     advisor_tier: int | None = None
     placement_score: float | None = None
+    # price-capacity scoring: the spot price discounted by the region-level placement score (lower first).
+    price_per_fill: float | None = None
     points: dict[str, int] = Field(default_factory=dict)
     score: int = 0
     rank: str = "C"

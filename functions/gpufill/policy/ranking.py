@@ -6,6 +6,11 @@ in the request's preference order; inside a type the AZs go cheapest spot price
 first (AZs with no recent price last). So a strong region is exhausted for every
 acceptable type before the run pays the latency of moving to a weaker region.
 
+Spot, price-capacity (the default): regions go lowest price per fill first (scoring.
+price_per_fill: the region's cheapest spot price over any requested type, discounted by AWS's
+region-level placement score), the order a fleet per region wants; inside a region, as above
+with AZs cheapest first. The classic points are still computed, for the plan to show.
+
 On-demand: regions go by the strategy (cost: price then latency from the origin;
 latency: latency then price), judged on the most preferred type the region offers;
 inside a region types keep preference order and AZs go in name order, since the
@@ -17,7 +22,7 @@ from __future__ import annotations
 from gpufill import catalog
 from gpufill.models.request import ProvisionRequest
 from gpufill.models.run import Pool, RegionFacts, RegionScore, TypeFacts, ZoneOffer
-from gpufill.policy.scoring import score_regions
+from gpufill.policy.scoring import price_per_fill, score_regions
 
 UNKNOWN = float("inf")
 
@@ -47,6 +52,36 @@ def with_placement_scores(facts: list[RegionFacts], scores: dict[tuple[str, str]
     ]
 
 
+def with_region_scores(scores: list[RegionScore], region_scores: dict[str, int]) -> list[RegionScore]:
+    """Each scored region's AWS region-level placement score and price per fill."""
+    return [
+        s.model_copy(
+            update={
+                "placement_score": region_scores.get(s.region),
+                "price_per_fill": round(price_per_fill(s.spot_price, region_scores.get(s.region)), 6),
+            }
+        )
+        if s.dropped is None
+        else s
+        for s in scores
+    ]
+
+
+def price_capacity_regions(scores: list[RegionScore]) -> list[str]:
+    """Regions lowest price per fill first: each region judged by its best type (the fleet takes any)."""
+    best: dict[str, tuple[float, float]] = {}
+    for s in scores:
+        if s.dropped is None and s.price_per_fill is not None:
+            key = (s.price_per_fill, s.spot_price)
+            best[s.region] = min(best.get(s.region, key), key)
+    return sorted(best, key=lambda region: (*best[region], region))
+
+
+def price_capacity_pools(facts: list[RegionFacts], scores: list[RegionScore], request: ProvisionRequest) -> list[Pool]:
+    usable = {(s.region, s.instance_type) for s in scores if s.dropped is None}
+    return _pools_in(facts, price_capacity_regions(scores), usable, request, blended=False)
+
+
 def spot_pools(
     facts: list[RegionFacts], scores: list[RegionScore], request: ProvisionRequest, *, blended: bool = False
 ) -> list[Pool]:
@@ -62,9 +97,16 @@ def spot_pools(
         key=lambda s: (blended and s.placement_score is None, -s.score, s.spot_price, s.region),
     )
     scored_pairs = {(s.region, s.instance_type) for s in usable}
+    return _pools_in(facts, [s.region for s in regions], scored_pairs, request, blended=blended)
+
+
+def _pools_in(
+    facts: list[RegionFacts], regions: list[str], scored_pairs: set[tuple[str, str]], request: ProvisionRequest,
+    *, blended: bool,
+) -> list[Pool]:
+    """Every pool of each region in turn: types in preference order, AZs in _zone_order."""
     pools: list[Pool] = []
-    for region_score in regions:
-        region = region_score.region
+    for region in regions:
         for instance_type in request.instance_types:
             if (region, instance_type) not in scored_pairs:
                 continue

@@ -9,6 +9,13 @@ unchanged. AWS answers with its top 10 AZs only, so a region with no score in th
 ranks below every scored one and earns no capacity points.
 Price points compare a region with the cheapest region for the same type, so the
 scores of one type are only comparable among themselves.
+
+price-capacity: no points. A fleet launch hands EC2 every pool of a region and EC2 takes the
+cheapest that holds the request, so what a region is worth is the price its fleet would pay
+and the chance the fleet fills: its cheapest spot price divided by AWS's region-level
+placement score raised to CAPACITY_EXPONENT (price_per_fill). The price is the stronger
+signal: a score of 3 against 1 is worth a region about 20 % dearer, no more, because scores
+are estimates (low and coarse for one or two types, which is most GPU requests).
 """
 
 from __future__ import annotations
@@ -18,6 +25,14 @@ from gpufill.models.run import RegionFacts, RegionScore
 AZ_POINTS = {5: 40, 4: 32, 3: 24, 2: 16}
 INTERRUPTION_POINTS = {0: 20, 1: 15, 2: 10, 3: 5}
 RANKS = ((75, "S"), (65, "A"), (50, "B"))
+# How far a region's placement score discounts its price in price_per_fill. Chosen on the
+# benchmark's 100 generated markets (docs/benchmark.md, "Choosing the default") and checked on
+# 400 markets of other seeds: lower lets empty cheap regions cost launch calls, higher buys
+# dearer fleets from regions a noisy score overrates.
+CAPACITY_EXPONENT = 0.2
+# AWS answers with its top 10 regions only; a region outside them scored no more than the
+# lowest score, so it is taken at the bottom of the scale.
+LOWEST_PLACEMENT_SCORE = 1
 
 
 def price_points(region_price: float, best_price: float) -> int:
@@ -34,6 +49,13 @@ def interruption_points(tier: int | None) -> int:
 
 def capacity_points(best_placement_score: int) -> int:
     return int(40 * min(best_placement_score, 10) / 10)
+
+
+def price_per_fill(spot_price: float, region_placement_score: int | None) -> float:
+    """The region's cheapest spot price, discounted by how likely AWS rates a fleet there to fill:
+    lower is better. Cheaper at an equal or higher score is always lower."""
+    score = max(LOWEST_PLACEMENT_SCORE, min(region_placement_score or LOWEST_PLACEMENT_SCORE, 10))
+    return spot_price / score**CAPACITY_EXPONENT
 
 
 def rank(score: int) -> str:
