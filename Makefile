@@ -21,10 +21,10 @@ demo: $(PY_STAMP)
 # so a module's simulated account is built once.
 PYTEST_PARALLEL ?= -n auto --dist loadscope
 
-test: setup lint-asl
+test: setup lint-asl lint
 	$(PY) -m pytest -m "not slow" $(PYTEST_PARALLEL)
 
-test-all: setup lint-asl
+test-all: setup lint-asl lint
 	$(PY) -m pytest $(PYTEST_PARALLEL)
 
 # Five seeds of 20 generated markets plus examples/ (about 8½ minutes on 2 shared cores: 503 s for the committed run): pooled figures with their spread.
@@ -64,6 +64,10 @@ $(NODE_STAMP): package.json
 shellcheck:
 	@command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; } || \
 		{ echo "shellcheck is missing: install it (apt-get install shellcheck)"; exit 1; }
+
+.PHONY: lint
+lint: $(PY_STAMP)
+	$(VENV)/bin/ruff check functions cdk bench tools tests
 
 lint-asl: $(NODE_STAMP)
 	npx --no-install asl-validator $(foreach f,$(wildcard statemachine/*.asl.json),--json-path $(f))

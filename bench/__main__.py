@@ -99,10 +99,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gpufill bench: seed {seed}, {len(cases)} markets, {args.workers} worker(s)", file=sys.stderr)
             done = 0
 
-            def progress(outcome, seconds: float) -> None:
+            def progress(outcome, seconds: float, total: int = 2 * len(cases)) -> None:
                 nonlocal done
                 done += 1
-                print(f"  [{done}/{2 * len(cases)}] {outcome.strategy:8} {outcome.case:26} {seconds:5.1f} s wall",
+                print(f"  [{done}/{total}] {outcome.strategy:8} {outcome.case:26} {seconds:5.1f} s wall",
                       file=sys.stderr, flush=True)
 
             outcomes = run_all(cases, workers=args.workers, on_done=progress, launch_mode=args.gpufill_launch_mode,

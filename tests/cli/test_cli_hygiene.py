@@ -167,6 +167,7 @@ def test_json_stays_one_document_when_a_metric_gathers_a_hundred_values(capsys):
     # earlier runs in the same process leave values behind (here: 99), the next run's are the 100th.
     from gpufill.handlers.observability import metrics
 
+    metrics.clear_metrics()  # whatever earlier tests of this process left: exactly 99 values now
     for _ in range(99):
         metrics.add_metric(name="InstancesServing", unit="Count", value=1)
     try:

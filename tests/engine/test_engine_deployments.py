@@ -2,7 +2,6 @@
 Environment, tables, topic and state machine, as two `cdk deploy -c env=...` would leave."""
 
 import pytest
-from boto3.dynamodb.conditions import Attr
 
 from gpufill import constants
 from gpufill.local.engine import LocalEngine

@@ -1,6 +1,5 @@
 """What instances report about themselves cannot take a run past Step Functions' limits."""
 
-import json
 
 import pytest
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from gpufill import constants
 from gpufill_stack.deployment import cdk_json_context
 from gpufill_stack.settings import DeploySettings, SettingsError
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk.assertions import Match
 from gpufill import constants
 from gpufill_stack.deployment import cdk_json_context
 

@@ -31,7 +31,7 @@ def maxima_market(*, spot: int = 0, on_demand: int = 0, zones: str = "abcd") -> 
 def largest_state(execution) -> int:
     sizes = [0]
     for event in execution.history:
-        for key, details in event.items():
+        for details in event.values():
             if isinstance(details, dict):
                 for field in ("input", "output"):
                     if isinstance(details.get(field), str):

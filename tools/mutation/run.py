@@ -26,7 +26,6 @@ import argparse
 import fnmatch
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -189,7 +188,7 @@ def report(results: dict[str, dict[str, str]], baseline: dict) -> bool:
         print(f"{len(listed)} equivalent mutant(s), listed in {BASELINE.relative_to(ROOT)} with their reasons.")
     if new:
         print(f"{len(new)} surviving mutant(s) (`cd build/mutation && mutmut show NAME` shows one):")
-        for module, mutant, status in new:
+        for _module, mutant, status in new:
             print(f"  {status:<10} {mutant}")
     # mutmut numbers a function's mutants by position, so an edit can shift a listed name onto
     # another mutant: a listed one that is killed, or no longer exists, means the list is stale.

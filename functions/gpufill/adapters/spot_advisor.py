@@ -30,7 +30,7 @@ def _load() -> dict[str, Any]:
     if _document is None:
         try:
             _document = fetch_document()
-        except Exception as error:  # any failure means "unknown", never a failed run
+        except Exception as error:  # noqa: BLE001 (any failure means "unknown", never a failed run)
             logger.warning("Spot Advisor unavailable; interruption tiers unknown", extra={"error": str(error)})
             _document = {}
     return _document

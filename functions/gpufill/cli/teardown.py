@@ -187,7 +187,7 @@ def _asked(history: list[dict]) -> list[dict]:
 def _login() -> str:
     try:
         return getpass.getuser()
-    except Exception:  # no login name in some containers
+    except Exception:  # noqa: BLE001 (no login name in some containers)
         return "unknown"
 
 
@@ -245,5 +245,5 @@ def _caller(session, endpoint_url: str | None) -> str:
     """Who answers: the caller's IAM identity, else the login name."""
     try:
         return session.client("sts", endpoint_url=endpoint_url).get_caller_identity()["Arn"]
-    except Exception:  # no credentials for STS still leaves a name worth recording
+    except Exception:  # noqa: BLE001 (no credentials for STS still leaves a name worth recording)
         return _login()

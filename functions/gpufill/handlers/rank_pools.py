@@ -9,14 +9,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill.adapters import capacity_cache, clock, placement, run_store
 from gpufill.constants import LOCAL_HOME_REGION
-
-# A plan's output lists the pools up to this many (the first ones are the ones tried first).
-MAX_PLAN_POOLS_LISTED = 200
 from gpufill.handlers.events import RankEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.request import ProvisionRequest
 from gpufill.models.run import Plan, PlanRef, RegionFacts, RegionScore
 from gpufill.policy import ranking
+
+# A plan's output lists the pools up to this many (the first ones are the ones tried first).
+MAX_PLAN_POOLS_LISTED = 200
 
 
 @logger.inject_lambda_context(correlation_id_path="request.request_id")

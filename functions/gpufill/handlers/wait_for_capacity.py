@@ -85,7 +85,7 @@ def start(step: WaitEvent) -> Run:
 
 def settle(step: WaitEvent) -> dict:
     """The successor's StartExecution failed: is it running this request anyway?"""
-    request, run = step.request, step.run
+    run = step.run
     assert run.wait is not None and run.wait.successor is not None
     successor = run.wait.successor
     found = executions.describe(step.state_machine, successor)

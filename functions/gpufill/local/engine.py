@@ -704,7 +704,7 @@ class LocalEngine:
                     result = handler(event if event is not None else {}, FakeContext(function))
                 except KilledInvocation:
                     return _lambda_error("Sandbox.Timedout", function), True, ""
-                except Exception as error:  # reported to the state machine as a Lambda function error
+                except Exception as error:  # noqa: BLE001 (reported to the state machine as a Lambda function error)
                     return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}), True, ""
                 finally:
                     engine._invocation.task = None
@@ -1035,7 +1035,7 @@ def _local_user() -> str:
 
     try:
         return f"{getpass.getuser()} (local)"
-    except Exception:  # no login name in some containers
+    except Exception:  # noqa: BLE001 (no login name in some containers)
         return "local-user"
 
 

@@ -312,7 +312,7 @@ def read_stack(template: Mapping[str, Any], *, name: str, account: str, region: 
 def _roles(resolver: Resolver, of_type) -> dict[str, Role]:
     attached: dict[str, list[tuple[str, dict]]] = {}
     managed: dict[str, list[str]] = {}
-    for logical_id, resource in of_type("AWS::IAM::Policy"):
+    for _, resource in of_type("AWS::IAM::Policy"):
         p = resolver.resolve(resource["Properties"])
         for role_name in p.get("Roles", []):
             attached.setdefault(role_name, []).append((p["PolicyName"], p["PolicyDocument"]))
