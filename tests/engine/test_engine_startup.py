@@ -1,5 +1,8 @@
 """Model start-up on the modelled clock: the engine tags each new instance with the step its
-startup.sh would have reached, so a DescribeInstances sees what it would on AWS at that time."""
+startup.sh would have reached, so a DescribeInstances sees what it would on AWS at that time.
+
+These instances are launched bare (no instance profile, no gpufill tags): the timeline is what is
+tested here, so the instance role's judging is off (tests/iam covers it)."""
 
 from __future__ import annotations
 
@@ -49,7 +52,7 @@ def steps_over_time(account, instance_id: str, seconds: list[float]) -> list[str
 
 
 def test_each_step_appears_at_its_share_of_the_time_to_serving():
-    with LocalEngine(_scenario({"serving_after_seconds": 1000})) as account:
+    with LocalEngine(_scenario({"serving_after_seconds": 1000}), judge_iam=False) as account:
         instance = launch(account)
         seen = steps_over_time(account, instance, [19, 20, 49, 50, 99, 100, 449, 450, 699, 700, 749, 750, 999, 1000, 9000])
     assert seen == [
@@ -65,33 +68,33 @@ def test_each_step_appears_at_its_share_of_the_time_to_serving():
 
 
 def test_the_default_serves_four_minutes_after_the_launch():
-    with LocalEngine(_scenario()) as account:
+    with LocalEngine(_scenario(), judge_iam=False) as account:
         instance = launch(account)
         assert steps_over_time(account, instance, [239, 240]) == ["loading model", "serving"]
 
 
 def test_an_instance_that_stalls_stays_at_its_step():
-    with LocalEngine(_scenario({"serving_after_seconds": 100, "stalls_at": "syncing model"})) as account:
+    with LocalEngine(_scenario({"serving_after_seconds": 100, "stalls_at": "syncing model"}), judge_iam=False) as account:
         instance = launch(account)
         assert steps_over_time(account, instance, [50, 100, 7200]) == ["syncing model"] * 3
 
 
 def test_an_instance_that_fails_reports_the_step_it_stopped_at_when_the_next_would_have_come():
-    with LocalEngine(_scenario({"serving_after_seconds": 100, "fails_at": "starting vLLM"})) as account:
+    with LocalEngine(_scenario({"serving_after_seconds": 100, "fails_at": "starting vLLM"}), judge_iam=False) as account:
         instance = launch(account)
         assert steps_over_time(account, instance, [74, 75, 7200]) == [  # 0.75 x 100: when loading would begin
             "starting vLLM", "failed: starting vLLM", "failed: starting vLLM"]
 
 
 def test_a_zone_and_type_can_start_up_differently_from_the_rest():
-    with LocalEngine(_scenario({"serving_after_seconds": 100}, zone_startup={"stalls_at": "loading model"})) as account:
+    with LocalEngine(_scenario({"serving_after_seconds": 100}, zone_startup={"stalls_at": "loading model"}), judge_iam=False) as account:
         stalled, normal = launch(account, "a"), launch(account, "b")
         account.advance(3600)
         assert (step(account, stalled), step(account, normal)) == ("loading model", "serving")
 
 
 def test_an_instance_that_is_off_reports_nothing_more():
-    with LocalEngine(_scenario({"serving_after_seconds": 1000})) as account:
+    with LocalEngine(_scenario({"serving_after_seconds": 1000}), judge_iam=False) as account:
         instance = launch(account)
         account.advance(30)
         account.client("ec2", REGION).terminate_instances(InstanceIds=[instance])
@@ -100,7 +103,7 @@ def test_an_instance_that_is_off_reports_nothing_more():
 
 
 def test_an_instance_with_fifty_tags_cannot_report_as_on_ec2():
-    with LocalEngine(_scenario({"serving_after_seconds": 100})) as account:
+    with LocalEngine(_scenario({"serving_after_seconds": 100}), judge_iam=False) as account:
         full, room = launch(account, tags=50), launch(account, tags=49)
         account.advance(3600)
         assert (step(account, full), step(account, room)) == (None, "serving")

@@ -94,3 +94,34 @@ def test_the_instance_reads_its_startup_script_and_model_only(app, evaluator):
     assert read(f"{constants.STARTUP_SCRIPTS_PREFIX}startup.sh") == "Allowed"
     assert read(f"{constants.MODELS_PREFIX}llama/weights.bin") == "Allowed"
     assert read("elsewhere/secret") == "ImplicitlyDenied"
+
+
+# --- the instance's own calls, played by the simulated market and judged by the instance role ----
+
+
+@pytest.mark.parametrize(
+    ("action", "resource_part"),
+    [("ec2:CreateTags", "instance/"), ("s3:GetObject", "scripts/")],
+)
+def test_an_instance_role_without_the_grant_reports_no_startup_step(judged_account, action, resource_part):
+    from tests.iam.conftest import without_grant
+
+    with judged_account(ONE_REGION) as (engine, judgements):
+        role = engine.deployments["local"].app.instance_role
+        engine.roles[role.arn] = without_grant(role, action, resource_part)
+        execution = engine.run(request(launch_mode="fleet", ready_timeout="PT3M"), name="no-report")
+    # Launched and recorded, but startup.sh could not report (or not even start): not serving.
+    assert execution.output["status"] == "FULFILLED", execution.cause
+    assert execution.output["instances_serving"] == 0
+    assert {i.get("startup_step") for i in execution.output["instances"]} == {None}
+    refused = [j for j in judgements.refusals if j.action == action]
+    assert refused and all(j.principal == role.name for j in refused)
+
+
+def test_an_instance_reports_its_steps_with_the_deployed_instance_role(judged_account):
+    with judged_account(ONE_REGION) as (engine, judgements):
+        execution = engine.run(request(launch_mode="fleet"), name="reports")
+    role = engine.deployments["local"].app.instance_role
+    assert not judgements.refusals
+    assert execution.output["instances_serving"] == 2
+    assert {j.action for j in judgements.seen if j.principal == role.name} == {"ec2:CreateTags", "s3:GetObject"}

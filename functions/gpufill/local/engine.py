@@ -282,6 +282,10 @@ class LocalEngine:
         self._stack.callback(self._forget_caches)
         self.market = SimulatedMarket(self.scenario, visibility_delay_calls=self.visibility_delay_calls)
         self.market.faults = self.faults
+        from gpufill.local.iam.instance_calls import InstanceCalls
+
+        instance_calls = InstanceCalls(self)
+        self.market.instance_may, self.market.startup_bucket = instance_calls.may, instance_calls.startup_bucket
         self.market.schedule, self.market.elapsed = self.at, lambda: self.elapsed
         clock.reset()
         self._stack.callback(clock.reset)

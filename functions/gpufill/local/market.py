@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from contextlib import ExitStack
 from datetime import UTC, datetime
+from collections.abc import Callable
 from functools import partial
 from unittest import mock
 
@@ -24,7 +25,7 @@ from moto.ec2.responses.spot_instances import SpotInstances
 from gpufill.local.cluster_groups import ClusterGroups
 from gpufill.local.fleet import FleetApi
 
-from gpufill import catalog
+from gpufill import catalog, constants
 from gpufill.constants import STARTUP_STEP_FAILED_PREFIX, TAG_STARTUP_STEP
 from gpufill.local import filters
 from gpufill.local.scenario import STARTUP_TIMELINE, MarketScenario, Startup
@@ -107,10 +108,19 @@ def _check_launch_parameters(response: InstanceResponse) -> None:
 STARTUP_FIRST_REPORT_SECONDS = 20.0
 
 
-def _report_step(backend, instance, step: str) -> None:
+# may(region, instance, service, operation, params): whether the instance role lets the call through.
+InstanceMay = Callable[[str, object, str, str, dict], bool]
+
+
+def _report_step(backend, instance, step: str, may: InstanceMay | None = None) -> None:
     """CreateTags of gpufill:startup-step by the instance itself. EC2 refuses a 51st tag
-    (TagLimitExceeded); startup.sh goes on without the report, so the tag keeps its last value."""
+    (TagLimitExceeded), IAM a tag the instance role does not grant; startup.sh goes on without
+    the report, so the tag keeps its last value."""
     if instance.state in ("shutting-down", "terminated", "stopping", "stopped"):
+        return
+    region = backend.region_name
+    params = {"Resources": [instance.id], "Tags": [{"Key": TAG_STARTUP_STEP, "Value": step}]}
+    if may is not None and not may(region, instance, "ec2", "CreateTags", params):
         return
     tags = backend.tags.get(instance.id, {})
     # Keys that start with aws: (the fleet and launch template EC2 adds) do not count against the limit.
@@ -134,6 +144,10 @@ def _reclaimed_by_ec2(backend, instance_ids: list[str]) -> None:
 class SimulatedMarket:
     def __init__(self, scenario: MarketScenario, *, visibility_delay_calls: int = 1):
         self.scenario = scenario
+        # The instance's own calls (startup.sh), judged by its role when the engine sets these:
+        # may(region, instance, service, operation, params) and the startup bucket of an instance.
+        self.instance_may: InstanceMay | None = None
+        self.startup_bucket: Callable[[object], str] | None = None
         self.default_vcpus = DEFAULT_VCPUS
         # EC2 is eventually consistent: a new instance is missing from the next
         # `visibility_delay_calls` DescribeInstances calls in its region (by id:
@@ -383,14 +397,20 @@ class SimulatedMarket:
 
     def _boot(self, backend, instance, startup: Startup) -> None:
         """startup.sh on a new instance tags it with each step it reaches, on the modelled clock,
-        as the instance role lets it on AWS; an instance that is off reports nothing more."""
+        as the instance role lets it on AWS; an instance that is off reports nothing more, and
+        one whose role may not read startup.sh from the bucket never runs it."""
+        may = self.instance_may
+        if may is not None and self.startup_bucket is not None:
+            key = {"Bucket": self.startup_bucket(instance), "Key": f"{constants.STARTUP_SCRIPTS_PREFIX}startup.sh"}
+            if not may(backend.region_name, instance, "s3", "GetObject", key):
+                return
         launched = self.elapsed()
         for n, (step, share) in enumerate(STARTUP_TIMELINE):
             at = launched + max(STARTUP_FIRST_REPORT_SECONDS, share * startup.serving_after_seconds)
             if startup.fails_at and n and STARTUP_TIMELINE[n - 1][0] == startup.fails_at:
-                self.schedule(at, partial(_report_step, backend, instance, STARTUP_STEP_FAILED_PREFIX + startup.fails_at))
+                self.schedule(at, partial(_report_step, backend, instance, STARTUP_STEP_FAILED_PREFIX + startup.fails_at, may))
                 return
-            self.schedule(at, partial(_report_step, backend, instance, step))
+            self.schedule(at, partial(_report_step, backend, instance, step, may))
             if step == startup.stalls_at:
                 return
 

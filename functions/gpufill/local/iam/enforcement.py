@@ -167,15 +167,7 @@ def judged_calls(
             return None
         service = IAM_PREFIX.get(service_model.service_name, service_model.service_name)
         call = Call(service, operation, params, region or "us-east-1", account, partition)
-        try:
-            checks = authorizations(call, world)
-        except UnknownCall as error:
-            raise UnknownCall(f"{error} (called by {principal.name})") from None
-        checks = [type(c)(c.action, c.resource, {**principal.context(), **c.context}) for c in checks]
-        decisions = [judge.judge(principal.arn, account, principal.policies, c) for c in checks]
-        for decision in decisions:
-            judgements.add(principal, decision)
-        refused = _first_refusal(decisions)
+        refused = refusal(principal, call, world, judgements, judge)
         if refused is None:
             return None
         return _aws_answer(request, service_model, principal, refused)
@@ -184,6 +176,22 @@ def judged_calls(
         stack.enter_context(mock.patch.object(BaseClient, "_make_api_call", make_api_call))
         stack.enter_context(mock.patch.object(BotocoreStubber, "__call__", stubbed))
         yield judgements
+
+
+def refusal(principal: Principal, call: Call, world: World, judgements: Judgements,
+            judge: Evaluator | None = None) -> Decision | None:
+    """Judge one call of `principal` as AWS would: every check it needs, each recorded; the
+    decision AWS refuses it with (an explicit Deny first), or None when every check passes."""
+    judge = judge or evaluation.shared()
+    try:
+        checks = authorizations(call, world)
+    except UnknownCall as error:
+        raise UnknownCall(f"{error} (called by {principal.name})") from None
+    checks = [type(c)(c.action, c.resource, {**principal.context(), **c.context}) for c in checks]
+    decisions = [judge.judge(principal.arn, call.account, principal.policies, c) for c in checks]
+    for decision in decisions:
+        judgements.add(principal, decision)
+    return _first_refusal(decisions)
 
 
 def _first_refusal(decisions: list[Decision]) -> Decision | None:
