@@ -152,3 +152,37 @@ def test_two_starts_of_one_name_at_once_start_one_execution(account):
     account.follow("at-once")
     assert len(set(arns)) == 1 and len(arns) + len(refused) == 4
     assert account.executions().count("at-once") == 1
+
+
+def test_eventbridge_delivers_only_as_the_deployed_permissions_and_roles_allow(account):
+    """A Lambda target needs its resource policy (AWS::Lambda::Permission for the rule); a bus in
+    another region needs the forwarding role's events:PutEvents. Without either, nothing arrives."""
+    from dataclasses import replace
+
+    from tests.iam.conftest import without_grant
+
+    deployment = account.deployments["local"]
+    permissions = deployment.app.home.permissions
+    home = replace(deployment.app.home, permissions=[])
+    account.deployments["local"] = replace(deployment, app=replace(deployment.app, home=home))
+    try:
+        east = _launch(account, EAST)
+        account.client("ec2", EAST).terminate_instances(InstanceIds=[east])
+        account.settle()
+        refused = [d for d in account.event_deliveries if d["event"]["detail"].get("instance-id") == east]
+        assert refused and all(d["failed"] and "AccessDenied" in d["answer"]["error"] for d in refused)
+    finally:
+        account.deployments["local"] = deployment
+    assert permissions  # the stack gives StartRefill's rules their permissions
+
+    [forwarding] = [arn for arn, role in account.roles.items()
+                    if f"-events-{WEST}-" in role.name and "events:PutEvents" in json.dumps(role.policies)]
+    saved = account.roles[forwarding]
+    account.roles[forwarding] = without_grant(saved, "events:PutEvents", "event-bus")
+    try:
+        west = _launch(account, WEST)
+        account.client("ec2", WEST).terminate_instances(InstanceIds=[west])
+        assert _delivered(account, west) == []
+        assert any(j.action == "events:PutEvents" and j.role_arn == forwarding for j in account.iam.refusals)
+    finally:
+        account.roles[forwarding] = saved

@@ -19,6 +19,7 @@ from unittest import mock
 
 from gpufill import constants
 from gpufill.adapters import clock
+from gpufill.local.iam import event_delivery
 
 if TYPE_CHECKING:
     from gpufill.local.engine import LocalEngine
@@ -75,10 +76,16 @@ def patches(engine: LocalEngine):
         for target in rule.targets:
             arn = parse_arn(target["Arn"])
             if arn.service == "lambda":
+                if not event_delivery.may_invoke(engine, target["Arn"], rule.arn):
+                    engine.event_deliveries.append({"function": target["Arn"], "event": event, "failed": True,
+                                                    "answer": {"error": "AccessDeniedException: no resource policy lets this rule invoke it"}})
+                    continue
                 engine._invoke_async(target["Arn"], event)
             elif arn.service == "events" and arn.resource_type == "event-bus":
                 if arn.region != rule.region_name and not target.get("RoleArn"):
                     continue  # EventBridge needs a role to put events on another region's bus
+                if arn.region != rule.region_name and not event_delivery.may_put(engine, target.get("RoleArn"), target["Arn"], arn.region):
+                    continue  # the role EventBridge assumes may not put events there
                 bus = events_backends[arn.account][arn.region].event_buses[arn.resource_id]
                 for other in list(bus.rules.values()):
                     other.send_to_targets(event)
