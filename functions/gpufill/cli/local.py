@@ -42,6 +42,11 @@ def add_parser(verbs) -> None:
     )
     report.add_argument("--json", action="store_true", help="print the report as one JSON document")
     report.add_argument("--write", action="store_true", help="also write functions/gpufill/catalog/iam_needs.json")
+    report.add_argument(
+        "--usage", type=Path, default=None, metavar="DIR",
+        help="also list, per role, the grants no engine used that left its usage in DIR "
+        "(run a test session with GPUFILL_IAM_USAGE=DIR first, e.g. make iam-usage)",
+    )
     report.set_defaults(handler=iam_report_verb)
     serve = actions.add_parser(
         "serve",
@@ -71,13 +76,21 @@ def iam_report_verb(args: argparse.Namespace) -> int:
     needs = report.needs_document(uses)
     if args.write:
         report.NEEDS_FILE.write_text(json.dumps(needs, indent=1, sort_keys=True) + "\n")
+    never = report.unused_across(args.usage, uses) if args.usage else None
     if args.json:
         print_json({
-            "roles": {u.principal: {"used": {a: sorted(t) for a, t in sorted(u.used.items())}, "unused": u.unused}
+            "roles": {u.principal: {"used": {a: sorted(t) for a, t in sorted(u.used.items())}, "unused": u.unused,
+                                    **({"unused_by_any_run": never[u.principal]} if never is not None else {})}
                       for u in uses.values()},
         })
     else:
         print(report.render(uses))
+        if never is not None:
+            print(f"\nGranted, and used by no run of the engines in {args.usage}:")
+            for principal, actions in sorted(never.items()):
+                for action in actions:
+                    why = report.kept_for(action)
+                    print(f"  {principal:26} {action:42} {('kept: ' + why) if why else 'remove, or test the path that needs it'}")
     return 0
 
 

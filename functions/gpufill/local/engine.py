@@ -326,7 +326,23 @@ class LocalEngine:
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stack.close()
+        try:
+            self._record_iam_usage()
+        finally:
+            self._stack.close()
+
+    def _record_iam_usage(self) -> None:
+        """With $GPUFILL_IAM_USAGE set to a folder, leave there which deployed role used which
+        action (so `gpufill local iam-report --usage DIR` can tell the grants no run of a whole
+        test session used)."""
+        folder = os.environ.get("GPUFILL_IAM_USAGE")
+        if not folder or self.iam is None:
+            return
+        from gpufill.local.iam.report import usage_of
+
+        path = Path(folder) / f"engine-{os.getpid()}-{id(self)}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(usage_of(self)))
 
     def _forget_caches(self) -> None:
         from gpufill.adapters import ami, aws, network, placement, regions_config, run_store, spot_advisor

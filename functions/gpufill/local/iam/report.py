@@ -34,7 +34,7 @@ _ACCOUNT = re.compile(r":(\d{12}):")
 
 # Grants AWS needs that the local engine cannot exercise, with why they stay.
 KEPT_FOR = [
-    (re.compile(r"^(logs|xray):"), "Lambda's runtime writes the function's logs and traces (not simulated)"),
+    (re.compile(r"^(logs|xray):"), "the service writes its own logs and traces (Lambda, Step Functions; not simulated)"),
     (re.compile(r"^(ssm:UpdateInstanceInformation|ssmmessages:|ec2messages:)"), "the SSM agent on the instance: port forwarding to vLLM"),
     (re.compile(r"^ecr:"), "the instance pulls the vLLM image"),
     (re.compile(r"^(s3:GetObject|s3:ListBucket|ec2:CreateTags)$"), "startup.sh on the instance (its own calls are not judged locally)"),
@@ -79,6 +79,28 @@ def run_paths(examples: Path = REPO / "examples") -> list[tuple[object, list[Jud
             engine.run({"action": "teardown", "request_id": first}, name="iam-report-teardown", decision="approved")
             results.append((engine, list(engine.iam.seen)))
     return results
+
+
+def usage_of(engine) -> dict[str, list[str]]:
+    """Which actions each principal (function task, StateMachine, Instance) was allowed, in one engine."""
+    names = _principal_names(engine)
+    used: dict[str, set[str]] = defaultdict(set)
+    for j in list(engine.iam.seen):
+        if j.result == "Allowed":
+            used[names.get(j.role_arn, j.principal)].add(j.action)
+    return {principal: sorted(actions) for principal, actions in used.items()}
+
+
+def unused_across(folder: Path, uses: dict[str, RoleUse]) -> dict[str, list[str]]:
+    """Per principal, the granted actions no engine that left its usage in `folder` used."""
+    used: dict[str, set[str]] = defaultdict(set)
+    for path in folder.glob("*.json"):
+        for principal, actions in json.loads(path.read_text()).items():
+            used[principal].update(actions)
+    return {
+        use.principal: sorted(a for a in use.granted if not any(_matches(a, u) for u in used[use.principal]))
+        for use in uses.values()
+    }
 
 
 def measure(results) -> dict[str, RoleUse]:
