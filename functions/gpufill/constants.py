@@ -35,7 +35,8 @@ ENV_STARTUP_BUCKET = "STARTUP_BUCKET"
 ENV_SPOT_ADVISOR_URL = "SPOT_ADVISOR_URL"
 # The deployment's environment name (cdk context `env`; `local` on the local engine).
 ENV_DEPLOYMENT = "GPUFILL_DEPLOYMENT"
-# A customer-managed KMS key for the instances' EBS volumes (cdk context `ebs_kms_key_arn`); unset = AWS-managed.
+# A customer-managed KMS key for the instances' EBS volumes (cdk context `ebs_kms_key_arn`; unset:
+# AWS-managed): the LaunchBatch role may use it through EC2 only, and the Lambdas read its ARN here.
 ENV_EBS_KMS_KEY_ARN = "EBS_KMS_KEY_ARN"
 
 SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
@@ -192,10 +193,6 @@ def powertools_layer_parameter(version: str = POWERTOOLS_VERSION) -> str:
     """AWS's public SSM parameter whose value is the ARN of the layer carrying `version`."""
     return f"/aws/service/powertools/python/{LAMBDA_ARCHITECTURE}/python{LAMBDA_PYTHON_VERSION}/{version}"
 
-
-# A customer-managed KMS key for EBS encryption (cdk.json context `ebs_kms_key_arn`, optional):
-# the LaunchBatch role may use it through EC2 only, and the Lambdas read its ARN from here.
-ENV_EBS_KMS_KEY_ARN = "EBS_KMS_KEY_ARN"
 
 
 def powertools_layer_arn(region: str, version: int) -> str:

@@ -60,12 +60,6 @@ def test_the_rewound_batch_is_what_remains_when_less_than_batch_max_does():
     assert (run.next, run.batch, run.cursor) == ("exhausted", 1, 0)
 
 
-def test_after_market_starts_the_next_market_from_the_top_with_nothing_blocked():
-    run = Run(batch=2, remaining=2, cursor=5, next="exhausted", blocked=["spot/us-west-2"], cause="{}",
-              launch=RegionLaunch(region="us-west-2", image_id="ami-1", root_volume_gib=200))
-    assert fill.after_market(run).model_dump() == Run(batch=2, remaining=2).model_dump()
-
-
 def test_a_partial_answer_short_of_the_batch_moves_on_with_a_fresh_batch():
     req = request(count=8)
     spot = pools("us-west-2/a", "us-west-2/b")

@@ -193,17 +193,6 @@ def test_successor_names_fit_step_functions_eighty_characters():
 # --- what the user is told -----------------------------------------------------------------
 
 
-def test_the_status_line_names_the_deadline_the_next_try_and_the_tries():
-    w = wait(tries=3, next_try_at="2026-05-28T20:40:00Z")
-    assert waiting.status_line(w) == (
-        "waiting for capacity until 2026-05-28T21:26:40Z; next try at 2026-05-28T20:40:00Z; 3 tries so far"
-    )
-    assert waiting.status_line(wait(tries=1, next_try_at="T2")).endswith("; next try at T2; 1 try so far")
-    assert waiting.status_line(wait(tries=2)) == (
-        "waiting for capacity until 2026-05-28T21:26:40Z; try 2 under way; 2 tries so far"
-    )
-
-
 def test_the_expired_cause_lists_what_was_kept_the_tries_the_pools_and_the_teardown():
     run = Run(batch=3, remaining=3, launched=1, instances=[machine(1)], wait=wait(tries=7), attempts_total=3)
     attempts = [attempt(1, "us-west-2a", "launched", 1), attempt(2, "us-west-2b"), attempt(3, "us-west-2a")]

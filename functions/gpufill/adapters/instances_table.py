@@ -168,11 +168,6 @@ def all_holdings() -> Holdings:
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def all_records() -> dict[str, dict]:
-    """Every instance record (the status view without a request id); other items are skipped."""
-    return all_holdings().records
-
-
 def record_reconciled(instance: LiveInstance, *, request_id: str, seen_at: datetime) -> dict | None:
     """Record an instance of this deployment found in EC2 without a record (its launch lost the
     write): the record says so (`reconciled`). Never overwrites a record written meanwhile.

@@ -179,8 +179,3 @@ def after_rollback(run: Run, pools: list[Pool], request: ProvisionRequest, count
     if final:
         return cleared.model_copy(update={"next": "not_placed"})
     return _advance_from(cleared, pools, request, resume)
-
-
-def after_market(run: Run) -> Run:
-    """The On-Demand path starts from the top of its own pools, with nothing blocked."""
-    return run.model_copy(update={"cursor": 0, "next": "prepare", "blocked": [], "launch": None, "cause": None})

@@ -186,14 +186,6 @@ def begin_try(wait: Waiting, *, handover: bool, attempts_total: int) -> Waiting:
     )
 
 
-def status_line(wait: Waiting) -> str:
-    """What `gpufill status` says of a waiting request."""
-    tries = f"{wait.tries} {'try' if wait.tries == 1 else 'tries'} so far"
-    if wait.next_try_at is None:
-        return f"waiting for capacity until {wait.deadline}; try {wait.tries} under way; {tries}"
-    return f"waiting for capacity until {wait.deadline}; next try at {wait.next_try_at}; {tries}"
-
-
 def view_line(view: dict | None) -> str | None:
     """The status view's line for a request's wait item (run_store.save_wait), whatever its phase."""
     if not view:
