@@ -7,11 +7,8 @@ from dataclasses import replace
 
 import pytest
 from gpufill.cli import aws, main
-from gpufill.cli.common import lambda_logs
 from gpufill.cli.doctor import Check, quota_verdict, render
-from gpufill.local.engine import LocalEngine
-from gpufill.local.scenario import MarketScenario
-from gpufill.local.server import LocalEndpoint
+from tests.cli.endpoint import served
 from tests.conftest import EXAMPLES
 
 # Oregon's spot quota holds two g6.xlarge; the other regions set none.
@@ -20,10 +17,8 @@ MARKET = EXAMPLES / "markets/tight-quota.json"
 
 @pytest.fixture(scope="module")
 def endpoint(tmp_path_factory):
-    log = tmp_path_factory.mktemp("doctor") / "lambda.log"
-    with lambda_logs(verbose=False, log_file=log), LocalEngine(MarketScenario.load(MARKET)) as engine:
-        with LocalEndpoint(engine) as served:
-            yield served
+    with served(MARKET, tmp_path_factory.mktemp("doctor") / "lambda.log") as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

@@ -16,10 +16,7 @@ import pytest
 
 from gpufill import constants
 from gpufill.cli import aws, main
-from gpufill.cli.common import lambda_logs
-from gpufill.local.engine import LocalEngine
-from gpufill.local.scenario import MarketScenario
-from gpufill.local.server import LocalEndpoint
+from tests.cli.endpoint import served
 from tests.conftest import EXAMPLES
 
 PROVISION = str(EXAMPLES / "requests/provision-spot.json")
@@ -29,10 +26,8 @@ MARKET = EXAMPLES / "markets/first-az-sold-out.json"
 @pytest.fixture(scope="module")
 def endpoint(tmp_path_factory):
     # As `gpufill local serve` runs it: the handlers' log lines kept off stdout.
-    log = tmp_path_factory.mktemp("serve") / "lambda.log"
-    with lambda_logs(verbose=False, log_file=log), LocalEngine(MarketScenario.load(MARKET)) as engine:
-        with LocalEndpoint(engine) as served:
-            yield served
+    with served(MARKET, tmp_path_factory.mktemp("serve") / "lambda.log") as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

@@ -23,7 +23,6 @@ def publish(region: str, image_id: str | None = None) -> str:
     from moto.ec2.models import ec2_backends
     from moto.ec2.models.amis import Ami
     from moto.ec2.utils import random_ami_id
-    from moto.ssm.models import Parameter, ssm_backends
 
     backend = ec2_backends[DEFAULT_ACCOUNT_ID][region]
     image_id = image_id or random_ami_id()
@@ -42,20 +41,21 @@ def publish(region: str, image_id: str | None = None) -> str:
     )
     image.root_snapshot_gib = LOCAL_AMI_ROOT_SNAPSHOT_GIB
     backend.amis[image_id] = image
-    parameters = ssm_backends[DEFAULT_ACCOUNT_ID][region]._parameters
-    versions = parameters[constants.DLAMI_PARAMETER]
+    put_public_parameter(region, constants.DLAMI_PARAMETER, image_id, data_type="aws:ec2:image")
+    return image_id
+
+
+def put_public_parameter(region: str, name: str, value: str, *, data_type: str = "text") -> None:
+    """A new version of one of AWS's public SSM parameters in `region` (moto's API refuses the
+    reserved /aws/ prefix to callers, as AWS does, so it is written into moto's backend)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ssm.models import Parameter, ssm_backends
+
+    versions = ssm_backends[DEFAULT_ACCOUNT_ID][region]._parameters[name]
     versions.append(
         Parameter(
-            account_id=DEFAULT_ACCOUNT_ID,
-            name=constants.DLAMI_PARAMETER,
-            value=image_id,
-            parameter_type="String",
-            description=None,
-            allowed_pattern=None,
-            keyid=None,
-            last_modified_date=time.time(),
-            version=len(versions) + 1,
-            data_type="aws:ec2:image",
+            account_id=DEFAULT_ACCOUNT_ID, name=name, value=value, parameter_type="String", description=None,
+            allowed_pattern=None, keyid=None, last_modified_date=time.time(), version=len(versions) + 1,
+            data_type=data_type,
         )
     )
-    return image_id

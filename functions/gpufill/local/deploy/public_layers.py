@@ -5,7 +5,6 @@ usable by any function, as AWS's public layers are. moto knows only layers its o
 
 from __future__ import annotations
 
-import time
 from unittest import mock
 
 from gpufill import constants
@@ -19,18 +18,9 @@ def layer_arn(region: str) -> str:
 
 
 def publish(region: str) -> None:
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.ssm.models import Parameter, ssm_backends
+    from gpufill.local.deploy.images import put_public_parameter
 
-    name = constants.powertools_layer_parameter()
-    versions = ssm_backends[DEFAULT_ACCOUNT_ID][region]._parameters[name]
-    versions.append(
-        Parameter(
-            account_id=DEFAULT_ACCOUNT_ID, name=name, value=layer_arn(region), parameter_type="String",
-            description=None, allowed_pattern=None, keyid=None, last_modified_date=time.time(),
-            version=len(versions) + 1, data_type="text",
-        )
-    )
+    put_public_parameter(region, constants.powertools_layer_parameter(), layer_arn(region))
 
 
 def patches():
