@@ -120,3 +120,20 @@ def test_a_same_az_gang_is_placed_whole_by_one_fleet_with_no_rollback(local_acco
     assert [(p["SpotOptions"]["SingleAvailabilityZone"], p["SpotOptions"]["MinTargetCapacity"]) for p in sent] == [
         (True, 4), (True, 4)]
     assert [a[3] for a in tried(execution)].count("launched") == 1
+
+
+def test_a_template_at_its_version_quota_ends_the_run_saying_how_to_clear_it(local_account, monkeypatch):
+    from gpufill.local import limits
+
+    monkeypatch.setattr(limits, "MAX_LAUNCH_TEMPLATE_VERSIONS", 2)  # EC2's is 10,000
+    with local_account(TWO_REGIONS) as engine:
+        first = engine.run(fleet_request(count=1, regions=["us-west-2"]), name="fits")
+        ec2 = boto3.client("ec2", region_name="us-west-2")
+        # A version left behind (its deletion failed) fills the template.
+        ec2.create_launch_template_version(LaunchTemplateName="gpufill-local", LaunchTemplateData={"ImageId": "ami-1"})
+        execution = engine.run(fleet_request(count=1, regions=["us-west-2"]), name="full")
+    assert first.output["status"] == "FULFILLED"  # its own version was deleted, so it never counted
+    assert execution.error == "LAUNCH_REJECTED"
+    assert execution.cause["code"] == "VersionLimitExceeded" and execution.cause["launched"] == 0
+    assert "10,000 versions" in execution.cause["what_to_change"]
+    assert "delete-launch-template-versions" in execution.cause["what_to_change"]
