@@ -9,7 +9,7 @@ CreateFleet itself carries the step's ClientToken: EC2 answers a token it has se
 first call's fleet id and launches nothing more.
 
 A template holds at most 10,000 versions, so each version is deleted once its fleet has answered
-and its instances are recorded (`delete_version`); the template's first (default) version stays.
+and its instances are recorded (`retire_version`); the template's first (default) version stays.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def template_version(region: str, spec: LaunchSpec, fleet_token: str) -> tuple[s
     return made["LaunchTemplateId"], str(made["VersionNumber"]), bool(made.get("DefaultVersion"))
 
 
-def delete_version(region: str, template: tuple[str, str]) -> None:
+def retire_version(region: str, template: tuple[str, str]) -> None:
     """The fleet's version, deleted once its fleet answered. Never fails the run: a version left
     behind only counts toward the template's 10,000 (see docs/fleet.md for clearing them)."""
     template_id, version = template

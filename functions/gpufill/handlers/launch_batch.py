@@ -119,7 +119,7 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
         capacity_cache.remember_full(pools[index].key, request_id=request.request_id, reason="capacity")
     if answer.template_version:
         # Only now: the fleet answered and what it launched is recorded.
-        fleet_calls.delete_version(here.region, answer.template_version)
+        fleet_calls.retire_version(here.region, answer.template_version)
     logger.info(
         "fleet answered",
         extra={
