@@ -193,6 +193,12 @@ def create_fleets(r: TaskResources) -> Grant:
                 resources=[templates],
                 conditions={"StringEquals": {f"aws:ResourceTag/{constants.TAG_DEPLOYMENT}": r.env}},
             ),
+            # Each fleet's own version is deleted once the fleet answered (10,000 versions a template).
+            iam.PolicyStatement(
+                actions=["ec2:DeleteLaunchTemplateVersions"],
+                resources=[templates],
+                conditions={"StringEquals": {f"aws:ResourceTag/{constants.TAG_DEPLOYMENT}": r.env}},
+            ),
             iam.PolicyStatement(
                 actions=["ec2:CreateTags"],
                 resources=[fleets, templates],

@@ -283,6 +283,42 @@ def test_launch_templates_and_versions_are_idempotent_by_client_token(engine):
     assert sorted(v["VersionNumber"] for v in versions) == [1, 2, 3]
 
 
+def test_deleted_versions_are_gone_for_good_and_the_default_version_stays(engine):
+    ec2 = engine.client("ec2", TOKYO)
+    template_id, _ = template(engine, TOKYO, "deleting")
+    version = lambda token: ec2.create_launch_template_version(  # noqa: E731
+        LaunchTemplateId=template_id, ClientToken=token, LaunchTemplateData=TEMPLATE_DATA
+    )["LaunchTemplateVersion"]["VersionNumber"]
+    third = version("third")
+    answer = ec2.delete_launch_template_versions(LaunchTemplateId=template_id, Versions=["1", str(third), "99"])
+    assert [v["VersionNumber"] for v in answer["SuccessfullyDeletedLaunchTemplateVersions"]] == [third]
+    refused = {v["VersionNumber"]: v["ResponseError"]["Code"] for v in answer["UnsuccessfullyDeletedLaunchTemplateVersions"]}
+    assert refused == {1: "unexpectedError", 99: "launchTemplateVersionDoesNotExist"}
+    code, _ = error_of(lambda: ec2.describe_launch_template_versions(LaunchTemplateId=template_id, Versions=[str(third)]))
+    assert code == "InvalidLaunchTemplateId.VersionNotFound"
+    # Numbers are never reused; the token of a deleted version answers that version again.
+    assert version("fourth") == third + 1
+    assert version("third") == third
+    listed = ec2.describe_launch_template_versions(LaunchTemplateId=template_id)["LaunchTemplateVersions"]
+    assert sorted(v["VersionNumber"] for v in listed) == [1, 2, third + 1]
+    code, _ = error_of(lambda: fleet(engine, TOKYO, (template_id, str(third)), overrides(engine, TOKYO, "g6.xlarge", "c"), target=1))
+    assert code == "InvalidLaunchTemplateId.VersionNotFound"
+
+
+def test_a_template_holds_at_most_its_quota_of_versions_deleted_ones_not_counted(engine, monkeypatch):
+    from gpufill.local import limits
+
+    monkeypatch.setattr(limits, "MAX_LAUNCH_TEMPLATE_VERSIONS", 3)
+    ec2 = engine.client("ec2", TOKYO)
+    template_id, second = template(engine, TOKYO, "quota")
+    add = lambda: ec2.create_launch_template_version(LaunchTemplateId=template_id, LaunchTemplateData=TEMPLATE_DATA)  # noqa: E731
+    add()
+    code, message = error_of(add)
+    assert code == "VersionLimitExceeded" and "(3)" in message
+    ec2.delete_launch_template_versions(LaunchTemplateId=template_id, Versions=[second])
+    assert add()["LaunchTemplateVersion"]["VersionNumber"] == 4
+
+
 # --- the instances and the whole-call errors ------------------------------------------------------
 
 

@@ -125,3 +125,27 @@ def test_an_instance_reports_its_steps_with_the_deployed_instance_role(judged_ac
     assert not judgements.refusals
     assert execution.output["instances_serving"] == 2
     assert {j.action for j in judgements.seen if j.principal == role.name} == {"ec2:CreateTags", "s3:GetObject"}
+
+
+def test_a_fleet_whose_version_may_not_be_deleted_still_fills_and_keeps_the_version(judged_account):
+    without = ("LaunchBatch", "ec2:DeleteLaunchTemplateVersions", "launch-template/")
+    with judged_account(ONE_REGION, without=without) as (engine, judgements):
+        execution = engine.run(request(launch_mode="fleet"), name="kept-version")
+        versions = engine.client("ec2", "us-west-2").describe_launch_template_versions(
+            LaunchTemplateName="gpufill-local"
+        )["LaunchTemplateVersions"]
+    assert execution.output["status"] == "FULFILLED" and execution.output["launched"] == 2
+    refused = [j for j in judgements.refusals if j.action == "ec2:DeleteLaunchTemplateVersions"]
+    assert refused and refused[0].resource.startswith("arn:aws:ec2:us-west-2:123456789012:launch-template/lt-")
+    assert sorted(v["VersionNumber"] for v in versions) == [1, 2]  # the request's version is left behind
+
+
+def test_with_the_grant_the_fleets_version_is_deleted(judged_account):
+    with judged_account(ONE_REGION) as (engine, judgements):
+        execution = engine.run(request(launch_mode="fleet"), name="deleted-version")
+        versions = engine.client("ec2", "us-west-2").describe_launch_template_versions(
+            LaunchTemplateName="gpufill-local"
+        )["LaunchTemplateVersions"]
+    assert execution.output["status"] == "FULFILLED"
+    assert not [j for j in judgements.refusals if j.action == "ec2:DeleteLaunchTemplateVersions"]
+    assert [v["VersionNumber"] for v in versions] == [1]

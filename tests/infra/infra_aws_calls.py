@@ -36,6 +36,7 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "describe_fleets": ("ec2:DescribeFleets",),
     "create_launch_template": ("ec2:CreateLaunchTemplate", "ec2:CreateTags"),
     "create_launch_template_version": ("ec2:CreateLaunchTemplateVersion",),
+    "delete_launch_template_versions": ("ec2:DeleteLaunchTemplateVersions",),
     "terminate_instances": ("ec2:TerminateInstances",),
     "create_placement_group": ("ec2:CreatePlacementGroup", "ec2:CreateTags"),
     "describe_placement_groups": ("ec2:DescribePlacementGroups",),

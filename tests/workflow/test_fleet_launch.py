@@ -43,19 +43,19 @@ def test_one_fleet_per_region_fills_what_the_region_has_then_moves_on(local_acco
 
 
 def test_the_fleet_launches_from_a_template_version_holding_the_hardened_settings(local_account):
-    sent = []
+    sent, made = [], []
     with local_account(TWO_REGIONS) as engine:
-        aws.client("ec2", "us-west-2").meta.events.register(
-            "provide-client-params.ec2.CreateFleet", lambda params, **_: sent.append(dict(params))
-        )
+        events = aws.client("ec2", "us-west-2").meta.events
+        events.register("provide-client-params.ec2.CreateFleet", lambda params, **_: sent.append(dict(params)))
+        # The version is deleted once the fleet answered: what EC2 held is its creation's answer.
+        events.register("after-call.ec2.CreateLaunchTemplateVersion", lambda parsed, **_: made.append(parsed))
         execution = engine.run(fleet_request(count=2, regions=["us-west-2"], root_volume_gib=100), name="fleet-settings")
         # what the stack deploys: its instance profile, and the startup bucket the functions are told of
         profile, bucket = stack_names(engine)
         ec2 = boto3.client("ec2", region_name="us-west-2")
         spec = sent[0]["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]
-        version = ec2.describe_launch_template_versions(
-            LaunchTemplateId=spec["LaunchTemplateId"], Versions=[spec["Version"]]
-        )["LaunchTemplateVersions"][0]
+        version = next(m["LaunchTemplateVersion"] for m in made if "LaunchTemplateVersion" in m)
+        assert (version["LaunchTemplateId"], str(version["VersionNumber"])) == (spec["LaunchTemplateId"], spec["Version"])
         template = ec2.describe_launch_templates(LaunchTemplateIds=[spec["LaunchTemplateId"]])["LaunchTemplates"][0]
         described = ec2.describe_instances(InstanceIds=[i["instance_id"] for i in execution.output["instances"]])
     params = sent[0]
@@ -84,8 +84,11 @@ def test_a_second_run_reuses_the_template_and_adds_its_own_version(local_account
         engine.run(fleet_request(count=1, regions=["us-west-2"]), name="second")
         ec2 = boto3.client("ec2", region_name="us-west-2")
         templates = ec2.describe_launch_templates()["LaunchTemplates"]
+        versions = ec2.describe_launch_template_versions(LaunchTemplateName="gpufill-local")["LaunchTemplateVersions"]
     assert [t["LaunchTemplateName"] for t in templates] == ["gpufill-local"]
-    assert templates[0]["LatestVersionNumber"] == 3  # the base version, then one per request
+    # Each request's version is deleted once its fleet answered: the base version alone stays.
+    assert [(v["VersionNumber"], v["DefaultVersion"]) for v in versions] == [(1, True)]
+    assert templates[0]["DefaultVersionNumber"] == 1
 
 
 def test_an_exhausted_fleet_names_every_pool_it_found_empty(local_account):
@@ -117,3 +120,20 @@ def test_a_same_az_gang_is_placed_whole_by_one_fleet_with_no_rollback(local_acco
     assert [(p["SpotOptions"]["SingleAvailabilityZone"], p["SpotOptions"]["MinTargetCapacity"]) for p in sent] == [
         (True, 4), (True, 4)]
     assert [a[3] for a in tried(execution)].count("launched") == 1
+
+
+def test_a_template_at_its_version_quota_ends_the_run_saying_how_to_clear_it(local_account, monkeypatch):
+    from gpufill.local import limits
+
+    monkeypatch.setattr(limits, "MAX_LAUNCH_TEMPLATE_VERSIONS", 2)  # EC2's is 10,000
+    with local_account(TWO_REGIONS) as engine:
+        first = engine.run(fleet_request(count=1, regions=["us-west-2"]), name="fits")
+        ec2 = boto3.client("ec2", region_name="us-west-2")
+        # A version left behind (its deletion failed) fills the template.
+        ec2.create_launch_template_version(LaunchTemplateName="gpufill-local", LaunchTemplateData={"ImageId": "ami-1"})
+        execution = engine.run(fleet_request(count=1, regions=["us-west-2"]), name="full")
+    assert first.output["status"] == "FULFILLED"  # its own version was deleted, so it never counted
+    assert execution.error == "LAUNCH_REJECTED"
+    assert execution.cause["code"] == "VersionLimitExceeded" and execution.cause["launched"] == 0
+    assert "10,000 versions" in execution.cause["what_to_change"]
+    assert "delete-launch-template-versions" in execution.cause["what_to_change"]

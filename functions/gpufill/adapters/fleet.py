@@ -3,9 +3,13 @@
 Instances launched by a fleet are described by a launch template: one per deployment and
 region (`gpufill-<deployment>`), created on first use, with a version per request and region
 that holds what RunInstances would send (AMI, user data, root volume, tags). Both are created
-with ClientTokens derived from their contents, so a retried step finds the same template and
-version instead of adding new ones, and the CreateFleet itself carries the step's ClientToken:
-EC2 answers a token it has seen with the first call's fleet id and launches nothing more.
+with ClientTokens derived from their contents (a version's also from its CreateFleet's token),
+so a retried step finds the same template and version instead of adding new ones, and the
+CreateFleet itself carries the step's ClientToken: EC2 answers a token it has seen with the
+first call's fleet id and launches nothing more.
+
+A template holds at most 10,000 versions, so each version is deleted once its fleet has answered
+and its instances are recorded (`retire_version`); the template's first (default) version stays.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
 
 from gpufill.adapters.aws import TRANSPORT_ERRORS, TransientAwsError, attempts, client, is_transient
@@ -24,6 +29,8 @@ from gpufill.policy.errors import classify
 
 TEMPLATE_NOT_FOUND = frozenset({"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"})
 TEMPLATE_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
+# EC2's answer when a template already holds its quota of versions (10,000).
+VERSION_LIMIT = "VersionLimitExceeded"
 # A template's own first version: the metadata rule every gpufill instance keeps. Each request
 # launches from its own version, never from this one.
 BASE_TEMPLATE = {"MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1}}
@@ -31,6 +38,8 @@ BASE_TEMPLATE = {"MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "
 NO_SUBNET = "NoSubnet"
 # A pool a fleet short of its target named no answer for: not tried, so worth asking again.
 NOT_ANSWERED = "NotAnswered"
+
+logger = Logger(child=True)
 
 
 @dataclass(frozen=True)
@@ -58,12 +67,18 @@ def _token(prefix: str, *parts: object) -> str:
     return f"gpufill-{prefix}-{digest}"
 
 
-def template_version(region: str, spec: LaunchSpec) -> tuple[str, str]:
-    """(template id, version) for this request's instances in `region`, created once."""
+def template_version(region: str, spec: LaunchSpec, fleet_token: str) -> tuple[str, str, bool]:
+    """(template id, version, whether it is the template's default) for one fleet call in
+    `region`, created once.
+
+    The version's token names the fleet call's token: a later fleet of the same request (a
+    retry for pools EC2 was too busy for, a refill) gets a version of its own instead of the
+    earlier one, which is deleted by then. A retried step sends the same token and is answered
+    with its first version, deleted or not, then its CreateFleet with the first fleet."""
     ec2 = client("ec2", region)
     name = template_name(spec.deployment)
     data = {**instance_settings(spec), "TagSpecifications": tag_specifications(launch_tags(spec))}
-    token = _token("lt", spec.deployment, spec.request_id, data)
+    token = _token("lt", spec.deployment, spec.request_id, fleet_token, data)
     try:
         version = ec2.create_launch_template_version(LaunchTemplateName=name, ClientToken=token, LaunchTemplateData=data)
     except ClientError as error:
@@ -72,7 +87,26 @@ def template_version(region: str, spec: LaunchSpec) -> tuple[str, str]:
         _create_template(ec2, name, spec.deployment)
         version = ec2.create_launch_template_version(LaunchTemplateName=name, ClientToken=token, LaunchTemplateData=data)
     made = version["LaunchTemplateVersion"]
-    return made["LaunchTemplateId"], str(made["VersionNumber"])
+    return made["LaunchTemplateId"], str(made["VersionNumber"]), bool(made.get("DefaultVersion"))
+
+
+def retire_version(region: str, template: tuple[str, str]) -> None:
+    """The fleet's version, deleted once its fleet answered. Never fails the run: a version left
+    behind only counts toward the template's 10,000 (see docs/fleet.md for clearing them)."""
+    template_id, version = template
+    try:
+        reply = client("ec2", region).delete_launch_template_versions(LaunchTemplateId=template_id, Versions=[version])
+    except (ClientError, *TRANSPORT_ERRORS) as error:
+        logger.warning(
+            "launch template version not deleted",
+            extra={"region": region, "template": template_id, "version": version, "error": str(error)},
+        )
+        return
+    for failed in reply.get("UnsuccessfullyDeletedLaunchTemplateVersions") or []:
+        logger.warning(
+            "launch template version not deleted",
+            extra={"region": region, "template": template_id, "version": version, "error": failed.get("ResponseError")},
+        )
 
 
 def _create_template(ec2, name: str, deployment: str) -> None:
@@ -141,13 +175,21 @@ def launch(call: FleetCall, spec: LaunchSpec, client_token: str) -> FleetAnswer:
     if not _launchable(call):
         return FleetAnswer(answers=missing)
     try:
-        template = template_version(call.region, spec)
+        template_id, version, is_default = template_version(call.region, spec, client_token)
     except (EndpointConnectionError, ConnectTimeoutError) as error:
         return FleetAnswer(failure=LaunchResult(outcome="error", reason=type(error).__name__, message=str(error)))
     except ClientError as error:
         if is_transient(error):
             raise TransientAwsError(f"the launch template in {call.region} could not be prepared ({error})") from error
         return FleetAnswer(failure=LaunchResult(outcome=classify(code_of(error)), reason=code_of(error), message=message_of(error)))
+    template = (template_id, version)
+    # The template's default version is never deleted (EC2 refuses it too).
+    made = None if is_default else template
+    answered = _launch(call, spec, client_token, template)
+    return answered.model_copy(update={"template_version": made, "answers": [*missing, *answered.answers]})
+
+
+def _launch(call: FleetCall, spec: LaunchSpec, client_token: str, template: tuple[str, str]) -> FleetAnswer:
     params = create_fleet_params(call, template, spec, client_token)
     try:
         with attempts() as sent:
@@ -171,7 +213,7 @@ def launch(call: FleetCall, spec: LaunchSpec, client_token: str) -> FleetAnswer:
         reply = _again(call, params, client_token, error)
     if _may_be_replay(reply):
         reply = _described(call, reply["FleetId"])
-    return FleetAnswer(answers=[*missing, *_answers(call, reply)])
+    return FleetAnswer(answers=_answers(call, reply))
 
 
 def _may_be_replay(reply: dict) -> bool:

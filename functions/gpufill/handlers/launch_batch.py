@@ -117,6 +117,9 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
     keep([i for item in answer.answers for i in item.result.instances], request, token)
     for index in fleet.pools_found_empty(answer):
         capacity_cache.remember_full(pools[index].key, request_id=request.request_id, reason="capacity")
+    if answer.template_version:
+        # Only now: the fleet answered and what it launched is recorded.
+        fleet_calls.retire_version(here.region, answer.template_version)
     logger.info(
         "fleet answered",
         extra={

@@ -14,6 +14,9 @@
   (States.Runtime, with the reason in the cause);
 - SNS Publish: the subject must be ASCII, without line breaks or control
   characters, and shorter than 100 characters, else InvalidParameter.
+
+EC2's launch template version quota (10,000 per template) is kept by local/launch_templates.py
+with MAX_LAUNCH_TEMPLATE_VERSIONS, read at each call so a test may lower it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from contextlib import ExitStack
 from unittest import mock
 
 MAX_HISTORY_EVENTS = 25_000
+MAX_LAUNCH_TEMPLATE_VERSIONS = 10_000
 MAX_PAYLOAD_BYTES = 262_144
 EXECUTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 HISTORY_LIMIT_CAUSE = f"The execution reached the maximum number of history events ({MAX_HISTORY_EVENTS})."

@@ -569,14 +569,17 @@ class SimulatedMarket:
         from moto.ec2.responses.fleets import Fleets
         from moto.ec2.responses.launch_templates import LaunchTemplates
 
+        from gpufill.local import launch_templates
+
         fleet_api = FleetApi(market).api(
             Fleets.create_fleet,
             LaunchTemplates.create_launch_template,
-            LaunchTemplates.create_launch_template_version,
+            launch_templates.limited(LaunchTemplates.create_launch_template_version),
             Fleets.describe_fleets,
         )
         for name, method in fleet_api.items():
             stack.enter_context(mock.patch.object(EC2Response, name, method))
+        stack.enter_context(launch_templates.patches())
         stack.enter_context(mock.patch.object(SpotInstances, "describe_spot_price_history", describe_spot_price_history))
         stack.enter_context(
             mock.patch.object(InstanceTypeOfferingBackend, "describe_instance_type_offerings", describe_instance_type_offerings)

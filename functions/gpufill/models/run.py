@@ -246,3 +246,6 @@ class FleetAnswer(_Model):
 
     answers: list[PoolAnswer] = Field(default_factory=list)
     failure: LaunchResult | None = None
+    # The request's launch template version the fleet launched from (template id, version
+    # number): deleted once the fleet's instances are recorded. None when no version was made.
+    template_version: tuple[str, str] | None = None

@@ -29,6 +29,9 @@ REJECTION_CODES = frozenset(
         "InvalidParameter",
         "InvalidParameterValue",
         "InvalidParameterCombination",
+        # The region's launch template holds EC2's 10,000 versions: no fleet can launch there
+        # until versions are deleted, and gpufill deletes its own as it goes, so the operator acts.
+        "VersionLimitExceeded",
     }
 )
 # AuthFailure.ServiceLinkedRoleCreationNotPermitted: the launch role may not create the Spot service-linked role.

@@ -100,6 +100,11 @@ REJECTION_ADVICE = {
     "UnauthorizedOperation": "The LaunchBatch role may not launch with these settings: check its IAM policy and any SCP.",
     "InvalidBlockDeviceMapping": "Raise root_volume_gib to at least the AMI's root snapshot size, or use another AMI.",
     "InvalidParameterValue": "A launch parameter is not valid for this account: check the regions config overrides and the request.",
+    "VersionLimitExceeded": (
+        "The region's launch template gpufill-<env> holds EC2's maximum of 10,000 versions. Delete the versions no fleet "
+        "runs from (aws ec2 delete-launch-template-versions, up to 200 a call) or the whole template with "
+        "aws ec2 delete-launch-template (the next fleet recreates it), then run the request again."
+    ),
 }
 
 

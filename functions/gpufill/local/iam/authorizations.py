@@ -350,6 +350,16 @@ def create_launch_template_version(call: Call, world: World) -> list[Authorizati
     return _dedupe([_existing(call, world, "launch-template", template.template_id)])
 
 
+def delete_launch_template_versions(call: Call, world: World) -> list[Authorization]:
+    """Judged on the launch template, with its tags (the Service Authorization Reference's only
+    resource for the action)."""
+    p = call.params
+    template = world.launch_template(call.region, p.get("LaunchTemplateId"), p.get("LaunchTemplateName"), None)
+    if template is None:
+        return []  # EC2 answers per version that the template does not exist
+    return _dedupe([_existing(call, world, "launch-template", template.template_id)])
+
+
 def create_placement_group(call: Call, world: World) -> list[Authorization]:
     p = call.params
     name = p.get("GroupName") or "*"
@@ -450,6 +460,7 @@ BUILDERS: dict[tuple[str, str], Builder] = {
     ("ec2", "CreateTags"): create_tags,
     ("ec2", "CreateLaunchTemplate"): create_launch_template,
     ("ec2", "CreateLaunchTemplateVersion"): create_launch_template_version,
+    ("ec2", "DeleteLaunchTemplateVersions"): delete_launch_template_versions,
     ("ec2", "CreatePlacementGroup"): create_placement_group,
     ("ec2", "DeletePlacementGroup"): delete_placement_group,
     ("ec2", "CreateSecurityGroup"): create_security_group,
