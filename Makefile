@@ -13,7 +13,7 @@ iam-report: $(PY_STAMP) $(NODE_STAMP)
 
 .PHONY: demo test test-all bench bench-quick bench-engine setup lint-asl clean mutation
 
-demo: $(PY_STAMP)
+demo: $(PY_STAMP) $(NODE_STAMP)
 	$(VENV)/bin/gpufill simulate examples/requests/provision-spot.json --market examples/markets/first-az-sold-out.json
 
 # The whole suite but the sweeps at the maxima, which take minutes (test-all runs them too).
@@ -28,15 +28,15 @@ test-all: setup lint-asl lint
 	$(PY) -m pytest $(PYTEST_PARALLEL)
 
 # Five seeds of 20 generated markets plus examples/ (about 8½ minutes on 2 shared cores: 503 s for the committed run): pooled figures with their spread.
-bench: $(PY_STAMP)
+bench: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench
 
 # CI-sized: two seeds, one market per request size, no examples (under a minute: 33 s on 2 shared cores); writes to a scratch directory.
-bench-quick: $(PY_STAMP)
+bench-quick: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench --quick --out $${TMPDIR:-/tmp}/gpufill-bench-quick
 
 # The local engine's speed on `make demo`'s run, against a worktree of BASE (default: the merge-base with main).
-bench-engine: $(PY_STAMP)
+bench-engine: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench.engine_speed $(if $(BASE),--engine-base $(BASE)) $(if $(REPEAT),--repeat $(REPEAT))
 
 # Mutation testing of models/request.py and policy/ against the fast tests (not part of `make test`):
