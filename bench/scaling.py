@@ -21,12 +21,12 @@ from bench import engine_runs
 from bench.cases import Case
 from bench.generate import ORIGIN, REGION_ZONES, SCARCITY, _pools, _region, _spread
 from bench.tables import as_markdown, as_text
+from gpufill import constants
 
 RESULTS = Path(__file__).parent / "results"
 TYPES = ("g6.xlarge", "g5.xlarge", "g6e.xlarge")  # 4 vCPUs each
 BASE = {"count": 16, "regions": 5, "types": 1}
 AXES = {"count": (1, 4, 16, 64, 128), "regions": (2, 5, 8, 11), "types": (1, 2, 3)}
-HISTORY_LIMIT = 25_000
 
 
 def scaling_case(count: int, regions: int, types: int, seed: int = 1) -> Case:
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         body.append([
             axis, str(p["count"]), str(p["regions"]), str(p["types"]), f"{o.fill:.0%}", str(o.launch_calls),
             str(o.transitions), str(o.lambda_invocations), str(o.history_events),
-            f"{(o.history_events or 0) / HISTORY_LIMIT:.1%}", f"{o.orchestration_usd:.5f}",
+            f"{(o.history_events or 0) / constants.HISTORY_EVENTS_LIMIT:.1%}", f"{o.orchestration_usd:.5f}",
             f"{o.orchestration_usd / o.launched:.6f}" if o.launched else "—", f"{o.hourly_cost:.2f}",
             f"{o.modelled_seconds:.1f}",
         ])

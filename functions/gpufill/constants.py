@@ -29,7 +29,6 @@ INSTANCE_SECURITY_GROUP_NAME = "gpufill-instances"
 # Environment variables the Lambdas read (set by the CDK stack, or by the local engine).
 ENV_INSTANCES_TABLE = "INSTANCES_TABLE"
 ENV_REGIONS_PARAMETER = "REGIONS_PARAMETER"
-ENV_DEFAULT_REGION = "AWS_REGION"
 ENV_INSTANCE_PROFILE_ARN = "INSTANCE_PROFILE_ARN"
 ENV_STARTUP_BUCKET = "STARTUP_BUCKET"
 ENV_SPOT_ADVISOR_URL = "SPOT_ADVISOR_URL"
@@ -155,6 +154,8 @@ TERMINATED_RECORD_RETENTION_SECONDS = 90 * 24 * 3600
 # MAX_TEARDOWN_IDS ids and a status over thousands of records stay far below it: they carry every
 # id once in compact form and counts, but list full details of at most these many instances.
 STATE_SIZE_LIMIT_BYTES = 262_144
+# Step Functions ends an execution whose history reaches this many events.
+HISTORY_EVENTS_LIMIT = 25_000
 TEARDOWN_LISTED_INSTANCES = 50
 STATUS_LISTED_INSTANCES = 100
 STATUS_LISTED_REQUESTS = 100

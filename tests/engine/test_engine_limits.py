@@ -5,7 +5,7 @@ import json
 import pytest
 from botocore.exceptions import ClientError
 
-from gpufill.local import limits
+from gpufill import constants
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
 
@@ -78,7 +78,7 @@ def test_a_task_payload_over_256_kb_fails_the_run_and_states_all_cannot_catch_it
 def test_a_state_output_over_256_kb_fails_the_run(engine):
     execution = engine.run({"case": "big-output", "big": BIG}, name="big-output")
     assert (execution.status, execution.error) == ("FAILED", "States.DataLimitExceeded")
-    assert 140_000 < execution.metrics["largest_state_bytes"] < 262_144
+    assert 140_000 < execution.metrics["largest_state_bytes"] < constants.STATE_SIZE_LIMIT_BYTES
 
 
 def test_the_run_reports_its_largest_state_and_history_size(engine):
@@ -88,7 +88,7 @@ def test_the_run_reports_its_largest_state_and_history_size(engine):
 
 
 def test_an_execution_fails_when_its_history_reaches_the_limit(engine, monkeypatch):
-    monkeypatch.setattr(limits, "MAX_HISTORY_EVENTS", 60)  # AWS's 25,000 would take minutes locally
+    monkeypatch.setattr(constants, "HISTORY_EVENTS_LIMIT", 60)  # AWS's 25,000 would take minutes locally
     execution = engine.run({"case": "loop"}, name="endless", timeout=30)
     assert (execution.status, execution.error) == ("FAILED", "States.Runtime")
     assert "maximum number of history events" in execution.cause

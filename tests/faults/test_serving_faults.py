@@ -7,7 +7,6 @@ from gpufill import constants
 from tests.conftest import zone
 from tests.faults.conftest import WEST, assert_exactly_once
 
-STATE_LIMIT = 262_144  # bytes of UTF-8: Step Functions' cap on a state's input and output
 # The longest tag value EC2 takes (256 characters), three bytes each in UTF-8.
 LONG_STEP = "failed: " + "模型权重同步中断" * 31
 
@@ -55,7 +54,7 @@ def check_bounded(execution, count: int) -> None:
         assert step.startswith("failed: 模型权重同步中断") and step.endswith("…")
         assert len(step.encode()) <= 120 < len(LONG_STEP.encode())
         assert instance["serving_reason"] == f"startup.sh stopped: {step} (its log: /var/log/gpufill-startup.log)"
-    assert every_state_bytes(execution) < STATE_LIMIT
+    assert every_state_bytes(execution) < constants.STATE_SIZE_LIMIT_BYTES
 
 
 def test_a_long_non_ascii_startup_step_is_carried_cut_at_a_character(account):

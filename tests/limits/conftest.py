@@ -8,8 +8,6 @@ from gpufill import catalog
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
 
-STATE_LIMIT = 262_144  # bytes: Step Functions' cap on a state's input and output
-HISTORY_LIMIT = 25_000  # events per execution
 TEN_TYPES = ["g6.xlarge", "g6.2xlarge", "g6.4xlarge", "g6.12xlarge", "g5.xlarge",
              "g5.2xlarge", "g5.4xlarge", "g5.12xlarge", "g6e.xlarge", "g6e.2xlarge"]
 

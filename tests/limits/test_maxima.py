@@ -7,7 +7,9 @@ empty markets take minutes and run in `make test-all`.
 
 import pytest
 
-from tests.limits.conftest import HISTORY_LIMIT, STATE_LIMIT, TEN_TYPES, every_region, maxima_market
+from gpufill import constants
+
+from tests.limits.conftest import TEN_TYPES, every_region, maxima_market
 
 
 def request(**fields):
@@ -19,7 +21,7 @@ def test_a_fleet_of_250_over_every_region_and_ten_types_fits(run_at_maxima):
     assert execution.status == "SUCCEEDED", execution.cause
     result = execution.output
     assert (result["status"], result["launched"], len(result["instances"])) == ("FULFILLED", 250, 250)
-    assert largest < STATE_LIMIT and events < HISTORY_LIMIT
+    assert largest < constants.STATE_SIZE_LIMIT_BYTES and events < constants.HISTORY_EVENTS_LIMIT
 
 
 @pytest.mark.slow
@@ -28,7 +30,7 @@ def test_no_spot_anywhere_ends_all_spot_exhausted_not_a_data_limit(run_at_maxima
     execution, largest, events = run_at_maxima(request(launch_mode=mode), maxima_market(), f"max-empty-{mode}")
     assert (execution.status, execution.error) == ("FAILED", "ALL_SPOT_EXHAUSTED")
     assert execution.cause["launched"] == 0 and len(execution.cause["pools_tried"]) >= 150
-    assert largest < STATE_LIMIT and events < HISTORY_LIMIT
+    assert largest < constants.STATE_SIZE_LIMIT_BYTES and events < constants.HISTORY_EVENTS_LIMIT
 
 
 @pytest.mark.slow
@@ -41,7 +43,7 @@ def test_spot_then_on_demand_at_the_maxima_reaches_the_on_demand_path_and_fills(
     assert result["launched"] == 250 and {i["market"] for i in result["instances"]} == {"on-demand"}
     # Every pool answers: the result keeps the newest 300 attempts of the thousands made.
     assert result["attempts_total"] > len(result["attempts"]) == 300
-    assert largest < STATE_LIMIT and events < HISTORY_LIMIT
+    assert largest < constants.STATE_SIZE_LIMIT_BYTES and events < constants.HISTORY_EVENTS_LIMIT
 
 
 @pytest.mark.slow
@@ -49,7 +51,7 @@ def test_a_small_request_over_the_largest_market_with_nothing_anywhere_names_eve
     execution, largest, events = run_at_maxima(
         request(count=4, launch_mode="exact", market="spot-then-on-demand"), maxima_market(), "max-nothing")
     assert (execution.status, execution.error) == ("FAILED", "ALL_ON_DEMAND_FAILED")
-    assert largest < STATE_LIMIT and events < HISTORY_LIMIT
+    assert largest < constants.STATE_SIZE_LIMIT_BYTES and events < constants.HISTORY_EVENTS_LIMIT
 
 
 @pytest.mark.slow
@@ -66,5 +68,5 @@ def test_250_servers_that_never_answer_within_two_hours_fit(run_at_maxima):
     # A check a minute for two hours, and the first at once: at most 121 (the handlers' clock also
     # counts the wall time the checks themselves take, so a slow machine makes fewer).
     assert 100 < execution.entered().count("CheckServing") <= 121
-    assert largest < STATE_LIMIT and events < HISTORY_LIMIT
+    assert largest < constants.STATE_SIZE_LIMIT_BYTES and events < constants.HISTORY_EVENTS_LIMIT
     print(f"max-never-serves: largest state {largest} bytes, {events} history events")

@@ -43,10 +43,6 @@ STATEMACHINE = REPO_ROOT / "statemachine" / "provisioner.asl.json"
 ENV_NAME = "local"
 HOME_REGION = constants.LOCAL_HOME_REGION
 DEFAULT_TIMEOUT_SECONDS = 600.0
-# Step Functions: an execution fails when its history reaches this many events.
-MAX_HISTORY_EVENTS = 25_000
-# Step Functions: a state's input or output, a task's parameters and result.
-MAX_STATE_BYTES = 262_144
 # Variables of the simulated account itself, the same for every deployment.
 ACCOUNT_ENV = {
     "AWS_ACCESS_KEY_ID": "gpufill-local",

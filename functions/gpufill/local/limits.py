@@ -25,11 +25,11 @@ import re
 from contextlib import ExitStack
 from unittest import mock
 
-MAX_HISTORY_EVENTS = 25_000
+from gpufill import constants
+
 MAX_LAUNCH_TEMPLATE_VERSIONS = 10_000
-MAX_PAYLOAD_BYTES = 262_144
 EXECUTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
-HISTORY_LIMIT_CAUSE = f"The execution reached the maximum number of history events ({MAX_HISTORY_EVENTS})."
+HISTORY_LIMIT_CAUSE = f"The execution reached the maximum number of history events ({constants.HISTORY_EVENTS_LIMIT})."
 
 
 def valid_sns_subject(subject: str) -> bool:
@@ -95,7 +95,7 @@ def patches(answered_tokens: set[str]) -> ExitStack:
     def eval_parameters(state, env):
         parameters = original_parameters(state, env)
         size = len(to_json_str(parameters["Payload"]).encode())
-        if size > MAX_PAYLOAD_BYTES:
+        if size > constants.STATE_SIZE_LIMIT_BYTES:
             error = StatesErrorNameType.StatesStatesDataLimitExceeded
             raise FailureEventException(
                 FailureEvent(
@@ -106,7 +106,7 @@ def patches(answered_tokens: set[str]) -> ExitStack:
                         lambdaFunctionFailedEventDetails=LambdaFunctionFailedEventDetails(
                             error=error.to_name(),
                             cause=f"The state/task '{state.name}' has an input of {size} bytes, over the "
-                            f"maximum number of bytes service limit ({MAX_PAYLOAD_BYTES}).",
+                            f"maximum number of bytes service limit ({constants.STATE_SIZE_LIMIT_BYTES}).",
                         )
                     ),
                 )
@@ -144,7 +144,7 @@ def patches(answered_tokens: set[str]) -> ExitStack:
     def add_event(manager, *args, **kwargs):
         event_id = original_add_event(manager, *args, **kwargs)
         env = getattr(manager, "gpufill_env", None)
-        if event_id >= MAX_HISTORY_EVENTS and env is not None and env.is_running():
+        if event_id >= constants.HISTORY_EVENTS_LIMIT and env is not None and env.is_running():
             env.set_error(ExecutionFailedEventDetails(error="States.Runtime", cause=HISTORY_LIMIT_CAUSE))
         return event_id
 
