@@ -64,8 +64,9 @@ def step_attempts(run: dict) -> list[dict]:
     attempts = run.get("attempts")
     return attempts[-1:] if isinstance(attempts, list) else []
 
+# Choices route on what a step already reported, so they print nothing (a test holds every Choice here).
 QUIET_STATES = {
-    "IsRequestValid", "RouteByAction", "IsPlanOnly", "HasPools", "NextMove", "PoolsLeft", "ScoreRegion",
+    "IsRequestValid", "IsContinuation", "RouteByAction", "IsPlanOnly", "NextMove", "MarketExhausted", "ScoreRegion",
     "InstancesRunning", "IsFulfilled",
 }
 # Teardown and status: choices stay quiet, and these report on exit, with what they found.
@@ -74,7 +75,7 @@ QUIET_STATES |= {"AnythingToTerminate", "IsTeardownApproved"}
 QUIET_STATES |= {"ShouldCheckServing", "CheckServing", "ModelsServing", "PauseForServing"}
 REPORTED_ON_EXIT = {"FindTeardownInstances", "RecordApprovalDecision", "RecordApprovalExpiry", "TerminateRegionInstances"}
 # wait_for_capacity: the loop's steps report on exit, with the wait, the next try and the deadline.
-QUIET_STATES |= {"WaitOrGiveUp", "TryAgain", "WaitForCapacity"}
+QUIET_STATES |= {"WaitOrGiveUp", "TryAgain", "WaitForCapacity", "HandedOver"}
 WAIT_STEPS = {"PlanNextTry", "StartNextTry"}
 
 
