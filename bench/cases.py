@@ -17,7 +17,7 @@ TIER_CEILINGS = (0.15, 0.35, 0.55, 0.75, 1.01)
 @dataclass(frozen=True)
 class Case:
     name: str
-    scenario: dict  # DESIGN.md market scenario
+    scenario: dict  # a market scenario (docs/architecture.md, "The local engine")
     request: dict  # execution input, before a strategy adds its own fields
     tier: str
     source: str = "generated"

@@ -1,4 +1,4 @@
-"""Seeded market scenarios in the DESIGN.md format, plus the hand-written ones in examples/.
+"""Seeded market scenarios in the market scenario format (docs/architecture.md), plus the hand-written ones in examples/.
 
 A generated market has 5-8 real regions with the AZ letters EC2 (and moto) knows,
 3-6 AZs each where the region has that many, and capacity spread unevenly: some

@@ -47,7 +47,7 @@ DLAMI_PARAMETER = (
     "base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 )
 
-# Request defaults (DESIGN.md, "Request").
+# Request defaults (docs/request.md).
 DEFAULT_INSTANCE_TYPE = "g6.xlarge"
 DEFAULT_BATCH_MAX = 4
 # A run's state and result list every instance and attempt, and Step Functions caps a state's
@@ -253,7 +253,7 @@ CONTINUATION_SUFFIX = "-c"
 # The step value once the model server answers; a failed startup reports FAILED_STEP_PREFIX + the step it stopped at.
 STARTUP_STEP_SERVING = "serving"
 STARTUP_STEP_FAILED_PREFIX = "failed: "
-# ready_timeout (ISO 8601 duration): DESIGN.md's default; the upper bound is startup.sh's own
+# ready_timeout (ISO 8601 duration): the documented default (docs/request.md); the upper bound is startup.sh's own
 # server wait (30 min) after an image pull and model sync, with room for slow pulls of large
 # models; past it an instance that does not serve never will (see docs/readiness.md).
 DEFAULT_READY_TIMEOUT_SECONDS = 30 * 60

@@ -1,5 +1,5 @@
-"""Step Functions and SNS limits the local engine enforces as AWS does (DESIGN.md,
-"AWS limits every run must fit"), where moto is kinder than AWS:
+"""Step Functions and SNS limits the local engine enforces as AWS does (docs/architecture.md,
+"Limits every run fits"), where moto is kinder than AWS:
 
 - execution names: 1-80 characters of A-Za-z0-9-_ (gpufill's rule, within AWS's),
   else StartExecution answers InvalidName;

@@ -1,4 +1,4 @@
-"""Market scenarios (DESIGN.md, "Market scenario"): who has what capacity, at what price."""
+"""Market scenarios (docs/architecture.md, "The local engine"): who has what capacity, at what price."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The execution input (DESIGN.md, "Request"), parsed and checked before anything else runs."""
+"""The execution input (docs/request.md), parsed and checked before anything else runs."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ class WaitForCapacity(BaseModel):
     @field_validator("deadline", mode="before")
     @classmethod
     def _iso_duration(cls, value: Any) -> Any:
-        # Pydantic also reads bare numbers and "HH:MM:SS"; DESIGN.md promises ISO 8601 ("PT6H").
+        # Pydantic also reads bare numbers and "HH:MM:SS"; docs/request.md promises ISO 8601 ("PT6H").
         if not isinstance(value, str) or not value.startswith("P"):
             raise ValueError(f"must be an ISO 8601 duration such as 'PT6H' or 'P2D', got {_shown(value)}")
         return value
@@ -171,7 +171,7 @@ class Request(BaseModel):
         default=None, ge=MIN_APPROVAL_TIMEOUT_SECONDS, le=MAX_APPROVAL_TIMEOUT_SECONDS
     )
     requested_by: StrictStr | None = Field(default=None, min_length=1, max_length=200)
-    # Durable options (DESIGN.md): each added at the end, each with its own check.
+    # Durable options (docs/request.md): each added at the end, each with its own check.
     wait_for_capacity: WaitForCapacity | None = None
 
     # provision only: how long the run waits for each model server to answer (ISO 8601 duration;

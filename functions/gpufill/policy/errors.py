@@ -1,4 +1,4 @@
-"""Which EC2 error codes mean what for the fill loop (DESIGN.md, "EC2 error classes")."""
+"""Which EC2 error codes mean what for the fill loop (docs/architecture.md, "Errors")."""
 
 from gpufill.models.run import Outcome
 

@@ -1,4 +1,4 @@
-"""Region scoring (DESIGN.md, "Facts the policy starts from").
+"""Region scoring (docs/capacity-intelligence.md, "How the pools are ordered").
 
 classic: price points (40) + AZ points (40) + interruption points (20), ranked S/A/B/C.
 blended: the AZ points give way to capacity points, int(40 x best AZ placement score / 10),

@@ -1,5 +1,5 @@
 """wait_for_capacity: when to try again, when to give up, when to continue as a new execution,
-and what to tell the user (DESIGN.md "Durable options").
+and what to tell the user (docs/request.md, `wait_for_capacity`).
 
 A run whose market is exhausted short of `count` keeps what it launched, waits, re-scores and
 tries again. The waits grow 60 s, 120 s, 240 s ... up to 15 minutes, each shortened by up to a
