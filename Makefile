@@ -27,6 +27,13 @@ test: setup lint-asl lint
 test-all: setup lint-asl lint
 	$(PY) -m pytest $(PYTEST_PARALLEL)
 
+# One kind of test, one folder of tests/ (docs/testing.md says what each holds and costs), without
+# the sweeps marked slow and without the linters: `make test-faults PYTEST_ARGS="-k fleet -x"`.
+TEST_KINDS := unit workflow engine faults limits iam cli startup infra bench
+.PHONY: $(addprefix test-,$(TEST_KINDS))
+$(addprefix test-,$(TEST_KINDS)): test-%: setup
+	$(PY) -m pytest tests/$* -m "not slow" $(PYTEST_PARALLEL) $(PYTEST_ARGS)
+
 # Five seeds of 20 generated markets plus examples/ (about 8½ minutes on 2 shared cores: 503 s for the committed run): pooled figures with their spread.
 bench: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench

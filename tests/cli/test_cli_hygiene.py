@@ -14,7 +14,7 @@ import pytest
 
 from gpufill.cli import main
 from gpufill.cli.common import fresh_name
-from tests.conftest import EXAMPLES, ROOT
+from tests.support import EXAMPLES, ROOT
 
 PROVISION = str(EXAMPLES / "requests/provision-spot.json")
 PLENTY = str(EXAMPLES / "markets/plenty.json")

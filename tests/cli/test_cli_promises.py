@@ -16,7 +16,7 @@ import pytest
 from gpufill.cli import aws, main
 from gpufill.cli.common import program
 
-from tests.conftest import EXAMPLES, ROOT
+from tests.support import EXAMPLES, ROOT
 
 PROVISION = str(EXAMPLES / "requests/provision-spot.json")
 PLAN = str(EXAMPLES / "requests/plan.json")

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Named in backticks or commands: a repository path ends in one of these.

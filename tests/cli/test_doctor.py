@@ -9,7 +9,7 @@ import pytest
 from gpufill.cli import aws, main
 from gpufill.cli.doctor import Check, quota_verdict, render
 from tests.cli.endpoint import served
-from tests.conftest import EXAMPLES
+from tests.support import EXAMPLES
 
 # Oregon's spot quota holds two g6.xlarge; the other regions set none.
 MARKET = EXAMPLES / "markets/tight-quota.json"
@@ -51,7 +51,7 @@ def test_a_deployed_stack_passes_every_check_its_runs_need(deployment, capsys):
 
 
 def test_a_role_without_a_grant_its_runs_need_fails_the_doctor(endpoint, deployment, capsys):
-    from tests.iam.conftest import without_grant
+    from tests.support.grants import without_grant
 
     engine = endpoint.engine
     launch = next(f for f in engine.functions.values() if f.task == "LaunchBatch")

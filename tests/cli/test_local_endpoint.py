@@ -17,7 +17,7 @@ import pytest
 from gpufill import constants
 from gpufill.cli import aws, main
 from tests.cli.endpoint import served
-from tests.conftest import EXAMPLES
+from tests.support import EXAMPLES
 
 PROVISION = str(EXAMPLES / "requests/provision-spot.json")
 MARKET = EXAMPLES / "markets/first-az-sold-out.json"
@@ -179,7 +179,7 @@ def test_gpufill_local_serve_prints_a_ready_command_and_needs_no_credentials(tmp
     import signal
     import sys
 
-    from tests.conftest import ROOT
+    from tests.support import ROOT
 
     serve = subprocess.Popen(
         [sys.executable, "-m", "gpufill.cli", "local", "serve", "--market", str(MARKET), "--port", "0"],

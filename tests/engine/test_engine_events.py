@@ -159,7 +159,7 @@ def test_eventbridge_delivers_only_as_the_deployed_permissions_and_roles_allow(a
     another region needs the forwarding role's events:PutEvents. Without either, nothing arrives."""
     from dataclasses import replace
 
-    from tests.iam.conftest import without_grant
+    from tests.support.grants import without_grant
 
     deployment = account.deployments["local"]
     permissions = deployment.app.home.permissions

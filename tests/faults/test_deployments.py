@@ -2,7 +2,7 @@
 
 from unittest import mock
 
-from tests.faults.conftest import REQUEST, assert_exactly_once, live_instances
+from tests.support.audit import REQUEST, assert_exactly_once, live_instances
 
 
 def test_two_deployments_running_the_same_execution_name_share_nothing(account):

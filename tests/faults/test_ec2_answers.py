@@ -3,8 +3,8 @@ instances, a fleet's Errors holding throttling and internal errors. Each run end
 
 import pytest
 
-from tests.conftest import zone
-from tests.faults.conftest import EAST, MARKET, REQUEST, WEST, assert_exactly_once
+from tests.support import zone
+from tests.support.audit import EAST, MARKET, REQUEST, WEST, assert_exactly_once
 
 FLEET = {**REQUEST, "launch_mode": "fleet"}
 # Oregon's first AZ sold out: EC2 answers InsufficientInstanceCapacity there, with HTTP 500.

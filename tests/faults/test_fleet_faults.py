@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.faults.conftest import EAST, REQUEST, WEST, assert_exactly_once
+from tests.support.audit import EAST, REQUEST, WEST, assert_exactly_once
 
 FLEET = {**REQUEST, "launch_mode": "fleet"}
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.faults.conftest import assert_exactly_once, table_items
+from tests.support.audit import assert_exactly_once, table_items
 from tests.workflow.test_gang import MARKET, gang
 
 

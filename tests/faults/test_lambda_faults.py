@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.faults.conftest import REQUEST, assert_exactly_once
+from tests.support.audit import REQUEST, assert_exactly_once
 
 
 @pytest.mark.parametrize("error", ["Sandbox.Timedout", "Lambda.Unknown", "Lambda.ServiceException"])

@@ -3,7 +3,7 @@
 import threading
 
 from gpufill.local import interruptions
-from tests.faults.conftest import live_instances
+from tests.support.audit import live_instances
 from tests.workflow.test_maintain import EAST, REQUEST, WEST, answers, engine, refills
 
 

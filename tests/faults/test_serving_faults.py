@@ -4,8 +4,8 @@
 import pytest
 
 from gpufill import constants
-from tests.conftest import zone
-from tests.faults.conftest import WEST, assert_exactly_once
+from tests.support import largest_state, zone
+from tests.support.audit import WEST, assert_exactly_once
 
 # The longest tag value EC2 takes (256 characters), three bytes each in UTF-8.
 LONG_STEP = "failed: " + "模型权重同步中断" * 31
@@ -14,15 +14,6 @@ LONG_STEP = "failed: " + "模型权重同步中断" * 31
 def market(count: int) -> dict:
     return {"startup": {"stalls_at": "syncing model"},
             "regions": {WEST: {"zones": {"us-west-2a": zone(0.40, spot=count), "us-west-2b": zone(0.42, spot=count)}}}}
-
-
-def every_state_bytes(execution) -> int:
-    sizes = [0]
-    for event in execution.history:
-        for details in event.values():
-            if isinstance(details, dict):
-                sizes += [len(details[f].encode()) for f in ("input", "output") if isinstance(details.get(f), str)]
-    return max(sizes)
 
 
 def report_long_steps(engine, request_id: str) -> None:
@@ -54,7 +45,7 @@ def check_bounded(execution, count: int) -> None:
         assert step.startswith("failed: 模型权重同步中断") and step.endswith("…")
         assert len(step.encode()) <= 120 < len(LONG_STEP.encode())
         assert instance["serving_reason"] == f"startup.sh stopped: {step} (its log: /var/log/gpufill-startup.log)"
-    assert every_state_bytes(execution) < constants.STATE_SIZE_LIMIT_BYTES
+    assert largest_state(execution) < constants.STATE_SIZE_LIMIT_BYTES
 
 
 def test_a_long_non_ascii_startup_step_is_carried_cut_at_a_character(account):
@@ -65,4 +56,4 @@ def test_a_long_non_ascii_startup_step_is_carried_cut_at_a_character(account):
 def test_250_instances_reporting_the_longest_non_ascii_step_stay_under_the_state_limit(account):
     execution = run_with_long_steps(account, 250)
     check_bounded(execution, 250)
-    print(f"250 long steps: largest state {every_state_bytes(execution)} bytes")
+    print(f"250 long steps: largest state {largest_state(execution)} bytes")

@@ -1,6 +1,6 @@
 """Faults during a teardown: only approved instances end, and every approved one does."""
 
-from tests.faults.conftest import EAST, REQUEST, WEST, audit, ends_documented, live_instances, table_items
+from tests.support.audit import EAST, REQUEST, WEST, audit, ends_documented, live_instances, table_items
 
 
 def test_a_throttled_terminate_is_retried_until_every_approved_instance_ends(account):

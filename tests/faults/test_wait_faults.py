@@ -3,7 +3,7 @@ a continued execution that cannot read what it carries."""
 
 from gpufill.adapters import run_store
 from gpufill.local.engine import LocalEngine
-from tests.faults.conftest import assert_exactly_once, live_instances
+from tests.support.audit import assert_exactly_once, live_instances
 from tests.workflow.test_wait_for_capacity import request, restocked_after
 
 

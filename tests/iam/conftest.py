@@ -1,12 +1,11 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import replace
 
 import pytest
 from gpufill.local.deploy import model as stack_model
-from gpufill.local.deploy.model import Role
 from gpufill.local.iam.evaluator import Evaluator
+from tests.support.grants import remove_grant
 
 
 @pytest.fixture(scope="session")
@@ -40,32 +39,3 @@ def judged_account():
             yield engine, engine.iam
 
     return open_account
-
-
-def remove_grant(engine, task: str, action: str, resource_part: str) -> None:
-    """Narrow the deployed role of every function `task` of the engine: `action` no longer on
-    resources containing `resource_part` (the statement keeps its other actions and resources)."""
-    for name, function in list(engine.functions.items()):
-        if function.task == task:
-            engine.functions[name] = replace(function, role=without_grant(function.role, action, resource_part))
-
-
-def without_grant(role: Role, action: str, resource_part: str = "") -> Role:
-    def narrowed(document: dict) -> dict:
-        statements = []
-        for statement in document["Statement"]:
-            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-            resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
-            if action in actions and any(resource_part in r for r in resources):
-                kept = [r for r in resources if resource_part not in r]
-                if kept:
-                    statements.append({**statement, "Resource": kept})
-                others = [a for a in actions if a != action]
-                if others:
-                    statements.append({**statement, "Action": others})
-                continue
-            statements.append(statement)
-        return {**document, "Statement": statements}
-
-    named = [(name, narrowed(document)) for name, document in role.named_policies]
-    return replace(role, named_policies=named, policies=[document for _, document in named])

@@ -104,7 +104,7 @@ def test_the_instance_reads_its_startup_script_and_model_only(app, evaluator):
     [("ec2:CreateTags", "instance/"), ("s3:GetObject", "scripts/")],
 )
 def test_an_instance_role_without_the_grant_reports_no_startup_step(judged_account, action, resource_part):
-    from tests.iam.conftest import without_grant
+    from tests.support.grants import without_grant
 
     with judged_account(ONE_REGION) as (engine, judgements):
         role = engine.deployments["local"].app.instance_role

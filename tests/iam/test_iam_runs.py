@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import zone
+from tests.support import zone
 
 ONE_REGION = {"regions": {"us-west-2": {"zones": {"us-west-2a": zone(0.40, spot=4), "us-west-2b": zone(0.50, spot=4)}}}}
 

@@ -9,7 +9,7 @@ import pytest
 
 from gpufill import constants
 
-from tests.limits.conftest import TEN_TYPES, every_region, maxima_market
+from tests.support.maxima import TEN_TYPES, every_region, maxima_market
 
 
 def request(**fields):

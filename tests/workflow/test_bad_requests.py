@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import zone
+from tests.support import zone
 
 MARKET = {"regions": {"us-west-2": {"zones": {"us-west-2a": zone(0.4, spot=10, on_demand=10)}}}}
 GOOD = {"instance_types": ["g6.xlarge"], "count": 2, "regions": ["us-west-2"]}

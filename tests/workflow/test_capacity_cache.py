@@ -3,8 +3,7 @@
 from unittest import mock
 
 from gpufill.adapters import capacity_cache
-from tests.conftest import zone
-from tests.workflow.conftest import tried
+from tests.support import tried, zone
 
 MARKET = {"regions": {"us-west-2": {"zones": {
     "us-west-2a": zone(0.40, spot=0), "us-west-2b": zone(0.42, spot=0), "us-west-2c": zone(0.45, spot=20)}}}}

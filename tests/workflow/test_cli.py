@@ -3,7 +3,7 @@
 import json
 
 from gpufill.cli import main
-from tests.conftest import EXAMPLES
+from tests.support import EXAMPLES
 
 
 def test_simulate_json_matches_the_documented_shape(capsys):

@@ -7,7 +7,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from gpufill.adapters import instances_table
-from tests.conftest import zone
+from tests.support import zone
 
 MARKET = {"regions": {"us-west-2": {"zones": {"us-west-2a": zone(0.4, spot=10)}}}}
 

@@ -5,8 +5,7 @@ import base64
 import boto3
 
 from gpufill.adapters import aws
-from tests.conftest import zone
-from tests.workflow.conftest import stack_names, tried
+from tests.support import stack_names, tried, zone
 
 TWO_REGIONS = {
     "regions": {

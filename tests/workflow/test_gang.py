@@ -9,8 +9,7 @@ import pytest
 from gpufill import constants
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
-from tests.conftest import zone
-from tests.workflow.conftest import tried
+from tests.support import tried, zone
 
 WEST, EAST = "us-west-2", "us-east-1"
 # Oregon ranks first (best advisor tier, lowest price); its AZs hold 2 + 1 + 4 spot g6.xlarge,

@@ -6,8 +6,7 @@ import boto3
 import pytest
 
 from gpufill.adapters import aws
-from tests.conftest import zone
-from tests.workflow.conftest import stack_names
+from tests.support import stack_names, zone
 
 MARKET = {"regions": {"us-west-2": {"zones": {"us-west-2a": zone(0.4, spot=4), "us-west-2b": zone(0.5, spot=4)}}}}
 

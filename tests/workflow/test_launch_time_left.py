@@ -2,8 +2,7 @@
 step goes on where it stopped. Locally the time left is the deployed timeout minus the wall time
 the invocation has taken, as on Lambda."""
 
-from tests.conftest import zone
-from tests.workflow.conftest import tried
+from tests.support import tried, zone
 
 # The three cheapest zones are sold out: one step tries four pools before one launches.
 MARKET = {

@@ -10,7 +10,7 @@ import pytest
 
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
-from tests.conftest import EXAMPLES
+from tests.support import EXAMPLES
 
 
 def test_moto_is_the_pinned_version_the_patches_were_written_for():

@@ -12,7 +12,7 @@ from gpufill.adapters import instances_table
 from gpufill.local import interruptions
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
-from tests.conftest import zone
+from tests.support import zone
 
 EAST, WEST = "us-east-1", "us-west-2"
 # us-east-1a is the cheaper pool and ranks first; after a reclaim it must go last.
@@ -209,7 +209,7 @@ def test_interruptions_in_a_scenario_are_checked(bad):
 
 def test_simulate_advance_shows_the_interruption_and_the_refill_run(capsys):
     from gpufill.cli import main
-    from tests.conftest import EXAMPLES
+    from tests.support import EXAMPLES
 
     code = main(["simulate", str(EXAMPLES / "requests/provision-maintain.json"),
                  "--market", str(EXAMPLES / "markets/interruption-at-10min.json"), "--advance", "3600"])
@@ -227,7 +227,7 @@ def test_simulate_advance_json_lists_every_run_and_the_interruptions(capsys):
     import json
 
     from gpufill.cli import main
-    from tests.conftest import EXAMPLES
+    from tests.support import EXAMPLES
 
     code = main(["simulate", str(EXAMPLES / "requests/provision-maintain.json"),
                  "--market", str(EXAMPLES / "markets/interruption-at-10min.json"), "--advance", "700", "--json"])
@@ -244,7 +244,7 @@ def test_simulate_advance_json_lists_every_run_and_the_interruptions(capsys):
 
 def test_simulate_advance_must_be_positive(capsys):
     from gpufill.cli import main
-    from tests.conftest import EXAMPLES
+    from tests.support import EXAMPLES
 
     code = main(["simulate", str(EXAMPLES / "requests/provision-maintain.json"),
                  "--market", str(EXAMPLES / "markets/interruption-at-10min.json"), "--advance", "0"])

@@ -1,7 +1,7 @@
 """Spot placement scores as the capacity signal, and the classic fallback when they cannot be had."""
 
 from gpufill.local.market import FEW_TYPES_SCORE_CAP
-from tests.workflow.conftest import tried
+from tests.support import tried
 
 # Oregon's cheapest AZ is empty; AWS's placement scores know it, the AZ count does not.
 MARKET = {"regions": {

@@ -2,8 +2,7 @@
 
 import boto3
 
-from tests.conftest import zone
-from tests.workflow.conftest import tried
+from tests.support import tried, zone
 
 OREGON_TOKYO = {
     "us-west-2": {

@@ -9,7 +9,7 @@ import pytest
 from gpufill.cli import main
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
-from tests.conftest import EXAMPLES
+from tests.support import EXAMPLES
 from tests.workflow.planting import MARKET, WEST, in_background, launch, states
 
 PROVISION = str(EXAMPLES / "requests/provision-spot.json")

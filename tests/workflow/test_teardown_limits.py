@@ -12,6 +12,7 @@ from gpufill import constants
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
 from gpufill.models.request import MAX_TEARDOWN_IDS
+from tests.support import largest_state
 from tests.workflow.planting import (
     DEPLOYMENT,
     EAST,
@@ -77,18 +78,6 @@ def plant(engine, region, count, request_of) -> list[str]:
                 "hourly_price": Decimal("0.43"), "state": "running", "launched_at": "2026-01-01T00:00:00+00:00",
             })
     return ids
-
-
-def largest_state(execution) -> int:
-    """The largest input, output or task parameters of any event, in bytes (UTF-8)."""
-    largest = 0
-    for event in execution.history:
-        for key, details in event.items():
-            if key.endswith("EventDetails") and isinstance(details, dict):
-                for field in ("input", "output", "parameters"):
-                    if isinstance(details.get(field), str):
-                        largest = max(largest, len(details[field].encode()))
-    return largest
 
 
 @pytest.mark.slow
