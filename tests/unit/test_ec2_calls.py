@@ -235,3 +235,47 @@ def test_an_error_without_code_or_message_is_unknown_and_silent():
     from botocore.exceptions import ClientError
     bare = ClientError({}, "RunInstances")
     assert (ec2.code_of(bare), ec2.message_of(bare)) == ("Unknown", "")
+
+
+def test_an_instance_is_recorded_in_the_zone_ec2_placed_it(account):
+    account("us-west-2").answers["run_instances"] = [{"Instances": [
+        {"InstanceId": "i-1", "Placement": {"AvailabilityZone": "us-west-2c"}}, {"InstanceId": "i-2", "Placement": {}}]}]
+    result = ec2.launch(SPOT, min_count=1, max_count=2, client_token="tok", spec=SPEC)
+    assert [i.availability_zone for i in result.instances] == ["us-west-2c", "us-west-2a"]
+
+
+@pytest.mark.parametrize("lost", [ReadTimeoutError(endpoint_url="e"), ConnectTimeoutError(endpoint_url="e")])
+def test_a_launch_whose_reply_was_lost_is_looked_up_by_its_own_token_and_says_so(account, monkeypatch, lost):
+    def run_instances(pool, **_):
+        from gpufill.adapters import aws
+        aws._attempts.get().append("reached")
+        raise lost
+
+    monkeypatch.setattr(ec2, "run_instances", run_instances)
+    account("us-west-2").answers["describe_instances"] = [{"Reservations": [{"Instances": [{"InstanceId": "i-x"}]}]}]
+    result = ec2.launch(SPOT, min_count=1, max_count=1, client_token="tok-7", spec=SPEC)
+    assert account("us-west-2").called("describe_instances") == [{"Filters": [{"Name": "client-token", "Values": ["tok-7"]}]}]
+    assert result.note == f"the launch answered {type(lost).__name__}; its instances were found by ClientToken"
+
+
+def test_an_unreachable_region_is_reported_with_the_endpoint_it_could_not_reach(account):
+    account("us-west-2").answers["run_instances"] = [EndpointConnectionError(endpoint_url="https://ec2.us-west-2.amazonaws.com")]
+    result = ec2.launch(SPOT, min_count=1, max_count=1, client_token="tok", spec=SPEC)
+    assert "https://ec2.us-west-2.amazonaws.com" in result.message
+    assert account("us-west-2").called("describe_instances") == []
+
+
+def test_an_image_without_block_devices_has_no_root_snapshot_size(account):
+    account("us-west-2").answers["describe_images"] = [{"Images": [{"RootDeviceName": "/dev/sda1"}]}]
+    assert ec2.root_snapshot_gib("us-west-2", "ami-1") is None
+
+
+def test_spot_prices_are_asked_as_of_now(account, monkeypatch):
+    from datetime import UTC, datetime
+
+    from gpufill.adapters import clock
+    moment = datetime(2027, 1, 1, tzinfo=UTC)
+    monkeypatch.setattr(clock, "now", lambda: moment)
+    account("us-west-2").answers["describe_spot_price_history"] = [{"SpotPriceHistory": []}]
+    assert ec2.spot_prices("us-west-2", ["g6.xlarge"]) == {}
+    assert account("us-west-2").called("describe_spot_price_history")[0]["StartTime"] == moment
