@@ -361,13 +361,75 @@ def test_a_second_try_that_fails_too_leaves_the_call_unsettled_naming_both(ec2):
     ec2.answers["create_fleet"] = [ReadTimeoutError(endpoint_url="first"), client_error("InternalError", 500, message="again")]
     with pytest.raises(TransientAwsError, match=r"ended unsettled \(.*first.*; then .*again"):
         fleet.launch(call(), SPEC, "tok")
-    ec2.answers["create_fleet"] = [client_error("InternalError", 500), ReadTimeoutError(endpoint_url="e")]
-    with pytest.raises(TransientAwsError, match="; then"):
+    ec2.answers["create_fleet"] = [client_error("InternalError", 500, message="first"), ReadTimeoutError(endpoint_url="again")]
+    with pytest.raises(TransientAwsError, match=r"ended unsettled \(.*first; then .*again"):
         fleet.launch(call(), SPEC, "tok")
 
 
-def test_a_second_try_answered_with_a_mismatch_is_settled_by_the_token(ec2):
-    ec2.answers["create_fleet"] = [client_error("InternalError", 500), client_error("IdempotentParameterMismatch")]
+@pytest.mark.parametrize("first", [client_error("InternalError", 500), ReadTimeoutError(endpoint_url="e")])
+def test_a_second_try_answered_with_a_mismatch_is_settled_by_the_token(ec2, first):
+    ec2.answers["create_fleet"] = [first, client_error("IdempotentParameterMismatch")]
     ec2.answers["describe_instances"] = [{"Reservations": [{"Instances": [
         {"InstanceId": "i-1", "InstanceType": "g6.xlarge", "SubnetId": "subnet-a"}]}]}]
-    assert by_pool(fleet.launch(call(target=1), SPEC, "tok")) == {0: ("launched", None, ["i-1"])}
+    answer = fleet.launch(call(target=1), SPEC, "tok-9")
+    assert by_pool(answer) == {0: ("launched", None, ["i-1"])}
+    assert ec2.called("describe_instances") == [{"Filters": [{"Name": "tag:gpufill:launch-token", "Values": ["tok-9"]}]}]
+    assert answer.answers[0].result.note == "the launch answered ClientError; its instances were found by the token tag"
+
+
+def test_an_unsettled_call_names_the_answer_that_left_it_open_and_the_failed_lookup(ec2):
+    ec2.answers["create_fleet"] = [client_error("IdempotentParameterMismatch", message="token reused")]
+    ec2.answers["describe_instances"] = [client_error("RequestLimitExceeded", message="slow down")]
+    with pytest.raises(TransientAwsError, match=r"unsettled \(.*token reused; then .*slow down\)"):
+        fleet.launch(call(), SPEC, "tok")
+    ec2.answers["describe_instances"] = [{"Reservations": []}]
+    with pytest.raises(TransientAwsError, match=r"unsettled \(.*token reused\); the same call"):
+        fleet.launch(call(), SPEC, "tok")
+
+
+def test_the_call_carries_the_steps_token_and_tags_every_instance_with_it(ec2):
+    ec2.answers["create_fleet"] = [{"FleetId": "fleet-1", "Instances": [launched("g6.xlarge", "subnet-a", "i-1")]}]
+    fleet.launch(call(target=1), SPEC, "tok-4")
+    [sent] = ec2.called("create_fleet")
+    assert sent["ClientToken"] == "tok-4"
+    assert {"Key": "gpufill:launch-token", "Value": "tok-4"} in sent["TagSpecifications"][0]["Tags"]
+    [version] = ec2.called("create_launch_template_version")
+    fleet.template_version(REGION, SPEC, "tok-4")
+    assert ec2.called("create_launch_template_version")[1]["ClientToken"] == version["ClientToken"]
+
+
+def test_a_version_token_names_the_deployment_the_request_and_the_fleet_call(ec2):
+    tokens = set()
+    for spec, fleet_token in [(SPEC, "tok"), (LaunchSpec(image_id="ami-1", request_id="req-2", deployment="prod",
+                                                         user_tags={"team": "ml"}), "tok"),
+                              (LaunchSpec(image_id="ami-1", request_id="req-1", deployment="dev", user_tags={"team": "ml"}), "tok")]:
+        fleet.template_version(REGION, spec, fleet_token)
+        tokens.add(ec2.called("create_launch_template_version")[-1]["ClientToken"])
+    assert len(tokens) == 3
+
+
+@pytest.mark.parametrize("error", [EndpointConnectionError(endpoint_url="https://ec2.us-west-2.amazonaws.com"),
+                                   ConnectTimeoutError(endpoint_url="https://ec2.us-west-2.amazonaws.com")])
+def test_an_unreachable_region_is_reported_with_the_endpoint_it_could_not_reach(ec2, error):
+    ec2.answers["create_fleet"] = [error]
+    assert "https://ec2.us-west-2.amazonaws.com" in fleet.launch(call(), SPEC, "tok").failure.message
+    ec2.answers["create_launch_template_version"] = [error]
+    assert "https://ec2.us-west-2.amazonaws.com" in fleet.launch(call(), SPEC, "tok").failure.message
+
+
+def test_a_refused_template_is_classified_by_its_code(ec2):
+    ec2.answers["create_launch_template_version"] = [client_error("VcpuLimitExceeded")]
+    assert fleet.launch(call(), SPEC, "tok").failure.outcome == "quota"
+
+
+def test_a_failed_delete_is_logged_naming_the_template_version_and_error(ec2, caplog):
+    caplog.set_level("WARNING")
+    ec2.answers["delete_launch_template_versions"] = [client_error("UnauthorizedOperation", message="not allowed")]
+    fleet.retire_version(REGION, ("lt-1", "7"))
+    ec2.answers["delete_launch_template_versions"] = [{"UnsuccessfullyDeletedLaunchTemplateVersions": [
+        {"LaunchTemplateId": "lt-1", "VersionNumber": 8, "ResponseError": {"Code": "launchTemplateVersionDoesNotExist"}}]}]
+    fleet.retire_version(REGION, ("lt-1", "8"))
+    logged = [r for r in caplog.records if r.getMessage() == "launch template version not deleted"]
+    assert [(r.levelname, r.region, r.template, r.version) for r in logged] == [
+        ("WARNING", REGION, "lt-1", "7"), ("WARNING", REGION, "lt-1", "8")]
+    assert "not allowed" in logged[0].error and "launchTemplateVersionDoesNotExist" in str(logged[1].error)

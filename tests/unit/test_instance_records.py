@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from botocore.exceptions import ClientError
 
-from dynamodb_table import item, table  # noqa: F401  (the fixture)
+from dynamodb_table import item
 from gpufill.adapters import clock, instances_table
 from gpufill.constants import TERMINATED_RECORD_RETENTION_SECONDS
 from gpufill.models.run import Instance

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from dynamodb_table import item, table  # noqa: F401  (the fixture)
+from dynamodb_table import item
 from gpufill.adapters import clock, run_store
 from gpufill.constants import INTENT_RETENTION_SECONDS
 from gpufill.models.run import Attempt, Plan, Pool, RegionFacts
