@@ -103,7 +103,7 @@ def test_a_version_is_made_once_per_fleet_call_and_names_what_every_instance_is_
     assert first["LaunchTemplateName"] == "gpufill-prod"
     assert first["ClientToken"] == again["ClientToken"]  # a retried step is answered with its version
     assert len({first["ClientToken"], next_fleet["ClientToken"], other_image["ClientToken"]}) == 3
-    assert first["ClientToken"].startswith("gpufill-lt-") and len(first["ClientToken"]) <= 64
+    assert first["ClientToken"].startswith("gpufill-lt-") and len(first["ClientToken"]) <= 128  # EC2: at most 128
     data = first["LaunchTemplateData"]
     assert data["ImageId"] == "ami-1" and data["InstanceInitiatedShutdownBehavior"] == "terminate"
     assert [s["ResourceType"] for s in data["TagSpecifications"]] == ["instance", "volume"]
@@ -433,3 +433,12 @@ def test_a_failed_delete_is_logged_naming_the_template_version_and_error(ec2, ca
     assert [(r.levelname, r.region, r.template, r.version) for r in logged] == [
         ("WARNING", REGION, "lt-1", "7"), ("WARNING", REGION, "lt-1", "8")]
     assert "not allowed" in logged[0].error and "launchTemplateVersionDoesNotExist" in str(logged[1].error)
+
+
+def test_each_fleet_of_a_request_launches_from_a_version_of_its_own(ec2):
+    ec2.answers["create_fleet"] = [{"FleetId": "fleet-1", "Instances": [launched("g6.xlarge", "subnet-a", "i-1")]}]
+    fleet.launch(call(target=1), SPEC, "tok-1")
+    fleet.launch(call(target=1), SPEC, "tok-2")
+    fleet.launch(call(target=1), SPEC, "tok-1")
+    first, second, retried = (c["ClientToken"] for c in ec2.called("create_launch_template_version"))
+    assert first != second and retried == first
