@@ -257,3 +257,18 @@ def test_replacements_are_added_once_and_an_unknown_instance_is_skipped(table):
     assert item(table, "i-1")["replaced_by"] == {"i-8", "i-9"}
     assert item(table, "i-2")["replaced_by"] == {"i-9"}
     assert item(table, "i-none") is None
+
+
+def test_a_batch_read_dynamodb_left_wholly_unprocessed_is_asked_again(monkeypatch):
+    answers = iter([
+        {"Responses": {}, "UnprocessedKeys": {"t": {"Keys": [{"instance_id": "i-1"}], "ConsistentRead": True}}},
+        {"Responses": {"t": [{"instance_id": "i-1", "state": "running"}]}},
+    ])
+
+    class DynamoDB:
+        def batch_get_item(self, RequestItems):
+            return next(answers)
+
+    monkeypatch.setenv("INSTANCES_TABLE", "t")
+    monkeypatch.setattr(instances_table, "resource", lambda service: DynamoDB())
+    assert instances_table.records_by_ids(["i-1"]) == {"i-1": {"instance_id": "i-1", "state": "running"}}
