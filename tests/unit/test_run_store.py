@@ -189,3 +189,44 @@ def test_a_plan_is_read_once_per_container(table, monkeypatch):
     assert run_store.load_plan(key) == plan()
     monkeypatch.setattr(run_store, "_table", lambda: (_ for _ in ()).throw(AssertionError("read again")))
     assert run_store.load_plan(key) == plan()
+
+
+def test_a_wait_view_can_drop_several_fields_at_once(table):
+    run_store.save_wait("req-1", {"phase": "waiting", "next_try": "2027-01-15T09:00:00+00:00", "deadline": "2027-01-16T08:00:00+00:00"})
+    run_store.save_wait("req-1", {"phase": "done", "next_try": None, "deadline": None})
+    view = run_store.load_wait("req-1")
+    assert view["phase"] == "done" and "next_try" not in view and "deadline" not in view
+
+
+def test_a_stop_mark_written_moments_ago_is_read_strongly_consistent(monkeypatch):
+    """An eventually consistent read may miss a teardown's stop mark written a moment before, and
+    a wait or a refill would then launch for a request that was just torn down."""
+    reads = []
+
+    class Table:
+        def get_item(self, **kwargs):
+            reads.append(kwargs)
+            return {}
+
+    monkeypatch.setattr(run_store, "_table", lambda: Table())
+    run_store.load_wait("req-1")
+    run_store.load_request("req-1")
+    run_store.maintenance_stopped_by("req-1")
+    assert [r.get("ConsistentRead") for r in reads] == [True, True, True]
+
+
+def test_the_attempt_log_reads_back_in_attempt_order_whatever_order_dynamodb_answers_in(monkeypatch):
+    """BatchGetItem returns items in no particular order, and may leave every key of a call unprocessed."""
+    bodies = {f"attempt#req-1#{n}": attempt(n).model_dump_json() for n in (1, 2, 3)}
+    answers = iter([
+        {"Responses": {}, "UnprocessedKeys": {"t": {"Keys": [{"instance_id": k} for k in bodies], "ConsistentRead": True}}},
+        {"Responses": {"t": [{"instance_id": k, "body": bodies[k]} for k in reversed(bodies)]}},
+    ])
+
+    class DynamoDB:
+        def batch_get_item(self, RequestItems):
+            return next(answers)
+
+    monkeypatch.setenv("INSTANCES_TABLE", "t")
+    monkeypatch.setattr(run_store, "resource", lambda service: DynamoDB())
+    assert [a.number for a in run_store.load_attempts("req-1", 3)] == [1, 2, 3]
