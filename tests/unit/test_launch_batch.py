@@ -213,3 +213,47 @@ def test_the_user_data_is_the_startup_script_base64_encoded_once(aws):
     from gpufill.adapters.ec2 import instance_settings
     spec = launch_batch.launch_spec(request(), SETUP)
     assert base64.b64decode(instance_settings(spec)["UserData"]).decode() == spec.user_data
+
+
+def test_every_recorded_launch_counts_toward_the_instances_launched_metric(aws, monkeypatch):
+    counted = []
+    monkeypatch.setattr(launch_batch.metrics, "add_metric", lambda **kw: counted.append(kw))
+    launch_batch.keep([], request(), "tok")
+    launch_batch.keep([instance("i-1"), instance("i-2")], request(), "tok")
+    assert counted == [{"name": "InstancesLaunched", "unit": "Count", "value": 2}]
+
+
+def test_without_a_deployment_name_the_gangs_cluster_group_has_an_empty_one(aws, monkeypatch):
+    monkeypatch.delenv("GPUFILL_DEPLOYMENT")
+    monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: LaunchResult(outcome="capacity"))
+    launch_batch.launch(request(placement="same-az"), SETUP, EFA, 4, "tok")
+    step, req, run = fleet_step(placement="same-az", instance_types=["g6.12xlarge"])
+    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: FleetAnswer())
+    launch_batch.launch_fleet(step, req, [EFA], run)
+    groups = [a for a in aws if a[0] == "group"]
+    assert [(g[1], g[2], g[3]["deployment"]) for g in groups] == [(REGION, "gpufill--req-1-us-west-2a", "")] * 2
+
+
+def test_an_on_demand_fleet_asks_ec2_to_pick_as_the_request_says(aws, monkeypatch):
+    on_demand = [A.model_copy(update={"market": "on-demand"}), B.model_copy(update={"market": "on-demand"})]
+    calls = []
+    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
+    for strategy in ("cost", "latency"):
+        step, req, run = fleet_step(market="on-demand", on_demand_strategy=strategy)
+        launch_batch.launch_fleet(step, req, on_demand, run)
+    assert [(c.market, c.strategy) for c in calls] == [("on-demand", "lowest-price"), ("on-demand", "prioritized")]
+
+
+def test_what_a_fleet_answered_is_logged_for_the_operator(aws, monkeypatch, caplog):
+    caplog.set_level("INFO")
+    step, req, run = fleet_step()
+    answers = iter([
+        FleetAnswer(answers=[PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1")]))]),
+        FleetAnswer(failure=LaunchResult(outcome="quota", reason="VcpuLimitExceeded")),
+    ])
+    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: next(answers))
+    launch_batch.launch_fleet(step, req, [A, B], run)
+    launch_batch.launch_fleet(step, req, [A, B], run)
+    logged = [r for r in caplog.records if r.getMessage() == "fleet answered"]
+    assert [(r.region, r.pools, r.target, r.launched, r.failure) for r in logged] == [
+        (REGION, 2, 4, 1, None), (REGION, 2, 4, 0, "VcpuLimitExceeded")]
