@@ -310,9 +310,10 @@ def test_a_token_used_before_with_other_settings_is_answered_by_what_carries_it(
         {"Reservations": [{"Instances": [{"InstanceId": "i-1", "InstanceType": "g6.xlarge", "SubnetId": "subnet-a"},
                                          {"InstanceId": "i-2", "InstanceType": "g6.xlarge", "SubnetId": "subnet-b"}]}]},
         {"Reservations": [{"Instances": [{"InstanceId": "i-3", "InstanceType": "g6.xlarge", "SubnetId": "subnet-a"}]}]}]]
-    answer = fleet.launch(call(target=3), SPEC, "tok")
+    answer = fleet.launch(call(target=3), SPEC, "tok-3")
     assert by_pool(answer) == {0: ("launched", None, ["i-1", "i-3"]), 1: ("launched", None, ["i-2"])}
     assert len(ec2.called("create_fleet")) == 1
+    assert ec2.called("describe_instances") == [{"Filters": [{"Name": "tag:gpufill:launch-token", "Values": ["tok-3"]}]}]
 
 
 @pytest.mark.parametrize("lookup", [{"Reservations": []}, client_error("RequestLimitExceeded"), ReadTimeoutError(endpoint_url="e")])
