@@ -272,3 +272,17 @@ def test_a_batch_read_dynamodb_left_wholly_unprocessed_is_asked_again(monkeypatc
     monkeypatch.setenv("INSTANCES_TABLE", "t")
     monkeypatch.setattr(instances_table, "resource", lambda service: DynamoDB())
     assert instances_table.records_by_ids(["i-1"]) == {"i-1": {"instance_id": "i-1", "state": "running"}}
+
+
+def test_records_by_ids_asks_for_up_to_100_keys_a_call(table, monkeypatch):
+    calls = []
+    real = instances_table.resource("dynamodb")
+
+    class Counting:
+        def batch_get_item(self, RequestItems):
+            calls.append(len(next(iter(RequestItems.values()))["Keys"]))
+            return real.batch_get_item(RequestItems=RequestItems)
+
+    monkeypatch.setattr(instances_table, "resource", lambda service: Counting())
+    instances_table.records_by_ids([f"i-{n:03}" for n in range(230)])
+    assert calls == [100, 100, 30]
