@@ -35,7 +35,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 STAGING = ROOT / "build" / "mutation"
 BASELINE = Path(__file__).with_name("baseline.json")
-MUTATED = ["src/gpufill/models/request.py", "src/gpufill/policy/*"]
+MUTATED = ["src/gpufill/models/request.py", "src/gpufill/policy/*",
+           # Where a run launches, records, settles and classifies: the code that loses money when wrong.
+           "src/gpufill/adapters/aws.py", "src/gpufill/adapters/ec2.py", "src/gpufill/adapters/fleet.py",
+           "src/gpufill/adapters/instances_table.py", "src/gpufill/adapters/run_store.py",
+           "src/gpufill/handlers/launch_batch.py"]
 # mutmut runs the unit tests that reach each mutated function. The bad-request workflow tests
 # assert the same rules through the local engine, which costs ~15 s per mutant (the engine is
 # deployed anew in each forked test run); the module-level pass runs them in full.
@@ -62,6 +66,11 @@ def stage() -> None:
         'also_copy = ["statemachine", "startup", "examples"]',
         # A mutant that makes the fill loop spin is caught by a timeout; 4x the clean run is plenty.
         "timeout_multiplier = 4.0",
+        # The adapters' tests start moto's DynamoDB in each forked test run, seconds of CPU the
+        # clean run's durations do not show: without this margin a mutant that changes nothing
+        # can be stopped for its time and counted as killed. A mutant that spins still stops at
+        # 40 s of CPU or so.
+        "timeout_constant = 5.0",
     ]
     _write_if_changed(STAGING / "pyproject.toml", "\n".join(lines) + "\n")
 

@@ -1,0 +1,281 @@
+"""What gpufill sends EC2 and how it reads the answers (adapters/ec2.py): the settings every
+instance is launched with, the tags teardown finds it by, a launch settled by its token, and
+the states a status run reads. EC2 is answered in-process (tests/unit/aws_fakes.py)."""
+
+import base64
+
+import pytest
+from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
+
+from aws_fakes import FakeEC2, client_error
+from gpufill.adapters import ec2
+from gpufill.adapters.aws import TransientAwsError
+from gpufill.models.run import Pool
+
+SPOT = Pool(region="us-west-2", availability_zone="us-west-2a", instance_type="g6.xlarge", market="spot", price=0.4)
+ON_DEMAND = Pool(region="us-east-1", availability_zone="us-east-1b", instance_type="g5.xlarge", market="on-demand", price=1.0)
+SPEC = ec2.LaunchSpec(image_id="ami-1", request_id="req-1", deployment="prod", user_tags={"team": "ml"})
+
+
+@pytest.fixture
+def account(monkeypatch):
+    """Each region's fake EC2, made on first use."""
+    regions: dict[str, FakeEC2] = {}
+
+    def client(service, region=None):
+        assert service == "ec2"
+        return regions.setdefault(region, FakeEC2())
+
+    monkeypatch.setattr(ec2, "client", client)
+    return lambda region: regions.setdefault(region, FakeEC2())
+
+
+def tags_of(specification: dict) -> dict:
+    return {t["Key"]: t["Value"] for t in specification["Tags"]}
+
+
+def test_every_instance_gets_an_encrypted_gp3_root_that_ends_with_it_and_imdsv2_only():
+    settings = ec2.instance_settings(ec2.LaunchSpec(image_id="ami-9", request_id="r", root_volume_gib=321))
+    assert settings == {
+        "ImageId": "ami-9",
+        "InstanceInitiatedShutdownBehavior": "terminate",
+        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1},
+        "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {
+            "VolumeSize": 321, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}}],
+    }
+
+
+def test_optional_settings_are_sent_only_when_set():
+    spec = ec2.LaunchSpec(image_id="ami-9", request_id="r", kms_key_id="arn:kms:key", security_group_ids=("sg-1", "sg-2"),
+                          instance_profile_arn="arn:profile", user_data="#!/bin/bash\necho hi")
+    settings = ec2.instance_settings(spec)
+    assert settings["BlockDeviceMappings"][0]["Ebs"]["KmsKeyId"] == "arn:kms:key"
+    assert settings["SecurityGroupIds"] == ["sg-1", "sg-2"]
+    assert settings["IamInstanceProfile"] == {"Arn": "arn:profile"}
+    assert base64.b64decode(settings["UserData"]).decode() == "#!/bin/bash\necho hi"
+
+
+def test_an_instance_is_tagged_with_its_request_deployment_and_pool_and_the_users_tags():
+    assert ec2.launch_tags(SPEC, SPOT) == {
+        "team": "ml", "gpufill:request-id": "req-1", "gpufill:managed": "true",
+        "gpufill:pool": "spot/us-west-2/us-west-2a/g6.xlarge", "gpufill:deployment": "prod"}
+    # A user tag cannot take over gpufill's own (the request model refuses them; the order makes sure).
+    spoofed = ec2.LaunchSpec(image_id="a", request_id="req-1", user_tags={"gpufill:request-id": "other"})
+    assert ec2.launch_tags(spoofed)["gpufill:request-id"] == "req-1"
+    assert "gpufill:pool" not in ec2.launch_tags(SPEC)
+    assert ec2.tag_specifications({"a": "1"}) == [
+        {"ResourceType": "instance", "Tags": [{"Key": "a", "Value": "1"}]},
+        {"ResourceType": "volume", "Tags": [{"Key": "a", "Value": "1"}]}]
+
+
+def test_a_spot_launch_goes_to_its_subnet_as_one_time_spot_ended_on_interruption(account):
+    reply = {"Instances": [{"InstanceId": "i-1", "Placement": {"AvailabilityZone": "us-west-2a"}},
+                           {"InstanceId": "i-2"}]}
+    account("us-west-2").answers["run_instances"] = [reply]
+    spec = ec2.LaunchSpec(image_id="ami-1", request_id="req-1", subnet_id="subnet-a", placement_group="pg-1")
+    result = ec2.launch(SPOT, min_count=1, max_count=3, client_token="tok", spec=spec)
+    [sent] = account("us-west-2").called("run_instances")
+    assert (sent["InstanceType"], sent["MinCount"], sent["MaxCount"], sent["ClientToken"]) == ("g6.xlarge", 1, 3, "tok")
+    assert sent["SubnetId"] == "subnet-a" and sent["Placement"] == {"GroupName": "pg-1"}
+    assert sent["InstanceMarketOptions"] == {"MarketType": "spot", "SpotOptions": {
+        "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}
+    assert [tags_of(s)["gpufill:pool"] for s in sent["TagSpecifications"]] == [SPOT.key, SPOT.key]
+    assert sent["ImageId"] == "ami-1"
+    assert result.outcome == "launched"
+    assert [(i.instance_id, i.region, i.availability_zone, i.instance_type, i.market, i.hourly_price)
+            for i in result.instances] == [("i-1", "us-west-2", "us-west-2a", "g6.xlarge", "spot", 0.4),
+                                           ("i-2", "us-west-2", "us-west-2a", "g6.xlarge", "spot", 0.4)]
+
+
+def test_an_on_demand_launch_without_a_subnet_names_its_zone_and_no_spot_options(account):
+    account("us-east-1").answers["run_instances"] = [{"Instances": [{"InstanceId": "i-3"}]}]
+    spec = ec2.LaunchSpec(image_id="ami-1", request_id="req-1", placement_group="pg-2")
+    ec2.launch(ON_DEMAND, min_count=2, max_count=2, client_token="tok", spec=spec)
+    [sent] = account("us-east-1").called("run_instances")
+    assert "SubnetId" not in sent and "InstanceMarketOptions" not in sent
+    assert sent["Placement"] == {"AvailabilityZone": "us-east-1b", "GroupName": "pg-2"}
+    account("us-east-1").calls.clear()
+    ec2.launch(ON_DEMAND, min_count=2, max_count=2, client_token="tok", spec=SPEC)
+    assert account("us-east-1").called("run_instances")[0]["Placement"] == {"AvailabilityZone": "us-east-1b"}
+
+
+def test_a_refusal_is_classified_and_keeps_aws_words(account):
+    account("us-west-2").answers["run_instances"] = [client_error("VcpuLimitExceeded", message="You have requested more vCPU")]
+    result = ec2.launch(SPOT, min_count=1, max_count=1, client_token="tok", spec=SPEC)
+    assert (result.outcome, result.reason, result.message) == ("quota", "VcpuLimitExceeded", "You have requested more vCPU")
+    assert account("us-west-2").called("describe_instances") == []
+
+
+def test_an_unsettled_launch_is_found_by_its_token(account):
+    here = account("us-west-2")
+    here.answers["run_instances"] = [client_error("IdempotentParameterMismatch")]
+    here.answers["describe_instances"] = [[{"Reservations": [{"Instances": [{"InstanceId": "i-a"}]}]},
+                                           {"Reservations": [{"Instances": [{"InstanceId": "i-b"}]}]}]]
+    result = ec2.launch(SPOT, min_count=1, max_count=2, client_token="tok", spec=SPEC)
+    assert here.called("describe_instances") == [{"Filters": [{"Name": "client-token", "Values": ["tok"]}]}]
+    assert [i.instance_id for i in result.instances] == ["i-a", "i-b"] and result.outcome == "launched"
+    assert result.note == "the launch answered ClientError; its instances were found by ClientToken"
+
+
+@pytest.mark.parametrize("error", [ReadTimeoutError(endpoint_url="e"), client_error("InternalError", 500)])
+def test_a_lost_reply_that_left_nothing_is_sent_again_later_never_read_as_an_answer(account, error):
+    here = account("us-west-2")
+    here.answers["run_instances"] = [error]
+    here.answers["describe_instances"] = [{"Reservations": []}]
+    with pytest.raises(TransientAwsError, match="RunInstances in us-west-2 ended unsettled"):
+        ec2.launch(SPOT, min_count=1, max_count=2, client_token="tok", spec=SPEC)
+
+
+def test_a_token_lookup_that_fails_too_leaves_the_launch_to_be_sent_again(account):
+    here = account("us-west-2")
+    here.answers["run_instances"] = [ReadTimeoutError(endpoint_url="e")]
+    here.answers["describe_instances"] = [client_error("RequestLimitExceeded")]
+    with pytest.raises(TransientAwsError):
+        ec2.launch(SPOT, min_count=1, max_count=2, client_token="tok", spec=SPEC)
+    here.answers["describe_instances"] = [EndpointConnectionError(endpoint_url="e")]
+    with pytest.raises(TransientAwsError):
+        ec2.launch(SPOT, min_count=1, max_count=2, client_token="tok", spec=SPEC)
+
+
+def test_an_unreachable_endpoint_after_a_reached_try_is_settled_by_token(account, monkeypatch):
+    def run_instances(pool, **_):
+        from gpufill.adapters import aws
+        aws._attempts.get().extend(["reached", "unreached"])
+        raise ConnectTimeoutError(endpoint_url="e")
+
+    monkeypatch.setattr(ec2, "run_instances", run_instances)
+    account("us-west-2").answers["describe_instances"] = [{"Reservations": [{"Instances": [{"InstanceId": "i-x"}]}]}]
+    result = ec2.launch(SPOT, min_count=1, max_count=1, client_token="tok", spec=SPEC)
+    assert [i.instance_id for i in result.instances] == ["i-x"]
+
+
+def test_zones_offering_lists_each_type_sorted_even_with_no_zone(account):
+    account("us-west-2").answers["describe_instance_type_offerings"] = [[
+        {"InstanceTypeOfferings": [{"InstanceType": "g6.xlarge", "Location": "us-west-2c"}]},
+        {"InstanceTypeOfferings": [{"InstanceType": "g6.xlarge", "Location": "us-west-2a"}]}]]
+    assert ec2.zones_offering("us-west-2", ["g6.xlarge", "p5.48xlarge"]) == {
+        "g6.xlarge": ["us-west-2a", "us-west-2c"], "p5.48xlarge": []}
+    [asked] = account("us-west-2").called("describe_instance_type_offerings")
+    assert asked == {"LocationType": "availability-zone",
+                     "Filters": [{"Name": "instance-type", "Values": ["g6.xlarge", "p5.48xlarge"]}]}
+
+
+def test_spot_prices_keep_the_lowest_price_per_type_and_zone(account):
+    account("us-west-2").answers["describe_spot_price_history"] = [[{"SpotPriceHistory": [
+        {"InstanceType": "g6.xlarge", "AvailabilityZone": "us-west-2a", "SpotPrice": "0.50"},
+        {"InstanceType": "g6.xlarge", "AvailabilityZone": "us-west-2a", "SpotPrice": "0.40"},
+        {"InstanceType": "g6.xlarge", "AvailabilityZone": "us-west-2a", "SpotPrice": "0.45"},
+        {"InstanceType": "g6.xlarge", "AvailabilityZone": "us-west-2b", "SpotPrice": "0.70"}]}]]
+    assert ec2.spot_prices("us-west-2", ["g6.xlarge"]) == {("g6.xlarge", "us-west-2a"): 0.40, ("g6.xlarge", "us-west-2b"): 0.70}
+    [asked] = account("us-west-2").called("describe_spot_price_history")
+    assert asked["InstanceTypes"] == ["g6.xlarge"] and asked["ProductDescriptions"] == ["Linux/UNIX"]
+    assert "StartTime" in asked
+
+
+def test_the_root_snapshot_size_is_read_from_the_images_root_device(account):
+    here = account("us-west-2")
+    here.answers["describe_images"] = [{"Images": [{"RootDeviceName": "/dev/xvda", "BlockDeviceMappings": [
+        {"DeviceName": "/dev/sdb", "Ebs": {"VolumeSize": 900}}, {"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": 75}}]}]}]
+    assert ec2.root_snapshot_gib("us-west-2", "ami-1") == 75
+    assert here.called("describe_images") == [{"ImageIds": ["ami-1"]}]
+    here.answers["describe_images"] = [{"Images": [{"BlockDeviceMappings": [
+        {"DeviceName": "/dev/sda1", "Ebs": {"VolumeSize": 60}}]}]}]
+    assert ec2.root_snapshot_gib("us-west-2", "ami-1") == 60  # no RootDeviceName: the DLAMI's
+    here.answers["describe_images"] = [{"Images": [{"BlockDeviceMappings": [{"DeviceName": "/dev/sda1"}]}]}]
+    assert ec2.root_snapshot_gib("us-west-2", "ami-1") is None
+    here.answers["describe_images"] = [{"Images": []}]
+    assert ec2.root_snapshot_gib("us-west-2", "ami-1") is None
+
+
+def test_an_unknown_image_leaves_the_size_to_the_launch_and_other_errors_fail(account):
+    here = account("us-west-2")
+    here.answers["describe_images"] = [client_error("InvalidAMIID.NotFound")]
+    assert ec2.root_snapshot_gib("us-west-2", "ami-gone") is None
+    here.answers["describe_images"] = [client_error("UnauthorizedOperation")]
+    with pytest.raises(Exception, match="UnauthorizedOperation"):
+        ec2.root_snapshot_gib("us-west-2", "ami-1")
+
+
+def test_instance_states_read_state_ip_and_startup_step(account):
+    account("us-west-2").answers["describe_instances"] = [{"Reservations": [{"Instances": [
+        {"InstanceId": "i-1", "State": {"Name": "running"}, "PrivateIpAddress": "10.0.0.5",
+         "Tags": [{"Key": "team", "Value": "ml"}, {"Key": "gpufill:startup-step", "Value": "pulling image"}]},
+        {"InstanceId": "i-2", "State": {"Name": "pending"}}]}]}]
+    assert ec2.instance_states("us-west-2", ["i-1", "i-2", "i-3"]) == {
+        "i-1": {"state": "running", "private_ip": "10.0.0.5", "startup_step": "pulling image"},
+        "i-2": {"state": "pending", "private_ip": None, "startup_step": None},
+        "i-3": {"state": "not-visible", "private_ip": None, "startup_step": None}}
+    assert account("us-west-2").called("describe_instances") == [{"InstanceIds": ["i-1", "i-2", "i-3"]}]
+
+
+def test_one_id_ec2_does_not_know_yet_is_asked_apart_from_the_others(account):
+    def describe(params):
+        if params["InstanceIds"] != ["i-1"]:
+            raise client_error("InvalidInstanceID.NotFound")
+        return {"Reservations": [{"Instances": [{"InstanceId": "i-1", "State": {"Name": "running"}}]}]}
+
+    account("us-west-2").answers["describe_instances"] = [describe]
+    assert ec2.instance_states("us-west-2", ["i-1", "i-new"]) == {
+        "i-1": {"state": "running", "private_ip": None, "startup_step": None},
+        "i-new": {"state": "not-visible", "private_ip": None, "startup_step": None}}
+    account("us-west-2").answers["describe_instances"] = [client_error("UnauthorizedOperation")]
+    with pytest.raises(Exception, match="UnauthorizedOperation"):
+        ec2.instance_states("us-west-2", ["i-1"])
+
+
+def test_zone_ids_map_names_to_ids_of_real_zones_only(account):
+    account("us-west-2").answers["describe_availability_zones"] = [{"AvailabilityZones": [
+        {"ZoneName": "us-west-2a", "ZoneId": "usw2-az2"}, {"ZoneName": "us-west-2b", "ZoneId": "usw2-az1"}]}]
+    assert ec2.zone_ids("us-west-2") == {"us-west-2a": "usw2-az2", "us-west-2b": "usw2-az1"}
+    assert account("us-west-2").called("describe_availability_zones") == [
+        {"Filters": [{"Name": "zone-type", "Values": ["availability-zone"]}]}]
+
+
+def test_an_error_without_code_or_message_is_unknown_and_silent():
+    from botocore.exceptions import ClientError
+    bare = ClientError({}, "RunInstances")
+    assert (ec2.code_of(bare), ec2.message_of(bare)) == ("Unknown", "")
+
+
+def test_an_instance_is_recorded_in_the_zone_ec2_placed_it(account):
+    account("us-west-2").answers["run_instances"] = [{"Instances": [
+        {"InstanceId": "i-1", "Placement": {"AvailabilityZone": "us-west-2c"}}, {"InstanceId": "i-2", "Placement": {}}]}]
+    result = ec2.launch(SPOT, min_count=1, max_count=2, client_token="tok", spec=SPEC)
+    assert [i.availability_zone for i in result.instances] == ["us-west-2c", "us-west-2a"]
+
+
+@pytest.mark.parametrize("lost", [ReadTimeoutError(endpoint_url="e"), ConnectTimeoutError(endpoint_url="e")])
+def test_a_launch_whose_reply_was_lost_is_looked_up_by_its_own_token_and_says_so(account, monkeypatch, lost):
+    def run_instances(pool, **_):
+        from gpufill.adapters import aws
+        aws._attempts.get().append("reached")
+        raise lost
+
+    monkeypatch.setattr(ec2, "run_instances", run_instances)
+    account("us-west-2").answers["describe_instances"] = [{"Reservations": [{"Instances": [{"InstanceId": "i-x"}]}]}]
+    result = ec2.launch(SPOT, min_count=1, max_count=1, client_token="tok-7", spec=SPEC)
+    assert account("us-west-2").called("describe_instances") == [{"Filters": [{"Name": "client-token", "Values": ["tok-7"]}]}]
+    assert result.note == f"the launch answered {type(lost).__name__}; its instances were found by ClientToken"
+
+
+def test_an_unreachable_region_is_reported_with_the_endpoint_it_could_not_reach(account):
+    account("us-west-2").answers["run_instances"] = [EndpointConnectionError(endpoint_url="https://ec2.us-west-2.amazonaws.com")]
+    result = ec2.launch(SPOT, min_count=1, max_count=1, client_token="tok", spec=SPEC)
+    assert "https://ec2.us-west-2.amazonaws.com" in result.message
+    assert account("us-west-2").called("describe_instances") == []
+
+
+def test_an_image_without_block_devices_has_no_root_snapshot_size(account):
+    account("us-west-2").answers["describe_images"] = [{"Images": [{"RootDeviceName": "/dev/sda1"}]}]
+    assert ec2.root_snapshot_gib("us-west-2", "ami-1") is None
+
+
+def test_spot_prices_are_asked_as_of_now(account, monkeypatch):
+    from datetime import UTC, datetime
+
+    from gpufill.adapters import clock
+    moment = datetime(2027, 1, 1, tzinfo=UTC)
+    monkeypatch.setattr(clock, "now", lambda: moment)
+    account("us-west-2").answers["describe_spot_price_history"] = [{"SpotPriceHistory": []}]
+    assert ec2.spot_prices("us-west-2", ["g6.xlarge"]) == {}
+    assert account("us-west-2").called("describe_spot_price_history")[0]["StartTime"] == moment

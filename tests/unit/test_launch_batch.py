@@ -1,0 +1,259 @@
+"""LaunchBatch's own work (handlers/launch_batch.py): the intent written before each call, the
+call sent with the region's fixed settings, every launched instance recorded under the request
+that owns it before anything else happens, the pools found empty remembered, and a fleet's
+template version retired only once its instances are recorded. AWS is replaced by recorders of
+what the handler asks the adapters for."""
+
+import base64
+
+import pytest
+
+from gpufill.adapters import capacity_cache, instances_table, placement_groups, run_store
+from gpufill.handlers import launch_batch
+from gpufill.handlers.events import LoopEvent
+from gpufill.models.request import Refill, Request, normalise
+from gpufill.models.run import FleetAnswer, Instance, LaunchResult, Pool, PoolAnswer, RegionLaunch, Run
+from gpufill.policy import fill
+from gpufill.policy.tokens import client_token
+
+REGION = "us-west-2"
+SETUP = RegionLaunch(region=REGION, image_id="ami-1", root_volume_gib=250, security_group_id="sg-1",
+                     subnets={"us-west-2a": "subnet-a", "us-west-2b": "subnet-b"})
+A = Pool(region=REGION, availability_zone="us-west-2a", instance_type="g6.xlarge", market="spot", price=0.4)
+B = Pool(region=REGION, availability_zone="us-west-2b", instance_type="g6.xlarge", market="spot", price=0.5)
+NO_SUBNET = Pool(region=REGION, availability_zone="us-west-2c", instance_type="g6.xlarge", market="spot", price=0.3)
+EFA = Pool(region=REGION, availability_zone="us-west-2a", instance_type="g6.12xlarge", market="spot", price=2.0)
+
+
+def request(**fields):
+    return normalise(Request(**{"count": 4, "regions": [REGION], **fields}), request_id="req-1",
+                     default_regions=[REGION], home_region="us-east-1")
+
+
+def instance(iid: str, pool: Pool = A) -> Instance:
+    return Instance(instance_id=iid, region=pool.region, availability_zone=pool.availability_zone,
+                    instance_type=pool.instance_type, market=pool.market, hourly_price=pool.price)
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    """What the handler asked AWS for, in order."""
+    asked: list[tuple] = []
+    monkeypatch.setenv("GPUFILL_DEPLOYMENT", "prod")
+    monkeypatch.setenv("STARTUP_BUCKET", "startup-bucket")
+    monkeypatch.setenv("AWS_REGION", "eu-central-1")
+    monkeypatch.setenv("INSTANCE_PROFILE_ARN", "arn:aws:iam::1:instance-profile/gpufill")
+    monkeypatch.setenv("EBS_KMS_KEY_ARN", "arn:aws:kms:eu-central-1:1:key/k")
+    monkeypatch.setattr(run_store, "record_intent", lambda **kw: asked.append(("intent", kw)))
+    monkeypatch.setattr(instances_table, "record_launched", lambda instances, **kw: asked.append(
+        ("record", [i.instance_id for i in instances], kw)))
+    monkeypatch.setattr(instances_table, "mark_replaced", lambda ids, new: asked.append(("replaced", ids, new)))
+    monkeypatch.setattr(capacity_cache, "remember_full", lambda key, **kw: asked.append(("full", key, kw)))
+    monkeypatch.setattr(placement_groups, "ensure", lambda region, group, **kw: asked.append(("group", region, group, kw)))
+    return asked
+
+
+def test_a_batch_writes_its_intent_then_launches_with_the_regions_settings(aws, monkeypatch):
+    sent = []
+
+    def launch(pool, **kw):
+        aws.append(("launch", pool.key))
+        sent.append(kw)
+        return LaunchResult(outcome="launched", instances=[instance("i-1")])
+
+    monkeypatch.setattr(launch_batch.ec2, "launch", launch)
+    result = launch_batch.launch(request(launch_mode="exact"), SETUP, B, 3, "tok-5")
+    assert [i.instance_id for i in result.instances] == ["i-1"]
+    assert aws == [("intent", {"request_id": "req-1", "region": REGION, "client_token": "tok-5"}), ("launch", B.key)]
+    [kw] = sent
+    assert (kw["min_count"], kw["max_count"], kw["client_token"]) == (3, 3, "tok-5")
+    spec = kw["spec"]
+    assert (spec.subnet_id, spec.image_id, spec.root_volume_gib, spec.security_group_ids) == ("subnet-b", "ami-1", 250, ("sg-1",))
+    assert (spec.request_id, spec.deployment, spec.placement_group) == ("req-1", "prod", None)
+
+
+def test_a_partial_request_takes_whatever_part_of_the_batch_ec2_has(aws, monkeypatch):
+    sent = []
+    monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: sent.append(kw) or LaunchResult(outcome="capacity"))
+    launch_batch.launch(request(launch_mode="partial"), SETUP, A, 4, "tok")
+    assert (sent[0]["min_count"], sent[0]["max_count"]) == (1, 4)
+
+
+def test_a_pool_without_a_subnet_is_answered_without_an_intent_or_a_call(aws, monkeypatch):
+    monkeypatch.setattr(launch_batch.ec2, "launch", lambda *a, **k: pytest.fail("launched without a subnet"))
+    result = launch_batch.launch(request(), SETUP, NO_SUBNET, 2, "tok")
+    assert (result.outcome, result.reason, result.message) == ("error", "NoSubnet", "no subnet to launch into in us-west-2c")
+    assert aws == []
+
+
+def test_a_same_az_gang_of_efa_types_launches_into_its_cluster_group_made_first(aws, monkeypatch):
+    sent = []
+    monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: sent.append(kw) or LaunchResult(outcome="capacity"))
+    launch_batch.launch(request(placement="same-az"), SETUP, EFA, 4, "tok")
+    group = "gpufill-prod-req-1-us-west-2a"
+    assert aws[0] == ("group", REGION, group, {"request_id": "req-1", "deployment": "prod"})
+    assert aws[1][0] == "intent" and sent[0]["spec"].placement_group == group
+    aws.clear()
+    launch_batch.launch(request(placement="same-az"), SETUP, A, 4, "tok")  # no EFA: no group
+    assert [a[0] for a in aws] == ["intent"]
+
+
+def test_every_instance_starts_with_its_settings_user_data_and_encryption_key(aws):
+    spec = launch_batch.launch_spec(request(tags={"team": "ml"}, model_id="org/model"), SETUP, subnet_id="subnet-a")
+    assert spec.user_tags == {"team": "ml"} and spec.subnet_id == "subnet-a"
+    assert spec.instance_profile_arn == "arn:aws:iam::1:instance-profile/gpufill"
+    assert spec.kms_key_id == "arn:aws:kms:eu-central-1:1:key/k"
+    script = spec.user_data
+    assert "startup-bucket" in script and "eu-central-1" in script and "org/model" in script
+
+
+def test_unset_settings_are_left_out_rather_than_sent_empty(aws, monkeypatch):
+    monkeypatch.setenv("INSTANCE_PROFILE_ARN", "")
+    monkeypatch.setenv("EBS_KMS_KEY_ARN", "")
+    monkeypatch.delenv("GPUFILL_DEPLOYMENT")
+    monkeypatch.delenv("AWS_REGION")
+    spec = launch_batch.launch_spec(request(), SETUP.model_copy(update={"security_group_id": None}))
+    assert (spec.instance_profile_arn, spec.kms_key_id, spec.security_group_ids, spec.deployment) == (None, None, (), "")
+    assert "us-east-1" in spec.user_data  # the local engine's home region
+    monkeypatch.delenv("INSTANCE_PROFILE_ARN")
+    monkeypatch.delenv("EBS_KMS_KEY_ARN")
+    spec = launch_batch.launch_spec(request(), SETUP)
+    assert (spec.instance_profile_arn, spec.kms_key_id) == (None, None)
+
+
+def test_launched_instances_are_recorded_under_their_token_and_nothing_else_is_recorded(aws):
+    launch_batch.keep([], request(), "tok")
+    assert aws == []
+    launch_batch.keep([instance("i-1"), instance("i-2")], request(), "tok-3")
+    assert aws == [("record", ["i-1", "i-2"], {"request_id": "req-1", "client_token": "tok-3", "maintain": False, "replaces": None})]
+
+
+def test_a_refills_instances_belong_to_its_request_and_name_what_they_replace(aws):
+    refill = request(maintain=True, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))
+    launch_batch.keep([instance("i-new")], refill, "tok")
+    assert aws == [("record", ["i-new"], {"request_id": "req-0", "client_token": "tok", "maintain": True, "replaces": ["i-0123456789abcdef0"]}),
+                   ("replaced", ["i-0123456789abcdef0"], ["i-new"])]
+
+
+# --- a fleet ----------------------------------------------------------------------------------------
+
+
+def fleet_step(**fields):
+    req = request(launch_mode="fleet", **fields)
+    run = Run(batch=2, remaining=4, next="launch", attempts_total=6, launch=SETUP)
+    return LoopEvent(request=req, run=run, state_machine="arn:sm"), req, run
+
+
+def test_a_fleet_asks_for_everything_missing_over_the_regions_pools_and_records_before_retiring(aws, monkeypatch):
+    step, req, run = fleet_step()
+    calls = []
+
+    def launch(call, spec, token):
+        aws.append(("fleet", token))
+        calls.append((call, spec))
+        return FleetAnswer(template_version=("lt-1", "7"), answers=[
+            PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1"), instance("i-2")])),
+            PoolAnswer(index=1, result=LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity"))])
+
+    monkeypatch.setattr(launch_batch.fleet_calls, "launch", launch)
+    monkeypatch.setattr(launch_batch.fleet_calls, "retire_version", lambda region, version: aws.append(("retire", region, version)))
+    after = launch_batch.launch_fleet(step, req, [A, B], fill.begin_step(run))
+    token = client_token("arn:sm", "req-1", 7)
+    assert aws == [("intent", {"request_id": "req-1", "region": REGION, "client_token": token}), ("fleet", token),
+                   ("record", ["i-1", "i-2"], {"request_id": "req-1", "client_token": token, "maintain": False, "replaces": None}),
+                   ("full", B.key, {"request_id": "req-1", "reason": "capacity"}),
+                   ("retire", REGION, ("lt-1", "7"))]
+    [(call, spec)] = calls
+    assert (call.region, call.market, call.target, call.pools) == (REGION, "spot", 4, [(0, A), (1, B)])
+    assert call.subnets == SETUP.subnets and call.strategy == "price-capacity-optimized"
+    assert (call.single_zone, call.min_target, call.placement_groups) == (False, None, {})
+    assert spec.image_id == "ami-1" and spec.subnet_id is None
+    assert after.launched == 2 and [i.instance_id for i in after.instances] == ["i-1", "i-2"]
+
+
+def test_a_fleet_whose_records_fail_keeps_its_template_version_for_the_retry(aws, monkeypatch):
+    step, req, run = fleet_step()
+    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: FleetAnswer(
+        template_version=("lt-1", "7"), answers=[PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1")]))]))
+    monkeypatch.setattr(launch_batch.fleet_calls, "retire_version", lambda *a: pytest.fail("retired before the records"))
+
+    def unrecordable(instances, **kw):
+        raise instances_table.InstanceRecordError("could not record")
+
+    monkeypatch.setattr(instances_table, "record_launched", unrecordable)
+    with pytest.raises(instances_table.InstanceRecordError):
+        launch_batch.launch_fleet(step, req, [A, B], run)
+
+
+def test_a_fleet_without_a_version_of_its_own_retires_nothing(aws, monkeypatch):
+    step, req, run = fleet_step()
+    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: FleetAnswer(
+        failure=LaunchResult(outcome="error", reason="EndpointConnectionError")))
+    monkeypatch.setattr(launch_batch.fleet_calls, "retire_version", lambda *a: pytest.fail("nothing to retire"))
+    after = launch_batch.launch_fleet(step, req, [A, B], run)
+    assert after.launched == 0 and [a[0] for a in aws] == ["intent"]
+
+
+def test_an_all_or_nothing_same_az_gang_fleet_asks_one_zone_all_at_once_in_its_cluster_group(aws, monkeypatch):
+    step, req, run = fleet_step(placement="same-az", all_or_nothing=True, instance_types=["g6.12xlarge"])
+    other = EFA.model_copy(update={"availability_zone": "us-west-2b"})
+    twin = EFA.model_copy(update={"instance_type": "g6.48xlarge"})
+    calls = []
+    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
+    launch_batch.launch_fleet(step, req, [EFA, twin, other], run)
+    [call] = calls
+    assert call.single_zone is True and call.min_target == 4
+    assert call.placement_groups == {"us-west-2a": "gpufill-prod-req-1-us-west-2a", "us-west-2b": "gpufill-prod-req-1-us-west-2b"}
+    groups = [a for a in aws if a[0] == "group"]
+    assert [g[2] for g in groups] == ["gpufill-prod-req-1-us-west-2a", "gpufill-prod-req-1-us-west-2b"]
+    assert groups[0][3] == {"request_id": "req-1", "deployment": "prod"}
+
+
+def test_the_user_data_is_the_startup_script_base64_encoded_once(aws):
+    from gpufill.adapters.ec2 import instance_settings
+    spec = launch_batch.launch_spec(request(), SETUP)
+    assert base64.b64decode(instance_settings(spec)["UserData"]).decode() == spec.user_data
+
+
+def test_every_recorded_launch_counts_toward_the_instances_launched_metric(aws, monkeypatch):
+    counted = []
+    monkeypatch.setattr(launch_batch.metrics, "add_metric", lambda **kw: counted.append(kw))
+    launch_batch.keep([], request(), "tok")
+    launch_batch.keep([instance("i-1"), instance("i-2")], request(), "tok")
+    assert counted == [{"name": "InstancesLaunched", "unit": "Count", "value": 2}]
+
+
+def test_without_a_deployment_name_the_gangs_cluster_group_has_an_empty_one(aws, monkeypatch):
+    monkeypatch.delenv("GPUFILL_DEPLOYMENT")
+    monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: LaunchResult(outcome="capacity"))
+    launch_batch.launch(request(placement="same-az"), SETUP, EFA, 4, "tok")
+    step, req, run = fleet_step(placement="same-az", instance_types=["g6.12xlarge"])
+    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: FleetAnswer())
+    launch_batch.launch_fleet(step, req, [EFA], run)
+    groups = [a for a in aws if a[0] == "group"]
+    assert [(g[1], g[2], g[3]["deployment"]) for g in groups] == [(REGION, "gpufill--req-1-us-west-2a", "")] * 2
+
+
+def test_an_on_demand_fleet_asks_ec2_to_pick_as_the_request_says(aws, monkeypatch):
+    on_demand = [A.model_copy(update={"market": "on-demand"}), B.model_copy(update={"market": "on-demand"})]
+    calls = []
+    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
+    for strategy in ("cost", "latency"):
+        step, req, run = fleet_step(market="on-demand", on_demand_strategy=strategy)
+        launch_batch.launch_fleet(step, req, on_demand, run)
+    assert [(c.market, c.strategy) for c in calls] == [("on-demand", "lowest-price"), ("on-demand", "prioritized")]
+
+
+def test_what_a_fleet_answered_is_logged_for_the_operator(aws, monkeypatch, caplog):
+    caplog.set_level("INFO")
+    step, req, run = fleet_step()
+    answers = iter([
+        FleetAnswer(answers=[PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1")]))]),
+        FleetAnswer(failure=LaunchResult(outcome="quota", reason="VcpuLimitExceeded")),
+    ])
+    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: next(answers))
+    launch_batch.launch_fleet(step, req, [A, B], run)
+    launch_batch.launch_fleet(step, req, [A, B], run)
+    logged = [r for r in caplog.records if r.getMessage() == "fleet answered"]
+    assert [(r.region, r.pools, r.target, r.launched, r.failure) for r in logged] == [
+        (REGION, 2, 4, 1, None), (REGION, 2, 4, 0, "VcpuLimitExceeded")]
