@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnec
 
 from gpufill.adapters.aws import TRANSPORT_ERRORS, TransientAwsError, attempts, client, is_transient
 from gpufill.adapters.ec2 import LaunchSpec, code_of, instance_settings, launch_tags, message_of, tag_specifications
+from gpufill.adapters.visibility import until_visible
 from gpufill.constants import TAG_DEPLOYMENT, TAG_LAUNCH_TOKEN, TAG_MANAGED, TAG_MANAGED_VALUE
 from gpufill.models.run import FleetAnswer, Instance, LaunchResult, Pool, PoolAnswer
 from gpufill.policy.errors import classify
@@ -85,7 +86,11 @@ def template_version(region: str, spec: LaunchSpec, fleet_token: str) -> tuple[s
         if code_of(error) not in TEMPLATE_NOT_FOUND:
             raise
         _create_template(ec2, name, spec.deployment)
-        version = ec2.create_launch_template_version(LaunchTemplateName=name, ClientToken=token, LaunchTemplateData=data)
+        # The template created a moment ago may not be visible by its name yet.
+        version = until_visible(
+            lambda: ec2.create_launch_template_version(LaunchTemplateName=name, ClientToken=token, LaunchTemplateData=data),
+            f"CreateLaunchTemplateVersion in {region}",
+        )
     made = version["LaunchTemplateVersion"]
     return made["LaunchTemplateId"], str(made["VersionNumber"]), bool(made.get("DefaultVersion"))
 
@@ -193,7 +198,9 @@ def _launch(call: FleetCall, spec: LaunchSpec, client_token: str, template: tupl
     params = create_fleet_params(call, template, spec, client_token)
     try:
         with attempts() as sent:
-            reply = client("ec2", call.region).create_fleet(**params)
+            # The template and its version, created a moment ago, may not be visible yet: a refused
+            # call launched nothing, so the same call (the same token) is sent again.
+            reply = until_visible(lambda: client("ec2", call.region).create_fleet(**params), f"CreateFleet in {call.region}")
     except (EndpointConnectionError, ConnectTimeoutError) as error:
         if "reached" not in sent:
             # No attempt reached EC2: nothing launched, and the region is out of reach.

@@ -18,7 +18,7 @@ import os
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import capacity_cache, ec2, instances_table, placement_groups, run_store
+from gpufill.adapters import capacity_cache, ec2, instances_table, placement_groups, run_store, visibility
 from gpufill.adapters import fleet as fleet_calls
 from gpufill.constants import (
     ENV_DEPLOYMENT,
@@ -52,6 +52,12 @@ def handler(event: dict, context: LambdaContext) -> dict:
         # Kept before anything launches, so every instance that can be reclaimed has a request to refill.
         run_store.save_request(request.request_id, request.model_dump(mode="json", exclude_none=True))
     run = fill.begin_step(step.run)
+    # A resource created a moment ago is waited for only while the step keeps its reserve.
+    with visibility.time_left(lambda: (context.get_remaining_time_in_millis() - RESERVED_MILLIS) / 1000):
+        return launch_step(step, request, plan, pools, run, context)
+
+
+def launch_step(step: LoopEvent, request: ProvisionRequest, plan, pools: list[Pool], run: Run, context: LambdaContext) -> dict:
     if request.launch_mode == "fleet":
         run = launch_fleet(step, request, pools, run)
         return finish_step(run, request, plan.market).model_dump(mode="json", exclude_none=True)
