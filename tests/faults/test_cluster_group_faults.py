@@ -61,3 +61,22 @@ def test_a_gang_no_cluster_group_can_hold_rolls_back_to_no_group_at_all(account,
         left = groups(engine)
     assert execution.error == "GANG_NOT_PLACED", execution.cause
     assert left == {WEST: [], EAST: []}
+
+
+@pytest.mark.parametrize("mode", ["fleet", "partial"])
+def test_a_cluster_group_not_visible_yet_is_asked_for_again_and_the_gang_lands_in_the_first_region(account, mode):
+    roomy = {"regions": {**MARKET["regions"], WEST: {**MARKET["regions"][WEST], "zones": {f"{WEST}a": efa(8, cluster=4)}}}}
+    with account(roomy) as engine:
+        engine.faults.not_visible("placement-group", calls=2, region=WEST)
+        execution = engine.run(gang(mode), name=f"efa-lagging-{mode}")
+        assert_exactly_once(engine, execution, launched=4)
+        left = groups(engine)
+    assert execution.output["status"] == "FULFILLED", execution.cause
+    assert {i["availability_zone"] for i in execution.output["instances"]} == {f"{WEST}a"}
+    assert left == {WEST: [f"gpufill-local-efa-lagging-{mode}-{WEST}a"], EAST: []}
+    assert engine.faults.injected["visibility:placement-group"] == 2
+    outcomes = [(a["outcome"], a.get("reason")) for a in execution.output["attempts"]]
+    if mode == "partial":  # RunInstances refused: the same call, the same token, sent again
+        assert outcomes == [("launched", None)]
+    else:  # the fleet answered the group unknown per override: its pools asked again by the next fleet
+        assert outcomes[0] == ("throttled", "InvalidPlacementGroup.Unknown") and outcomes[-1][0] == "launched"
