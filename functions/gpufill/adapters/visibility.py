@@ -39,6 +39,12 @@ def time_left(seconds: Callable[[], float]) -> Iterator[None]:
         _time_left.reset(token)
 
 
+def seconds_left() -> float | None:
+    """What the running handler may still spend waiting, None outside a handler's guard."""
+    left = _time_left.get()
+    return left() if left is not None else None
+
+
 def until_visible(call: Callable[[], T], what: str) -> T:
     waited = 0.0
     for tries, pause in enumerate((*PAUSES, None), start=1):
