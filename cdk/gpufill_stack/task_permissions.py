@@ -592,6 +592,8 @@ TASKS: dict[str, TaskSpec] = {
             read_instance_records_by_id,
             use_ebs_kms_key,
             create_cluster_groups,
+            # the groups a gang made in a region it leaves without launching there
+            delete_cluster_groups,
         ),
     ),
     "WaitUntilRunningFunctionArn": TaskSpec(

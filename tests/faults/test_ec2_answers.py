@@ -109,3 +109,24 @@ def test_busy_answers_never_reach_the_capacity_cache_or_an_exhaustion_claim(acco
     assert "did not answer for (InternalError)" in execution.cause["message"]
     assert {p["outcome"] for p in execution.cause["pools_tried"]} == {"throttled"}
     assert not seen.in_ec2
+
+
+def test_a_token_ec2_holds_for_a_call_that_launched_nothing_is_replaced_by_a_fresh_one(account):
+    with account() as engine:
+        # The step's token is EC2's for an earlier call with other settings, and nothing carries it.
+        engine.faults.aws("ec2", "CreateFleet", error="IdempotentParameterMismatch", region=WEST)
+        execution = engine.run(FLEET, name="fleet-mismatch-empty")
+        seen = assert_exactly_once(engine, execution, launched=4)
+    assert execution.output["status"] == "FULFILLED" and len(seen.in_ec2) == 4
+    assert {i["region"] for i in execution.output["instances"]} == {WEST}
+    spent = [a for a in execution.output["attempts"] if a.get("reason") == "IdempotentParameterMismatch"]
+    assert spent and all(a["outcome"] == "throttled" and a["launched"] == 0 for a in spent)
+
+
+def test_a_region_whose_every_token_is_refused_is_left_not_failed(account):
+    with account() as engine:
+        engine.faults.aws("ec2", "CreateFleet", error="IdempotentParameterMismatch", region=WEST, times=None)
+        execution = engine.run(FLEET, name="fleet-mismatch-always")
+        assert_exactly_once(engine, execution, launched=4)
+    assert execution.output["status"] == "FULFILLED"
+    assert {i["region"] for i in execution.output["instances"]} == {EAST}

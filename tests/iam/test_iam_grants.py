@@ -149,3 +149,17 @@ def test_with_the_grant_the_fleets_version_is_deleted(judged_account):
     assert execution.output["status"] == "FULFILLED"
     assert not [j for j in judgements.refusals if j.action == "ec2:DeleteLaunchTemplateVersions"]
     assert [v["VersionNumber"] for v in versions] == [1]
+
+
+def test_a_launch_step_may_delete_the_empty_cluster_groups_of_a_region_it_leaves_only_with_the_grant(judged_account):
+    from tests.faults.test_cluster_group_faults import MARKET, gang
+
+    without = ("LaunchBatch", "ec2:DeletePlacementGroup", "placement-group/")
+    with judged_account(MARKET, without=without) as (engine, judgements):
+        execution = engine.run(gang("fleet"), name="kept-groups")
+        left = engine.market.groups.names("us-west-2")
+    refused = [j for j in judgements.refusals if j.action == "ec2:DeletePlacementGroup"]
+    # The gang still fills elsewhere; Oregon's empty groups stay, refused as AWS refuses the call.
+    assert execution.output["status"] == "FULFILLED"
+    assert refused and refused[0].resource.startswith("arn:aws:ec2:us-west-2:123456789012:placement-group/gpufill-local-kept-groups-")
+    assert len(left) == 2

@@ -26,6 +26,15 @@ def iso_now() -> str:
     return now().isoformat(timespec="seconds")
 
 
+def pause(seconds: float) -> None:
+    """Wait `seconds` inside a handler (a short backoff). The local engine lets the modelled
+    time pass instead of sleeping."""
+    _sleep(seconds)
+
+
+_sleep = time.sleep
+
+
 def fast_forward(seconds: float) -> None:
     """The local engine's: a Wait state of `seconds` has passed without sleeping."""
     global _offset_seconds

@@ -9,6 +9,7 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnec
 
 from gpufill.adapters import clock
 from gpufill.adapters.aws import TRANSPORT_ERRORS, TransientAwsError, attempts, client, is_transient
+from gpufill.adapters.visibility import until_visible
 from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_POOL, TAG_REQUEST_ID, TAG_STARTUP_STEP
 from gpufill.models.run import Instance, LaunchResult, Pool
 from gpufill.policy.errors import classify
@@ -130,7 +131,11 @@ def launch(pool: Pool, *, min_count: int, max_count: int, client_token: str, spe
     """
     try:
         with attempts() as sent:
-            reply = run_instances(pool, min_count=min_count, max_count=max_count, client_token=client_token, spec=spec)
+            # The placement group or security group created a moment ago may not be visible yet.
+            reply = until_visible(
+                lambda: run_instances(pool, min_count=min_count, max_count=max_count, client_token=client_token, spec=spec),
+                f"RunInstances in {pool.region}",
+            )
     except (EndpointConnectionError, ConnectTimeoutError) as error:
         if "reached" in sent:  # an earlier attempt may have launched and lost its reply
             return _settle_by_token(pool, client_token, error)

@@ -21,8 +21,11 @@ from dataclasses import dataclass, field
 from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
 
+from gpufill.adapters import clock
 from gpufill.adapters.aws import TRANSPORT_ERRORS, TransientAwsError, attempts, client, is_transient
 from gpufill.adapters.ec2 import LaunchSpec, code_of, instance_settings, launch_tags, message_of, tag_specifications
+from gpufill.adapters.visibility import PAUSES, until_visible
+from gpufill.adapters.visibility import seconds_left as visibility_time_left
 from gpufill.constants import TAG_DEPLOYMENT, TAG_LAUNCH_TOKEN, TAG_MANAGED, TAG_MANAGED_VALUE
 from gpufill.models.run import FleetAnswer, Instance, LaunchResult, Pool, PoolAnswer
 from gpufill.policy.errors import classify
@@ -85,7 +88,11 @@ def template_version(region: str, spec: LaunchSpec, fleet_token: str) -> tuple[s
         if code_of(error) not in TEMPLATE_NOT_FOUND:
             raise
         _create_template(ec2, name, spec.deployment)
-        version = ec2.create_launch_template_version(LaunchTemplateName=name, ClientToken=token, LaunchTemplateData=data)
+        # The template created a moment ago may not be visible by its name yet.
+        version = until_visible(
+            lambda: ec2.create_launch_template_version(LaunchTemplateName=name, ClientToken=token, LaunchTemplateData=data),
+            f"CreateLaunchTemplateVersion in {region}",
+        )
     made = version["LaunchTemplateVersion"]
     return made["LaunchTemplateId"], str(made["VersionNumber"]), bool(made.get("DefaultVersion"))
 
@@ -193,7 +200,9 @@ def _launch(call: FleetCall, spec: LaunchSpec, client_token: str, template: tupl
     params = create_fleet_params(call, template, spec, client_token)
     try:
         with attempts() as sent:
-            reply = client("ec2", call.region).create_fleet(**params)
+            # The template and its version, created a moment ago, may not be visible yet: a refused
+            # call launched nothing, so the same call (the same token) is sent again.
+            reply = until_visible(lambda: client("ec2", call.region).create_fleet(**params), f"CreateFleet in {call.region}")
     except (EndpointConnectionError, ConnectTimeoutError) as error:
         if "reached" not in sent:
             # No attempt reached EC2: nothing launched, and the region is out of reach.
@@ -203,8 +212,10 @@ def _launch(call: FleetCall, spec: LaunchSpec, client_token: str, template: tupl
     except ClientError as error:
         if code_of(error) == "IdempotentParameterMismatch":
             # The token was used before with other settings (the step retried after a deploy):
-            # that earlier call happened, and its instances carry the token.
-            reply = _by_token(call, client_token, error)
+            # that earlier call happened, and its instances carry the token, if it launched any.
+            reply = _earlier_call(call, client_token, error)
+            if reply is None:
+                return FleetAnswer(answers=[PoolAnswer(index=i, result=_token_spent(error)) for i, _ in _launchable(call)])
         elif not is_transient(error):
             return FleetAnswer(failure=LaunchResult(outcome=classify(code_of(error)), reason=code_of(error), message=message_of(error)))
         else:
@@ -247,6 +258,37 @@ def _described(call: FleetCall, fleet_id: str) -> dict:
     if not fleets:  # not visible yet: the retried step asks again
         raise TransientAwsError(f"fleet {fleet_id} in {call.region} is not described yet")
     return {"FleetId": fleet_id, "Instances": fleets[0].get("Instances") or [], "Errors": fleets[0].get("Errors") or []}
+
+
+def _earlier_call(call: FleetCall, client_token: str, error: Exception) -> dict | None:
+    """What the earlier call with this token launched, or None when it launched nothing.
+
+    EC2 shows a new instance to DescribeInstances within seconds; the earlier call was made at
+    least a step retry ago, and the token tag is looked for again over the same short pauses as a
+    resource created a moment ago (adapters/visibility.py) before "nothing" is believed. Without
+    the time for that, the step is retried instead."""
+    for pause in (*PAUSES, None):
+        try:
+            return _by_token(call, client_token, error)
+        except TransientAwsError as unsettled:
+            left = visibility_time_left()
+            if unsettled.__cause__ is not None or (pause is not None and left is not None and left < pause):
+                raise  # the look-up failed, or no time to look again: the step is retried
+            if pause is None:
+                logger.info("the earlier call with this token launched nothing", extra={"region": call.region})
+                return None
+            clock.pause(pause)
+    raise AssertionError("unreachable")
+
+
+def _token_spent(error: ClientError) -> LaunchResult:
+    """EC2 holds this token for an earlier call that launched nothing: the pools were not asked,
+    and the next fleet asks them with a token of its own."""
+    return LaunchResult(
+        outcome="throttled",
+        reason="IdempotentParameterMismatch",
+        message=f"{message_of(error)} The earlier call with this token launched nothing; a new call is made with a new token.",
+    )
 
 
 def _by_token(call: FleetCall, client_token: str, error: Exception) -> dict:

@@ -17,9 +17,11 @@ import os
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import ClientError
 
-from gpufill.adapters import capacity_cache, ec2, instances_table, placement_groups, run_store
+from gpufill.adapters import capacity_cache, ec2, instances_table, placement_groups, run_store, visibility
 from gpufill.adapters import fleet as fleet_calls
+from gpufill.adapters.aws import TransientAwsError
 from gpufill.constants import (
     ENV_DEPLOYMENT,
     ENV_EBS_KMS_KEY_ARN,
@@ -52,8 +54,16 @@ def handler(event: dict, context: LambdaContext) -> dict:
         # Kept before anything launches, so every instance that can be reclaimed has a request to refill.
         run_store.save_request(request.request_id, request.model_dump(mode="json", exclude_none=True))
     run = fill.begin_step(step.run)
+    # A resource created a moment ago is waited for only while the step keeps its reserve.
+    with visibility.time_left(lambda: (context.get_remaining_time_in_millis() - RESERVED_MILLIS) / 1000):
+        return launch_step(step, request, plan, pools, run, context)
+
+
+def launch_step(step: LoopEvent, request: ProvisionRequest, plan, pools: list[Pool], run: Run, context: LambdaContext) -> dict:
+    grouped: set[str] = set()  # regions where this step made a cluster placement group
     if request.launch_mode == "fleet":
-        run = launch_fleet(step, request, pools, run)
+        run = launch_fleet(step, request, pools, run, grouped)
+        tidy_groups(grouped, run, pools, request)
         return finish_step(run, request, plan.market).model_dump(mode="json", exclude_none=True)
     probes = 0
     while run.next == "launch" and probes < fill.MAX_PROBES_PER_STEP:
@@ -62,7 +72,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         pool = pools[run.cursor]
         token = client_token(step.state_machine, request.request_id, run.attempts_total + 1)
         batch = run.batch
-        result = launch(request, run.launch, pool, batch, token)
+        result = launch(request, run.launch, pool, batch, token, grouped)
         keep(result.instances, request, token)
         if fill.pool_found_empty(batch, result, request):
             capacity_cache.remember_full(pool.key, request_id=request.request_id, reason=result.reason or "capacity")
@@ -72,7 +82,21 @@ def handler(event: dict, context: LambdaContext) -> dict:
             "batch answered",
             extra={"pool": pool.key, "batch": batch, "outcome": result.outcome, "launched": len(result.instances)},
         )
+    tidy_groups(grouped, run, pools, request)
     return finish_step(run, request, plan.market).model_dump(mode="json", exclude_none=True)
+
+
+def tidy_groups(grouped: set[str], run: Run, pools: list[Pool], request: ProvisionRequest) -> None:
+    """A cluster group is made before the launch that may fill it; in a region the run leaves, the
+    groups that got no instance are deleted now, so groups stay only where the gang launched (a
+    rollback or a teardown deletes those). Never fails the step: a group left behind only counts
+    toward the region's placement-group quota, and the request's teardown tries it again."""
+    staying = pools[run.cursor].region if run.next in ("launch", "refresh") and run.cursor < len(pools) else None
+    for region in sorted(grouped - {staying}):
+        try:
+            placement_groups.remove_empty(region, os.environ.get(ENV_DEPLOYMENT, ""), {request.request_id})
+        except (ClientError, TransientAwsError) as error:
+            logger.warning("empty cluster groups not deleted", extra={"region": region, "error": str(error)})
 
 
 def keep(instances: list[Instance], request: ProvisionRequest, token: str) -> None:
@@ -88,7 +112,7 @@ def keep(instances: list[Instance], request: ProvisionRequest, token: str) -> No
     metrics.add_metric(name="InstancesLaunched", unit="Count", value=len(instances))
 
 
-def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], run: Run) -> Run:
+def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], run: Run, grouped: set[str]) -> Run:
     """One CreateFleet over the region's open pools, for everything still missing."""
     here = pools[run.cursor]
     run = fleet.begin_call(run)
@@ -100,6 +124,7 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
         if group and pools[index].availability_zone not in groups:
             placement_groups.ensure(here.region, group, request_id=request.request_id, deployment=deployment)
             groups[pools[index].availability_zone] = group
+            grouped.add(here.region)
     call = fleet_calls.FleetCall(
         region=here.region,
         market=here.market,
@@ -133,7 +158,7 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
     return fleet.after_fleet(run, pools, answer, request)
 
 
-def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: int, token: str) -> LaunchResult:
+def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: int, token: str, grouped: set[str]) -> LaunchResult:
     subnet = setup.subnets.get(pool.availability_zone)
     if subnet is None:
         return LaunchResult(outcome="error", reason="NoSubnet", message=f"no subnet to launch into in {pool.availability_zone}")
@@ -141,6 +166,7 @@ def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: in
     group = gang.cluster_group(request, pool, deployment)
     if group:
         placement_groups.ensure(pool.region, group, request_id=request.request_id, deployment=deployment)
+        grouped.add(pool.region)
     spec = launch_spec(request, setup, subnet_id=subnet, placement_group=group)
     run_store.record_intent(request_id=request.owner_id, region=pool.region, client_token=token)
     return ec2.launch(

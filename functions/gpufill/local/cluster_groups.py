@@ -12,6 +12,7 @@ is left of it (AWS advises launching a cluster group's instances in one request 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from moto.core.responses import ActionResult
@@ -27,6 +28,8 @@ class ClusterGroups:
         self.scenario = scenario
         self._groups: dict[tuple[str, str], dict[str, Any]] = {}  # (region, name) -> strategy, tags, members
         self._lock = threading.Lock()
+        # Told of each group created: a new group may not be visible at once (local/visibility.py).
+        self.on_create: Callable[[str, str], None] | None = None
 
     def names(self, region: str) -> list[str]:
         return sorted(name for r, name in self._groups if r == region)
@@ -68,6 +71,8 @@ class ClusterGroups:
                 if (response.region, name) in groups._groups:
                     raise EC2ClientError("InvalidPlacementGroup.Duplicate", f"The Placement Group '{name}' already exists.")
                 groups._groups[(response.region, name)] = {"strategy": strategy, "tags": dict(tags), "members": []}
+            if groups.on_create is not None:
+                groups.on_create(response.region, name)
             return ActionResult({"PlacementGroup": groups._describe(response.region, name)})
 
         def describe_placement_groups(response) -> ActionResult:

@@ -298,6 +298,8 @@ class LocalEngine:
         self._stack.enter_context(self._faults_at_the_wire())
         self.iam = self._stack.enter_context(self._judged_calls())
         self._stack.enter_context(self._no_sleeping_retries())
+        # A handler's own backoff (adapters/visibility.py) lets modelled time pass instead of sleeping.
+        self._stack.enter_context(mock.patch.object(clock, "_sleep", self.advance))
         self._stack.enter_context(self._no_sleeping_waits())
         self._stack.enter_context(self._start_execution_as_aws_does())
         self._stack.enter_context(interruptions.patches(self))

@@ -17,6 +17,9 @@ Reach it as `engine.faults` on a running LocalEngine. Three layers:
 - `fleet_errors(...)`: a CreateFleet of type instant succeeds but lists an error for some or
   all of its overrides instead of trying them (RequestLimitExceeded, InternalError,
   UnauthorizedOperation, ... inside a 200 answer), optionally without naming the override.
+- `not_visible(...)`: EC2's eventual consistency after create: the next resource of a kind
+  created (a launch template, its new version, a placement group, a security group) is not
+  found by the next N calls that reference it, as AWS documents for the EC2 API.
 
 Every rule counts as it fires; `engine.faults.injected` and the run's metrics
 (`faults_injected`) report how many faults were actually injected, so a test can
@@ -67,7 +70,7 @@ class KilledInvocation(BaseException):
 
 @dataclass
 class _Rule:
-    layer: str  # "aws" | "invoke" | "kill" | "fleet"
+    layer: str  # "aws" | "invoke" | "kill" | "fleet" | "visibility"
     service: str | None = None
     operation: str | None = None
     region: str | None = None
@@ -80,6 +83,9 @@ class _Rule:
     # whether the errors come without LaunchTemplateAndOverrides.
     overrides: int | None = None
     unnamed: bool = False
+    # "visibility": the kind of resource, and how many calls referencing it miss it.
+    kind: str | None = None
+    calls: int = 0
     # kill only: what happens in the account while the killed step awaits its retry.
     meanwhile: Callable[[], None] | None = None
 
@@ -94,6 +100,8 @@ class Faults:
     _rules: list[_Rule] = field(default_factory=list)
     injected: Counter = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # (region, kind, key) -> how many more calls referencing that new resource miss it
+    _fresh: dict = field(default_factory=dict)
 
     # --- what tests call ---------------------------------------------------------------
 
@@ -182,6 +190,39 @@ class Faults:
         if error not in FLEET_ERRORS:
             raise ValueError(f"error: {error!r} is not one of {', '.join(FLEET_ERRORS)}")
         self._add(_Rule("fleet", "ec2", "CreateFleet", region, error=error, times=times, overrides=overrides, unnamed=unnamed))
+
+    def not_visible(self, kind: str, *, calls: int = 1, region: str | None = None, times: int | None = 1) -> None:
+        """The next `times` resources of `kind` created (in `region` or any) are unknown to the
+        next `calls` calls that reference them, which EC2 answers with the kind's NotFound code
+        (local/visibility.py): "launch-template", "launch-template-version", "placement-group",
+        "security-group". AWS: "if you run a command to modify or describe the resource that you
+        just created, its ID might not have propagated throughout the system"."""
+        from gpufill.local.visibility import NOT_FOUND
+
+        if kind not in NOT_FOUND:
+            raise ValueError(f"kind: {kind!r} is not one of {', '.join(NOT_FOUND)}")
+        if calls < 1:
+            raise ValueError(f"calls: must be at least 1, got {calls}")
+        self._add(_Rule("visibility", "ec2", region=region, error=NOT_FOUND[kind], times=times, kind=kind, calls=calls))
+
+    def created(self, region: str, kind: str, key: str) -> None:
+        """The simulated EC2 created a resource: it may start out unseen, as a rule says."""
+        with self._lock:
+            for rule in self._rules:
+                if rule.layer == "visibility" and not rule.spent() and rule.kind == kind and rule.region in (None, region):
+                    rule.fired += 1  # counted as injected when a call misses the resource
+                    self._fresh[(region, kind, key)] = rule.calls
+                    return
+
+    def unseen(self, region: str, kind: str, key: str) -> bool:
+        """Whether this call referencing the resource misses it (and counts as one of its calls)."""
+        with self._lock:
+            left = self._fresh.get((region, kind, key), 0)
+            if left < 1:
+                return False
+            self._fresh[(region, kind, key)] = left - 1
+            self.injected[f"visibility:{kind}"] += 1
+            return True
 
     def for_fleet(self, region: str) -> _Rule | None:
         """The per-override errors this CreateFleet answers, or None."""

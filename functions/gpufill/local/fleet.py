@@ -20,6 +20,7 @@ from moto.core.responses import ActionResult
 from moto.ec2.exceptions import EC2ClientError
 
 from gpufill import catalog
+from gpufill.local import visibility
 from gpufill.local.ec2_errors import FLEET_ERRORS
 from gpufill.local.fleet_allocation import CAPACITY, ON_DEMAND_STRATEGIES, QUOTA, SPOT_STRATEGIES, UNTRIED, Pool, allocate
 
@@ -107,10 +108,22 @@ class FleetApi:
         fleets = self
 
         def create_launch_template(response) -> ActionResult:
-            return fleets._idempotent(response, "CreateLaunchTemplate", lambda: original_template(response))
+            def create() -> ActionResult:
+                made = original_template(response)
+                fleets._created(response.region, "launch-template", made.result["LaunchTemplate"]["LaunchTemplateId"])
+                return made
+
+            return fleets._idempotent(response, "CreateLaunchTemplate", create)
 
         def create_launch_template_version(response) -> ActionResult:
-            return fleets._idempotent(response, "CreateLaunchTemplateVersion", lambda: original_version(response))
+            def create() -> ActionResult:
+                fleets._template_seen(response)
+                made = original_version(response)
+                version = made.result["LaunchTemplateVersion"]
+                fleets._created(response.region, "launch-template-version", f"{version['LaunchTemplateId']}:{version['VersionNumber']}")
+                return made
+
+            return fleets._idempotent(response, "CreateLaunchTemplateVersion", create)
 
         def create_fleet(response) -> ActionResult:
             if response._get_param("Type", "maintain") != "instant":
@@ -140,6 +153,28 @@ class FleetApi:
             "create_fleet": create_fleet,
             "describe_fleets": describe_fleets,
         }
+
+    # --- eventual consistency after create (local/visibility.py) --------------------------------
+
+    def _created(self, region: str, kind: str, key: str) -> None:
+        if self.market.faults is not None:
+            self.market.faults.created(region, kind, key)
+
+    def _template_seen(self, response) -> None:
+        """A new version names its template, which may not be visible yet by its name or id."""
+        name, template_id = response._get_param("LaunchTemplateName"), response._get_param("LaunchTemplateId")
+        if template_id:
+            visibility.check(self.market.faults, response.region, "launch-template", template_id)
+            return
+        try:
+            template = response.ec2_backend.get_launch_template_by_name(name)
+        except Exception:  # noqa: BLE001  (moto's own answer for an unknown name follows)
+            return
+        if visibility.missed(self.market.faults, response.region, "launch-template", template.id):
+            raise EC2ClientError(
+                "InvalidLaunchTemplateName.NotFoundException",
+                "At least one of the launch templates specified in the request does not exist.",
+            )
 
     # --- CreateFleet, type instant -------------------------------------------------------------
 
@@ -184,12 +219,14 @@ class FleetApi:
                 template = backend.get_launch_template_by_name(spec["LaunchTemplateName"])
             else:
                 raise EC2ClientError("MissingParameter", "The request must contain the parameter LaunchTemplateId or LaunchTemplateName.")
+            visibility.check(self.market.faults, region, "launch-template", template.id)
             wanted = str(spec.get("Version") or "$Default")
             if wanted.lower() not in ("$latest", "$default") and not (wanted.isdigit() and 1 <= int(wanted) <= len(template.versions)):
                 from moto.ec2.exceptions import InvalidLaunchTemplateVersionNotFound
 
                 raise InvalidLaunchTemplateVersionNotFound(version=wanted, template_id=template.id)
             version = template.get_version(wanted)
+            visibility.check(self.market.faults, region, "launch-template-version", f"{template.id}:{version.number}")
             data = version.data
             if data.get("InstanceMarketOptions"):
                 raise EC2ClientError(
@@ -211,8 +248,10 @@ class FleetApi:
                 zone = override.get("AvailabilityZone") or (data.get("Placement") or {}).get("AvailabilityZone")
                 if subnet:
                     zone = backend.get_subnet(subnet).availability_zone
+                group = (override.get("Placement") or {}).get("GroupName") or (data.get("Placement") or {}).get("GroupName")
                 overrides.append({"spec": answered_spec, "override": answered, "zone": zone, "type": itype,
-                                  "subnet": subnet, "data": data, "template": template, "version": version})
+                                  "subnet": subnet, "data": data, "template": template, "version": version,
+                                  "group": group})
 
         fleet_id = "fleet-" + str(uuid.uuid4())
         instances, errors = [], []
@@ -221,6 +260,8 @@ class FleetApi:
         faulted: set[int] = set()
         if fault is not None:
             faulted = set(range(len(overrides) if fault.overrides is None else min(fault.overrides, len(overrides))))
+        # Each resource the overrides name, looked up once for the call as EC2 does.
+        unknown = self._unknown_references(region, overrides)
         with self.market._lock:
             for market in ("on-demand", "spot"):  # EC2 Fleet launches the on-demand part first
                 if targets[market] == 0:
@@ -238,6 +279,9 @@ class FleetApi:
                         continue
                     zone = o["zone"] or self.market.roomiest_zone(region, o["type"], market)
                     o["placed"] = zone
+                    if n in unknown:
+                        refused[n] = unknown[n]
+                        continue
                     try:  # what EC2 refuses in a RunInstances request, it refuses for each override
                         check_launch_values(
                             backend,
@@ -249,10 +293,13 @@ class FleetApi:
                     except EC2ClientError as refusal:
                         refused[n] = (refusal.code, refusal.message)
                         continue
+                    left = self.market.left(region, zone, o["type"], market)
+                    if o["group"]:  # a cluster group holds what one network segment has free
+                        left = min(left, self.market.groups.room(region, o["group"], zone, o["type"]))
                     pools.append(
                         Pool(
                             key=n,
-                            left=self.market.left(region, zone, o["type"], market),
+                            left=left,
                             price=self.market.price(region, zone, o["type"], market),
                             priority=_number(o["override"]["Priority"]) if "Priority" in o["override"] else None,
                             vcpus=catalog.vcpus(o["type"]) or self.market.default_vcpus,
@@ -286,6 +333,12 @@ class FleetApi:
                     o = overrides[n]
                     if kind == UNTRIED:
                         message = FLEET_ERRORS["UnfulfillableCapacity"]
+                    elif kind == CAPACITY and o["group"]:
+                        message = (
+                            f"We currently do not have sufficient {o['type']} capacity in the Availability Zone you requested "
+                            f"({o['placed']}) for placement group {o['group']}. Our system will be working on provisioning "
+                            "additional capacity."
+                        )
                     elif kind == CAPACITY:
                         message = (
                             f"We currently do not have sufficient {o['type']} capacity in the Availability Zone you requested "
@@ -310,6 +363,28 @@ class FleetApi:
             "Tags": [{"Key": k, "Value": v} for k, v in fleet_tags.get("fleet", {}).items()],
         }
         return answer
+
+    def _unknown_references(self, region: str, overrides: list[dict]) -> dict[int, tuple[str, str]]:
+        """Override index -> (code, message) for each override naming a placement group or security
+        group EC2 does not know (or, just created, does not show yet)."""
+        answers: dict[tuple[str, str], tuple[str, str] | None] = {}
+        for o in overrides:
+            if o["group"]:
+                answers.setdefault(("placement-group", o["group"]), None)
+            for group_id in o["data"].get("SecurityGroupIds") or []:
+                answers.setdefault(("security-group", group_id), None)
+        for kind, key in answers:
+            answers[(kind, key)] = visibility.missed(self.market.faults, region, kind, key)
+            if kind == "placement-group" and answers[(kind, key)] is None and key not in self.market.groups.names(region):
+                answers[(kind, key)] = (visibility.NOT_FOUND[kind], visibility.message(kind, key))
+        unknown = {}
+        for n, o in enumerate(overrides):
+            named = [("placement-group", o["group"])] if o["group"] else []
+            named += [("security-group", g) for g in o["data"].get("SecurityGroupIds") or []]
+            found = next((answers[k] for k in named if answers[k] is not None), None)
+            if found:
+                unknown[n] = found
+        return unknown
 
     @staticmethod
     def _error(o: dict, market: str, code: str, message: str) -> dict:
@@ -384,5 +459,7 @@ class FleetApi:
             ids,
             {FLEET_ID_TAG: fleet_id, TEMPLATE_ID_TAG: o["template"].id, TEMPLATE_VERSION_TAG: str(o["version"].number)},
         )
+        if o["group"]:
+            self.market.groups.joined(region, o["group"], reservation.instances)
         self.market.admit(backend, region, o["placed"], o["type"], market, reservation.instances)
         return ids

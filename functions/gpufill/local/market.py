@@ -22,6 +22,7 @@ from moto.ec2.responses._base_response import EC2BaseResponse
 from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.responses.spot_instances import SpotInstances
 
+from gpufill.local import visibility
 from gpufill.local.cluster_groups import ClusterGroups
 from gpufill.local.fleet import FleetApi
 
@@ -176,6 +177,7 @@ class SimulatedMarket:
         self._lock = threading.RLock()  # launch() holds it while it hides the new instances
         self.placement_scores_denied = False  # tests set it to see the classic fallback
         self.faults = None  # the engine's fault rules (local/faults.py): a fleet's per-override errors
+        self.groups.on_create = lambda region, name: self.faults and self.faults.created(region, "placement-group", name)
         # The engine's modelled clock: when startup.sh on a new instance reports each step.
         self.schedule = lambda seconds, action: None
         self.elapsed = lambda: 0.0
@@ -357,9 +359,13 @@ class SimulatedMarket:
             elif not zone:
                 zone = self.roomiest_zone(region, itype, market)
             _check_launch_parameters(response)
+            group = response._get_param("Placement.GroupName")
+            # What a launch names that was created a moment ago may not be visible to it yet.
+            visibility.check(self.faults, region, "placement-group", group)
+            for group_id in response._get_param("SecurityGroupIds", []) or []:
+                visibility.check(self.faults, region, "security-group", group_id)
             self._check_quota(region, market, itype, high)
             left = self.left(region, zone, itype, market)
-            group = response._get_param("Placement.GroupName")
             room = self.groups.room(region, group, zone, itype) if group else left
             if min(left, room) < low or min(left, room) == 0:
                 raise EC2ClientError(
@@ -566,6 +572,15 @@ class SimulatedMarket:
         stack.enter_context(mock.patch.object(InstanceResponse, "run_instances", run_instances))
         for name, method in market.groups.api().items():
             stack.enter_context(mock.patch.object(EC2Response, name, method, create=True))
+        from moto.ec2.responses.security_groups import SecurityGroups
+
+        def create_security_group(response) -> ActionResult:
+            made = SecurityGroups.create_security_group(response)
+            if market.faults is not None:  # a new group may not be visible at once (local/visibility.py)
+                market.faults.created(response.region, "security-group", made.result["GroupId"])
+            return made
+
+        stack.enter_context(mock.patch.object(EC2Response, "create_security_group", create_security_group))
         from moto.ec2.responses.fleets import Fleets
         from moto.ec2.responses.launch_templates import LaunchTemplates
 

@@ -17,6 +17,18 @@ QUOTA_CODES = frozenset({"MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "I
 # EC2 was busy or briefly broken: the pool was not answered for, the same ask may work later.
 # A fleet lists them per override too; they never mean "no capacity".
 THROTTLE_CODES = frozenset({"RequestLimitExceeded", "InternalError", "InternalFailure", "Unavailable", "ServiceUnavailable"})
+# EC2 does not know a resource the call names. Right after gpufill created it, this is EC2's
+# eventual consistency ("its ID might not have propagated throughout the system"): the same call
+# is sent again shortly; once that bound is spent the pool counts as not answered, never as empty.
+NOT_VISIBLE_CODES = frozenset(
+    {
+        "InvalidLaunchTemplateId.NotFound",
+        "InvalidLaunchTemplateId.VersionNotFound",
+        "InvalidLaunchTemplateName.NotFoundException",
+        "InvalidPlacementGroup.Unknown",
+        "InvalidGroup.NotFound",
+    }
+)
 # EC2 refuses the launch itself, the same way in every pool: trying another pool cannot help,
 # so the run stops at once with LAUNCH_REJECTED instead of walking every pool.
 REJECTION_CODES = frozenset(
@@ -47,9 +59,13 @@ def classify(code: str) -> Outcome:
         return "capacity"
     if code in QUOTA_CODES:
         return "quota"
-    if code in THROTTLE_CODES:
+    if code in THROTTLE_CODES or code in NOT_VISIBLE_CODES:
         return "throttled"
     return "error"
+
+
+def not_visible_yet(code: str | None) -> bool:
+    return code in NOT_VISIBLE_CODES
 
 
 def is_stale_ami(code: str | None) -> bool:

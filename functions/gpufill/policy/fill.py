@@ -16,7 +16,7 @@ from __future__ import annotations
 from gpufill.models.request import ProvisionRequest
 from gpufill.models.run import Attempt, LaunchResult, Pool, RegionLaunch, Run
 from gpufill.policy import gang
-from gpufill.policy.errors import is_rejection, is_stale_ami, quota_group, region_unusable
+from gpufill.policy.errors import is_rejection, is_stale_ami, not_visible_yet, quota_group, region_unusable
 
 # Launch calls one LaunchBatch step may make before handing back to the state machine. Several
 # calls a step keep a run at the maxima (15 regions x 10 types x every AZ, exact mode, both
@@ -94,7 +94,7 @@ def record(run: Run, pool: Pool, result: LaunchResult) -> Run:
         launched=launched,
         outcome=result.outcome,
         reason=result.reason,
-        note=result.note or (result.message[:MAX_NOTE] if result.message and result.outcome == "error" else None) or pool.note,
+        note=result.note or (result.message[:MAX_NOTE] if result.message and _explained(result) else None) or pool.note,
     )
     spent = sum(i.hourly_price or 0.0 for i in result.instances)
     return run.model_copy(
@@ -107,6 +107,11 @@ def record(run: Run, pool: Pool, result: LaunchResult) -> Run:
             "hourly_cost": round(run.hourly_cost + spent, 4),
         }
     )
+
+
+def _explained(result: LaunchResult) -> bool:
+    """EC2's own words are kept for an error, and for a resource it did not show in time."""
+    return result.outcome == "error" or not_visible_yet(result.reason)
 
 
 def _next_move(run: Run, pools: list[Pool], pool: Pool, result: LaunchResult, request: ProvisionRequest) -> Run:
