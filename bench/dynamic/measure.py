@@ -64,6 +64,7 @@ def _hours(instance, until: float) -> float:
 def outcome(case: DynamicCase, strategy: str, ec2: Ec2) -> Outcome:
     reached = time_to_n(ec2.instances, case.count)
     billed_until = reached + WORK_SECONDS if reached is not None else HORIZON_SECONDS
+    ec2.wait_until(billed_until)  # what EC2 reclaims during the fleet's hour of work is billed as it ends
     idle_until = reached if reached is not None else HORIZON_SECONDS
     return Outcome(
         case=case.name,
