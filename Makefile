@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 iam-report: $(PY_STAMP) $(NODE_STAMP)
 	$(VENV)/bin/gpufill local iam-report --write
 
-.PHONY: demo test test-all bench bench-quick bench-engine setup lint-asl clean mutation
+.PHONY: demo test test-all bench bench-dynamic bench-quick bench-engine setup lint-asl clean mutation
 
 demo: $(PY_STAMP) $(NODE_STAMP)
 	$(VENV)/bin/gpufill simulate examples/requests/provision-spot.json --market examples/markets/first-az-sold-out.json
@@ -27,13 +27,22 @@ test: setup lint-asl lint
 test-all: setup lint-asl lint
 	$(PY) -m pytest $(PYTEST_PARALLEL)
 
-# Five seeds of 20 generated markets plus examples/ (about 8½ minutes on 2 shared cores: 503 s for the committed run): pooled figures with their spread.
+# Five seeds of 20 static markets plus examples/ on the state machine, then five seeds of 20 dynamic
+# markets over 12 modelled hours against a SkyPilot-style baseline (BENCH_FIGURE on 2 shared cores):
+# pooled figures with their spread, docs/benchmark.md's dynamic section regenerated.
 bench: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench
+	$(PY) -m bench.dynamic
 
-# CI-sized: two seeds, one market per request size, no examples (under a minute: 33 s on 2 shared cores); writes to a scratch directory.
+# The dynamic markets alone (DYNAMIC_FIGURE): bench/results/dynamic/ and docs/benchmark.md's section.
+bench-dynamic: $(PY_STAMP)
+	$(PY) -m bench.dynamic
+
+# For development: two seeds, one static market per request size, no examples, then one seed's four
+# scarce dynamic markets (QUICK_FIGURE on 2 shared cores); writes to a scratch directory.
 bench-quick: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench --quick --out $${TMPDIR:-/tmp}/gpufill-bench-quick
+	$(PY) -m bench.dynamic --quick --out $${TMPDIR:-/tmp}/gpufill-bench-quick/dynamic
 
 # The local engine's speed on `make demo`'s run, against a worktree of BASE (default: the merge-base with main).
 bench-engine: $(PY_STAMP) $(NODE_STAMP)

@@ -38,14 +38,14 @@ FLEET_OVERHEAD = ("DescribeImages", "CreateLaunchTemplateVersion", "DeleteLaunch
 CLASSIC_BATCH = 4
 
 
-def run(case: DynamicCase, strategy: str = "gpufill") -> Ec2:
+def run(case: DynamicCase, strategy: str = "gpufill", request_id: str = REQUEST_ID) -> Ec2:
     """The request's run, and a refill run (count 1, the same wait) for every instance EC2 reclaims
     (`maintain: true`). Runs take turns by their next try's modelled second; a try is not interleaved."""
     ec2 = Ec2(case)
     if strategy == "gpufill":
         ec2.call("GetSpotPlacementScores")  # once per request, kept for every run of it
     cache: dict[str, float] = {}  # the capacity cache's table: pool key -> when a run found it empty
-    runs: list[tuple[float, int, object]] = [(0.0, 0, _wait_loop(ec2, cache, case, strategy, case.count, REQUEST_ID))]
+    runs: list[tuple[float, int, object]] = [(0.0, 0, _wait_loop(ec2, cache, case, strategy, case.count, request_id))]
     refills = 0
     while runs:
         runs.sort(key=lambda r: r[:2])
@@ -58,7 +58,7 @@ def run(case: DynamicCase, strategy: str = "gpufill") -> Ec2:
             refills += 1
             notice = reclaimed.ended_at - SPOT_NOTICE_SECONDS
             if notice < HORIZON_SECONDS:
-                runs.append((notice, refills, _wait_loop(ec2, cache, case, strategy, 1, f"{REQUEST_ID}-refill-{refills}", notice)))
+                runs.append((notice, refills, _wait_loop(ec2, cache, case, strategy, 1, f"{request_id}-refill-{refills}", notice)))
     return ec2
 
 

@@ -54,7 +54,8 @@ def dollars(outcomes: list[Outcome], path: Path, caption: str) -> None:
     for n, (w, i) in enumerate(zip(working, idle)):
         axis.text(n, w + i, f"${w + i:,.0f}", ha="center", va="bottom", fontsize=9)
     axis.set_ylabel("$ of instances, summed")
-    axis.legend(loc="upper left")
+    axis.set_ylim(0, max(w + i for w, i in zip(working, idle)) * 1.3 or 1)
+    axis.legend(loc="upper left", ncol=2, fontsize=9)
     axis.set_title(f"$ per strategy on the {len(common)} markets all filled ({caption})")
     figure.tight_layout()
     figure.savefig(path, dpi=110, metadata={"Software": None})
