@@ -46,7 +46,8 @@ def render(outcomes: list[Outcome], *, caption: str, seconds: float, quick: bool
         f"- `skypilot`: `sky launch --retry-until-up`. Zones cheapest first across regions and types, one zone "
         f"per attempt with all N nodes at once (MinCount = MaxCount), up to {skypilot.CREATE_TRIES_PER_ZONE} "
         "RunInstances per zone; a capacity error blocks the zone for the round; when every zone failed, "
-        f"a fixed {skypilot.RETRY_UNTIL_UP_GAP_SECONDS} s gap and a new round with an empty blocklist.",
+        f"a fixed {skypilot.RETRY_UNTIL_UP_GAP_SECONDS} s gap and a new round with an empty blocklist (a client "
+        "that failed a zone on its first capacity error would make a fifth of its calls).",
         f"- `karpenter`: a Karpenter per region in classic score order; one CreateFleet (price-capacity-optimized) "
         f"over the offerings not in its ICE cache ({karpenter.ICE_TTL_SECONDS // 60} minutes, swept every "
         f"{karpenter.ICE_SWEEP_SECONDS} s), a 1 s batch window before each; reclaimed nodes are replaced.",
@@ -67,7 +68,9 @@ def render(outcomes: list[Outcome], *, caption: str, seconds: float, quick: bool
         "ones included; *of it idle*, the part before the fleet was complete; *wasted instance-hours*, "
         "instances held before the fleet was complete (all 12 hours when it never was); *EC2 calls*, every "
         "call, scoring and gpufill's per-fleet launch template calls included; *launch calls*, RunInstances "
-        "and CreateFleet. Left out in SkyPilot's favour: the calls and seconds of bootstrapping each attempt.",
+        "and CreateFleet; Karpenter's offerings and prices are counted once, the broker's once a pass. Left out "
+        "in SkyPilot's favour: the calls and seconds of bootstrapping each attempt. Every strategy stops when N "
+        "run at once: what EC2 reclaims in the hour of work is billed, not replaced.",
         "",
         "![Time to N per strategy](../bench/results/dynamic/time-to-n.png)",
         "",
