@@ -28,18 +28,21 @@ test-all: setup lint-asl lint
 	$(PY) -m pytest $(PYTEST_PARALLEL)
 
 # Five seeds of 20 static markets plus examples/ on the state machine, then five seeds of 20 dynamic
-# markets over 12 modelled hours against a SkyPilot-style baseline (BENCH_FIGURE on 2 shared cores):
+# markets over 12 modelled hours against a SkyPilot-style baseline. 651 s of CPU (645 static, 6 dynamic):
+# about 6½ minutes on 2 cores with little else running (the static part alone took 385 s at load
+# average 2-3), within 10; 49 minutes when other work held the load average at 16 (the latest run):
 # pooled figures with their spread, docs/benchmark.md's dynamic section regenerated.
 bench: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench
 	$(PY) -m bench.dynamic
 
-# The dynamic markets alone (DYNAMIC_FIGURE): bench/results/dynamic/ and docs/benchmark.md's section.
+# The dynamic markets alone (under a minute: 6 s of CPU, 60 s of wall time at load average 13 on 2
+# cores): bench/results/dynamic/ and docs/benchmark.md's section.
 bench-dynamic: $(PY_STAMP)
 	$(PY) -m bench.dynamic
 
 # For development: two seeds, one static market per request size, no examples, then one seed's four
-# scarce dynamic markets (QUICK_FIGURE on 2 shared cores); writes to a scratch directory.
+# scarce dynamic markets (33 s + 1 s on a quiet machine; 5 min at load average 13); writes to a scratch directory.
 bench-quick: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench --quick --out $${TMPDIR:-/tmp}/gpufill-bench-quick
 	$(PY) -m bench.dynamic --quick --out $${TMPDIR:-/tmp}/gpufill-bench-quick/dynamic
