@@ -1,0 +1,87 @@
+"""`python -m bench.dynamic`: every strategy on the dynamic markets of several seeds; prints the
+tables and the targets, writes them with the plots and every outcome to bench/results/dynamic/,
+and regenerates the dynamic-markets section of docs/benchmark.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from bench.dynamic import broker, generate, gpufill, karpenter, plot, skypilot
+from bench.dynamic.measure import outcome
+from bench.dynamic.render import DOCS, render, splice
+from bench.dynamic.report import STRATEGIES, bucket_table, headline, judge, paired_table
+from bench.tables import as_text
+
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "dynamic"
+RUNS = {
+    "skypilot": skypilot.run,
+    "karpenter": karpenter.run,
+    "broker": broker.run,
+    "classic": lambda case: gpufill.run(case, "classic"),
+    "gpufill": gpufill.run,
+}
+assert tuple(RUNS) == STRATEGIES
+QUICK_SEEDS, QUICK_CASES = 1, (3, 8, 13, 18)  # one seed, the scarce market of each request size
+
+
+def run_all(cases) -> list:
+    return [outcome(case, s, RUNS[s](case)) for case in cases for s in STRATEGIES]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.dynamic", description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=generate.DEFAULT_SEED)
+    parser.add_argument("--seeds", type=int, default=generate.DEFAULT_SEEDS)
+    parser.add_argument("--scenarios", type=int, default=generate.DEFAULT_SCENARIOS, help="markets per seed")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_SEEDS} seed, {len(QUICK_CASES)} scarce markets")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--docs", type=Path, default=None, help=f"the doc whose section to regenerate (default {DOCS} "
+                        "when writing to the default --out, none otherwise)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds = QUICK_SEEDS
+    started = time.monotonic()
+    seeds = [args.seed + n for n in range(args.seeds)]
+    outcomes = []
+    for seed in seeds:
+        cases = generate.generated(seed, args.scenarios)
+        if args.quick:
+            cases = [c for n, c in enumerate(cases) if n in QUICK_CASES]
+        print(f"gpufill dynamic bench: seed {seed}, {len(cases)} markets", file=sys.stderr, flush=True)
+        for o in run_all(cases):
+            o.case = f"s{seed}/{o.case}"
+            outcomes.append(o)
+    seconds = time.monotonic() - started
+    caption = f"{len(seeds)} seed{'s' * (len(seeds) > 1)} from {seeds[0]}, {len(outcomes) // len(STRATEGIES)} markets"
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "outcomes.json").write_text(
+        json.dumps({"seeds": seeds, "outcomes": [o.to_json() for o in outcomes]}, indent=1) + "\n"
+    )
+    plot.time_to_n(outcomes, args.out / "time-to-n.png", caption)
+    plot.dollars(outcomes, args.out / "dollars.png", caption)
+    text = render(outcomes, caption=caption, seconds=seconds, quick=args.quick)
+    (args.out / "report.md").write_text(text)
+    docs = args.docs if args.docs is not None else (DOCS if args.out == RESULTS and not args.quick else None)
+    if docs is not None:
+        splice(docs, text)
+
+    print(f"\nDynamic markets, {caption}: pooled\n")
+    print(as_text(*headline(outcomes)))
+    print("\nPer request size\n")
+    print(as_text(*bucket_table(outcomes)))
+    print("\ngpufill against each baseline, market by market\n")
+    print(as_text(*paired_table(outcomes)))
+    print("\nTargets\n")
+    for v in judge(outcomes):
+        print(f"  {v.word:6}  {v.target}: {v.margin}")
+    print(f"\nwrote {args.out}/report.md, time-to-n.png, dollars.png, outcomes.json" + (f"; regenerated {docs}" if docs else ""))
+    print(f"took {seconds:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

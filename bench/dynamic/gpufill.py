@@ -1,0 +1,133 @@
+"""`gpufill` and `classic` on a dynamic market: the state machine's wait_for_capacity loop, replayed
+with gpufill's own policy code (functions/gpufill/policy) against bench.dynamic.market.Ec2.
+
+The static bench runs these two on the local engine. Over 12 modelled hours a run makes dozens
+of tries, which on the engine costs seconds of wall time each; the replay calls the same
+decisions in process, as bench.replay does for region orders:
+
+- each try scores every region again (DescribeInstanceTypeOfferings and DescribeSpotPriceHistory
+  per region, side by side) and ranks the pools with policy.ranking: price-capacity regions with
+  AWS's region-level placement scores for gpufill's default, which it asks once per request and
+  keeps (GetSpotPlacementScores); classic points for `classic`;
+- pools another try found empty in the capacity cache's window (DEFAULT_CAPACITY_CACHE_SECONDS)
+  go last, through policy.ranking.defer_recently_full;
+- gpufill launches one CreateFleet per policy.fill.fleet_key (a region's fresh pools, then its
+  deferred ones apart) for everything still missing, each with its launch template version
+  made, its image resolved and the version deleted (three calls the engine counts per fleet);
+  `classic` probes pool by pool with RunInstances of exactly the batch (at most 4), halving
+  the batch on a capacity error, as the static bench's classic request does;
+- a try that ends short waits policy.waiting.next_try's delay (60 s doubling to 15 min, with
+  the request's jitter) until the deadline; a run keeps what it launched and counts it;
+- the request has `maintain: true`: every instance EC2 reclaims starts a refill run of one
+  instance with the same wait (policy.refill.refill_input carries wait_for_capacity), from the
+  interruption notice; the capacity cache is shared by every run, as its table is.
+"""
+
+from __future__ import annotations
+
+from gpufill.constants import DEFAULT_CAPACITY_CACHE_SECONDS, DEFAULT_TRIES_PER_EXECUTION
+from gpufill.policy import fill, ranking, waiting
+
+from bench import leak, replay
+from bench.costs import scoring_seconds
+from bench.dynamic.generate import HORIZON_SECONDS, DynamicCase
+from bench.dynamic.market import SPOT_NOTICE_SECONDS, Ec2
+
+REQUEST_ID = "bench-dynamic"
+FLEET_OVERHEAD = ("DescribeImages", "CreateLaunchTemplateVersion", "DeleteLaunchTemplateVersions")
+CLASSIC_BATCH = 4
+
+
+def run(case: DynamicCase, strategy: str = "gpufill", request_id: str = REQUEST_ID) -> Ec2:
+    """The request's run, and a refill run (count 1, the same wait) for every instance EC2 reclaims
+    (`maintain: true`). Runs take turns by their next try's modelled second; a try is not interleaved."""
+    ec2 = Ec2(case)
+    if strategy == "gpufill":
+        ec2.call("GetSpotPlacementScores")  # once per request, kept for every run of it
+    cache: dict[str, float] = {}  # the capacity cache's table: pool key -> when a run found it empty
+    runs: list[tuple[float, int, object]] = [(0.0, 0, _wait_loop(ec2, cache, case, strategy, case.count, request_id))]
+    refills = 0
+    while runs:
+        runs.sort(key=lambda r: r[:2])
+        at, n, loop = runs.pop(0)
+        ec2.wait_until(at)
+        delay = next(loop, None)
+        if delay is not None:
+            runs.append((ec2.now + delay, n, loop))
+        for reclaimed in ec2.reclaims[refills:]:
+            refills += 1
+            notice = reclaimed.ended_at - SPOT_NOTICE_SECONDS
+            if notice < HORIZON_SECONDS:
+                runs.append((notice, refills, _wait_loop(ec2, cache, case, strategy, 1, f"{request_id}-refill-{refills}", notice)))
+    return ec2
+
+
+def _wait_loop(ec2: Ec2, cache: dict[str, float], case: DynamicCase, strategy: str, count: int, request_id: str, started: float = 0.0):
+    """One execution chain of wait_for_capacity: yields the wait before each next try."""
+    start = case.start
+    facts, request = replay._facts(start), replay._request(start)
+    regions = start.regions()
+    region_scores = leak.returned_region_scores(start) if strategy == "gpufill" else {}
+    launched, attempts = 0, 0
+    wait = waiting.begin(int(min(HORIZON_SECONDS - started, HORIZON_SECONDS)), started)
+    while True:
+        ec2.calls["DescribeInstanceTypeOfferings"] += len(regions)
+        ec2.calls["DescribeSpotPriceHistory"] += len(regions)
+        ec2.wait(scoring_seconds())
+        scores = ranking.score_all(facts, request)
+        if strategy == "gpufill":
+            pools = ranking.price_capacity_pools(facts, ranking.with_region_scores(scores, region_scores), request)
+        else:
+            pools = ranking.spot_pools(facts, scores, request)
+        recently = {k: int(ec2.now - at) for k, at in cache.items() if ec2.now - at < DEFAULT_CAPACITY_CACHE_SECONDS}
+        pools = ranking.defer_recently_full(pools, recently, ec2.now)
+        try_launch = _fleets if strategy == "gpufill" else _probe
+        got, calls = try_launch(ec2, cache, pools, count - launched)
+        launched, attempts = launched + got, attempts + calls
+        if launched >= count:
+            return
+        verdict, wait = waiting.next_try(
+            wait, now=ec2.now, spread=waiting.jitter(request_id, wait.tries),
+            tries_per_execution=DEFAULT_TRIES_PER_EXECUTION, regions=len(regions), attempts_total=attempts,
+        )
+        if verdict == "expired":
+            return
+        yield wait.delay_seconds
+        wait = waiting.begin_try(wait, handover=verdict == "handover", attempts_total=attempts)
+
+
+def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int, int]:
+    got, calls = 0, 0
+    groups: dict[str, list] = {}
+    for pool in pools:
+        groups.setdefault(fill.fleet_key(pool), []).append(pool)
+    for group in groups.values():
+        if got >= missing:
+            break
+        for api in FLEET_OVERHEAD:
+            ec2.call(api)
+        answer = ec2.create_fleet(group[0].region, [(p.availability_zone, p.instance_type) for p in group], missing - got)
+        calls += 1
+        got += answer.count
+        for (zone, itype), error in answer.errors.items():
+            if error == "capacity":
+                cache[f"spot/{group[0].region}/{zone}/{itype}"] = ec2.now
+    return got, calls
+
+
+def _probe(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int, int]:
+    got, calls = 0, 0
+    for pool in pools:
+        batch = min(CLASSIC_BATCH, missing - got)
+        while batch > 0 and got < missing:
+            answer = ec2.run_instances(pool.region, pool.instance_type, batch, min_count=batch, zone=pool.availability_zone)
+            calls += 1
+            if answer.count:
+                got += answer.count
+                batch = min(CLASSIC_BATCH, missing - got)
+            else:
+                cache[pool.key] = ec2.now
+                batch //= 2
+        if got >= missing:
+            break
+    return got, calls

@@ -1,0 +1,145 @@
+"""The dynamic market as EC2 answers it: a clock, the pools' free capacity as it changes, and the
+account's own instances from launch to their end.
+
+A strategy gets an Ec2 to call and the hour-0 public view (bench.market.PublicView), never the
+capacity: the market is kept in private attributes and only launch calls' answers come out of it.
+Every call is counted and moves the clock by its latency (the engine's latency model, as in the
+static bench); a strategy's wait moves it by the wait. Launches are answered as the static
+bench's Ec2 answers them, from the capacity free at the call's modelled second: RunInstances
+in one AZ (named, or EC2's pick of the deepest), CreateFleet by the local engine's allocation
+model (gpufill.local.fleet_allocation).
+
+Interruptions: a drain larger than the pool's free capacity makes EC2 take capacity back from
+running spot instances. EC2 spreads that over every account in the pool, so one drain reclaims
+at most one of this account's instances there (the newest), which ends two minutes later, after
+the interruption notice; it is billed until then.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from gpufill import catalog
+from gpufill.local.fleet_allocation import Pool as AllocationPool
+from gpufill.local.fleet_allocation import allocate
+from gpufill.local.market import DEFAULT_VCPUS
+
+from bench.costs import api_seconds
+from bench.dynamic.generate import DynamicCase
+from bench.market import Launched
+
+SPOT_NOTICE_SECONDS = 120  # EC2's interruption notice for spot instances
+
+
+@dataclass
+class Instance:
+    region: str
+    zone: str
+    instance_type: str
+    price: float
+    launched_at: float
+    ended_at: float | None = None
+    interrupted: bool = False
+
+    def running(self, at: float) -> bool:
+        return self.launched_at <= at and (self.ended_at is None or self.ended_at > at)
+
+
+class Ec2:
+    """The launch APIs a dynamic strategy calls, with the modelled clock (`now`)."""
+
+    def __init__(self, case: DynamicCase):
+        self.now = 0.0
+        self.calls: Counter[str] = Counter()
+        self.instances: list[Instance] = []  # this account's, in launch order
+        self.reclaims: list[Instance] = []  # the interruption notices EC2 sent this account, in order
+        self.__prices: dict[tuple[str, str, str], float] = {}
+        self.__free: dict[tuple[str, str, str], int] = {}
+        for region, market in case.start.scenario["regions"].items():
+            for zone, types in market["zones"].items():
+                for itype, stock in types.items():
+                    key = (region, zone, itype)
+                    self.__free[key] = stock.get("spot", 0)
+                    self.__prices[key] = stock.get("spot_price") or catalog.on_demand_price(itype, region) or 0.0
+        self.__changes = case.changes
+        self.__applied = 0
+
+    # --- the clock ----------------------------------------------------------------------
+
+    def wait(self, seconds: float) -> None:
+        self.now += max(0.0, seconds)
+        self.__catch_up()
+
+    def wait_until(self, at: float) -> None:
+        self.wait(at - self.now)
+
+    def call(self, api: str, times: int = 1) -> None:
+        """Calls that learn nothing about capacity (scoring, launch templates): counted and timed."""
+        self.calls[api] += times
+        self.wait(api_seconds(f"ec2:{api}") * times)
+
+    def __catch_up(self) -> None:
+        while self.__applied < len(self.__changes) and self.__changes[self.__applied].at <= self.now:
+            change = self.__changes[self.__applied]
+            self.__applied += 1
+            free = self.__free[change.pool] + change.delta
+            if free < 0:
+                self.__reclaim(change.pool, change.at)
+            self.__free[change.pool] = max(0, free)
+
+    def __reclaim(self, pool: tuple[str, str, str], at: float) -> None:
+        mine = [i for i in self.instances if (i.region, i.zone, i.instance_type) == pool and i.running(at)]
+        if mine:
+            newest = mine[-1]
+            newest.ended_at, newest.interrupted = at + SPOT_NOTICE_SECONDS, True
+            self.reclaims.append(newest)
+
+    # --- what the account may know of its own instances ------------------------------------
+
+    def running(self) -> int:
+        """The account's instances not yet ended or warned (DescribeInstances, or a node watch)."""
+        return sum(1 for i in self.instances if i.ended_at is None)
+
+    # --- launches ------------------------------------------------------------------------
+
+    def _launch(self, region: str, zone: str, itype: str, count: int) -> float:
+        self.__free[(region, zone, itype)] -= count
+        price = self.__prices[(region, zone, itype)]
+        self.instances += [Instance(region, zone, itype, price, self.now) for _ in range(count)]
+        return count * price
+
+    def run_instances(
+        self, region: str, instance_type: str, max_count: int, min_count: int = 1, zone: str | None = None
+    ) -> Launched:
+        """RunInstances in `zone`, or with no subnet named in EC2's pick of an AZ (the static bench's
+        model: the AZ that can launch the most). Fewer than MinCount free fails on capacity."""
+        self.calls["RunInstances"] += 1
+        self.wait(api_seconds("ec2:RunInstances"))
+        zones = [z for (r, z, t) in self.__free if r == region and t == instance_type and (zone is None or z == zone)]
+        if not zones:
+            return Launched({}, {(zone or region, instance_type): "unsupported"}, 0.0)
+        best = min(zones, key=lambda z: (-self.__free[(region, z, instance_type)], self.__prices[(region, z, instance_type)], z))
+        take = min(max_count, self.__free[(region, best, instance_type)])
+        if take < min_count:
+            return Launched({}, {(best if zone else region, instance_type): "capacity"}, 0.0)
+        price = self._launch(region, best, instance_type, take)
+        return Launched({(best, instance_type): take}, {}, round(price, 4))
+
+    def create_fleet(self, region: str, overrides: list[tuple[str, str]], target: int) -> Launched:
+        """CreateFleet (instant, spot, price-capacity-optimized), one override per (AZ, type)."""
+        self.calls["CreateFleet"] += 1
+        self.wait(api_seconds("ec2:CreateFleet"))
+        pools = [
+            AllocationPool(key=o, left=self.__free[(region, *o)], price=self.__prices[(region, *o)],
+                           vcpus=catalog.vcpus(o[1]) or DEFAULT_VCPUS)
+            for o in overrides
+            if (region, *o) in self.__free
+        ]
+        allocation = allocate(pools, target, "price-capacity-optimized", quota_vcpus=None)
+        price = sum(self._launch(region, zone, itype, n) for (zone, itype), n in allocation.counts.items())
+        return Launched(dict(allocation.counts), dict(allocation.errors), round(price, 4))
+
+    @property
+    def launch_calls(self) -> int:
+        return self.calls["RunInstances"] + self.calls["CreateFleet"]
