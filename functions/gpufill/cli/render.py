@@ -479,3 +479,41 @@ def render_status(result: dict) -> list[str]:
         pairs = "; ".join(f"{i['instance_id']} -> {', '.join(i['replaced_by'])}" for i in replaced)
         lines.append(f"Replaced (EC2 reclaimed them; maintain refilled): {pairs}")
     return lines
+
+
+def render_plan_preview(request: dict, preview: Any) -> list[str]:
+    """The plan `run` and `up` show before asking: what is bought, where first, what it costs."""
+    from gpufill import catalog
+
+    types = list(request.get("instance_types") or [request.get("instance_type") or "g6.xlarge"])
+    carried = []
+    for t in types:
+        gpus, model = catalog.gpus(t), catalog.gpu_model(t)
+        no_pool = "" if t in preview.types else ", no pool in the plan"
+        carried.append(f"{t} ({gpus} {model}{no_pool})" if gpus and model else t)
+    lines = [
+        "",
+        f"Plan: {preview.count} instance(s), {preview.market} market, {request.get('launch_mode', 'fleet')} fill",
+        f"  types in preference order: {', '.join(carried)}",
+        f"  regions in rank order: {', '.join(preview.regions) or 'none'}",
+        f"  pools in the order they are tried ({len(preview.pools)}):",
+    ]
+    for n, p in enumerate(preview.pools[:PREVIEW_POOLS], 1):
+        lines.append(
+            f"    {n:>2}  {p.get('availability_zone') or p['region']:<16} {p['instance_type']:<13} "
+            f"{p.get('market', preview.market):<9} {_price(p.get('price'))}"
+        )
+    if len(preview.pools) > PREVIEW_POOLS:
+        lines.append(f"    ... and {len(preview.pools) - PREVIEW_POOLS} more")
+    if preview.expected_hourly is not None:
+        lines.append(
+            f"  expected: ${preview.expected_hourly:.4f}/h for {preview.count} instance(s) if the first pool has room; "
+            f"up to ${preview.highest_hourly:.4f}/h"
+        )
+    else:
+        lines.append("  expected: price unknown (the plan returned no priced pool)")
+    lines.append(f"  if spot runs out: {preview.if_spot_runs_out}")
+    return lines
+
+
+PREVIEW_POOLS = 10
