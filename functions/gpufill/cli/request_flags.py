@@ -30,7 +30,10 @@ def add_request_options(parser: argparse.ArgumentParser, *, market_flags: tuple[
         f"(default the fewest any type carries); picks the {GPU_TYPES_PICKED} smallest types that carry it",
     )
     kinds.add_argument("--type", default=None, metavar="TYPE[,TYPE]", help="instance types in preference order")
-    group.add_argument(*market_flags, dest="request_market", choices=MARKETS, default=None, help="spot, on-demand or spot-then-on-demand")
+    group.add_argument(
+        *market_flags, dest="request_market", choices=MARKETS, default=None, metavar="MARKET",
+        help="spot, on-demand or spot-then-on-demand",
+    )
     group.add_argument("--regions", default=None, metavar="REGION[,REGION]", help="the regions to search")
     group.add_argument("--model", default=None, metavar="REPO", help="the Hugging Face model id to serve")
 
