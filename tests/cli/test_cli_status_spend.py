@@ -107,6 +107,19 @@ def test_reject_by_request_id_and_a_second_answer_is_refused(deployment, capsys)
     assert f"execution {teardown!r} was already" in capsys.readouterr().err
 
 
+def test_a_teardown_of_everything_marks_every_live_request_and_is_answered_by_its_name_only(deployment, capsys):
+    assert main(["teardown", "--all", "--requested-by", "ana", "--json", *deployment]) == 0
+    everything = json.loads(capsys.readouterr().out)["execution"]["name"]
+    assert main(["status", "--json", *deployment]) == 0
+    lines = {r["request_id"]: r for r in json.loads(capsys.readouterr().out)["requests"]}
+    assert list(lines) == ["sp-two"] and lines["sp-two"]["teardown_waiting"] == everything
+    assert main(["approve", "sp-two", *deployment]) == 1
+    assert (f"request 'sp-two' has no teardown of its own waiting; {everything} (every instance of the deployment) "
+            "waits for an answer: answer it by its name") in capsys.readouterr().err
+    assert main(["reject", everything, *deployment]) == 0
+    capsys.readouterr()
+
+
 @pytest.mark.parametrize("verb", ["approve", "reject"])
 def test_an_unknown_id_exits_1_and_says_so(deployment, capsys, verb):
     assert main([verb, "no-such-run", "--json", *deployment]) == 1

@@ -57,8 +57,10 @@ def status_verb(args: argparse.Namespace) -> int:
     pending = pending_teardowns(deployment, args.request_id)
     every = spend.requests(view.output)
     waiting = {p["target"]["request_id"]: p["execution"] for p in pending or [] if p["target"].get("request_id")}
+    # A teardown of the whole deployment waits for every request's instances.
+    everything = next((p["execution"] for p in pending or [] if p["target"].get("all")), None)
     for entry in every:
-        entry["teardown_waiting"] = waiting.get(entry["request_id"])
+        entry["teardown_waiting"] = waiting.get(entry["request_id"], everything if not entry["ended"] else None)
     # An ended request is history; one asked for by its id is shown whatever its state.
     shown = [r for r in every if args.all or args.request_id or not r["ended"]]
     hidden = len(every) - len(shown)

@@ -266,6 +266,13 @@ def _teardown_of(name: str, table) -> str:
                      "answer one by its execution name; nothing changed")
     if waiting:
         return waiting[0]["execution_name"]
+    everything = sorted(i["execution_name"] for i in approval_items(table) if is_pending(i) and target_of(i).get("all"))
+    if everything:
+        # It would end every instance of the deployment, not only this request's: never answered by a request id.
+        raise Failed(
+            f"request {name!r} has no teardown of its own waiting; {everything[0]} (every instance of the deployment) "
+            "waits for an answer: answer it by its name, as it ends more than this request; nothing changed"
+        )
     if about:  # answered, decided or expired: approve.answer says which, naming the latest
         return max(about, key=lambda i: str(i.get("requested_at", "")))["execution_name"]
     raise Failed(
