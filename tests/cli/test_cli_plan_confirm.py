@@ -104,3 +104,31 @@ def test_spot_then_on_demand_says_what_the_rest_costs(deployment, monkeypatch, c
     # g6.2xlarge and g6.4xlarge come with --gpu L4 too; the market offers only g6.xlarge.
     assert "types in preference order: g6.xlarge (1 L4), g6.2xlarge (1 L4, no pool in the plan)" in out
     assert "if spot runs out: the rest is bought on-demand (cheapest on-demand region first, up to $" in out
+
+
+POOLS = {"pools": [
+    {"region": "us-west-2", "availability_zone": "us-west-2a", "instance_type": "g6.xlarge", "market": "spot", "price": 0.43},
+    {"region": "us-east-1", "availability_zone": "us-east-1a", "instance_type": "g6.xlarge", "market": "spot", "price": 0.47},
+]}
+
+
+@pytest.mark.parametrize("request_fields, expected", [
+    ({}, "it keeps what it launched (PARTIAL, or ALL_SPOT_EXHAUSTED if none); nothing is bought on-demand"),
+    ({"wait_for_capacity": {"deadline": "PT6H"}},
+     "it waits up to PT6H for capacity (re-scoring and retrying), keeping what it launched; then it keeps what it "
+     "launched (PARTIAL, or ALL_SPOT_EXHAUSTED if none); nothing is bought on-demand"),
+    ({"all_or_nothing": True, "placement": "same-az"},
+     "it terminates what it launched itself and ends GANG_NOT_PLACED: all 3 or none"),
+    ({"market": "on-demand"},
+     "no spot is used; if on-demand capacity runs out, it keeps what it launched (PARTIAL, or ALL_ON_DEMAND_FAILED if none)"),
+    # The catalog's on-demand g6.xlarge: 0.984 in both regions.
+    ({"market": "spot-then-on-demand", "on_demand_strategy": "latency"},
+     "the rest is bought on-demand (lowest-latency region first, up to $0.9840/h each)"),
+])
+def test_the_plan_says_what_happens_when_spot_runs_out(request_fields, expected):
+    from gpufill.cli.confirm import preview
+
+    shown = preview({"count": 3, **request_fields}, POOLS)
+    assert shown.if_spot_runs_out == expected
+    assert shown.expected_hourly == 1.29 and shown.regions == ["us-west-2", "us-east-1"]
+    assert shown.highest_hourly == (2.952 if request_fields.get("market") == "spot-then-on-demand" else 1.41)
