@@ -42,7 +42,7 @@ def test_the_endpoint_listens_on_loopback_only(endpoint):
 
 
 def test_up_status_teardown_approve_against_the_endpoint(deployment, capsys):
-    assert main(["up", PROVISION, "--name", "ep-run", *deployment]) == 0
+    assert main(["up", PROVISION, "--name", "ep-run", "--yes", *deployment]) == 0
     out = capsys.readouterr().out
     assert "> LaunchBatch" in out and "FULFILLED: 4 of 4 launched" in out
     assert out.count("gpufill connect i-") == 4
@@ -117,7 +117,7 @@ def test_connect_without_the_plugin_prints_the_command(deployment, capsys, monke
     from gpufill.cli import connect
 
     monkeypatch.setattr(connect.shutil, "which", lambda name: None)
-    assert main(["run", PROVISION, "--name", "ep-connect", "--watch", "--json", *deployment]) == 0
+    assert main(["run", PROVISION, "--name", "ep-connect", "--watch", "--json", "--yes", *deployment]) == 0
     instance = json.loads(capsys.readouterr().out)["execution"]["output"]["instances"][0]
     assert main(["connect", instance["instance_id"], *deployment]) == 1
     out = capsys.readouterr().out
@@ -237,7 +237,7 @@ def test_a_teardown_of_a_request_nobody_knows_is_an_error_and_starts_nothing(end
 
 
 def test_status_lists_a_pending_teardown_with_who_answers_and_how(deployment, capsys):
-    assert main(["run", PROVISION, "--name", "ep-pending", "--watch", "--json", *deployment]) == 0
+    assert main(["run", PROVISION, "--name", "ep-pending", "--watch", "--json", "--yes", *deployment]) == 0
     capsys.readouterr()
     assert main(["teardown", "ep-pending", "--requested-by", "ana", "--json", *deployment]) == 0
     teardown = json.loads(capsys.readouterr().out)["execution"]["name"]
@@ -265,7 +265,7 @@ def test_status_lists_a_pending_teardown_with_who_answers_and_how(deployment, ca
 def test_teardown_wait_shows_how_to_answer_then_follows_to_the_end(deployment, capsys):
     import threading
 
-    assert main(["run", PROVISION, "--name", "ep-wait", "--watch", "--json", *deployment]) == 0
+    assert main(["run", PROVISION, "--name", "ep-wait", "--watch", "--json", "--yes", *deployment]) == 0
     capsys.readouterr()
     codes: list[int] = []
     waiting = threading.Thread(target=lambda: codes.append(main(["teardown", "ep-wait", "--wait", *deployment])))

@@ -47,3 +47,24 @@ def supports_efa(instance_type: str) -> bool:
     """Types built for tightly coupled multi-node work (EFA): a same-az gang of them goes in a cluster placement group."""
     spec = _load("instance_types.json")["types"].get(instance_type)
     return bool(spec and spec.get("efa"))
+
+
+def gpus(instance_type: str) -> int | None:
+    spec = _load("instance_types.json")["types"].get(instance_type)
+    return spec["gpus"] if spec else None
+
+
+def gpu_model(instance_type: str) -> str | None:
+    """The GPU an instance type carries (`L4` for g6.xlarge), from its family."""
+    return _load("gpu_models.json")["families"].get(instance_type.split(".")[0])
+
+
+def known_gpu_models() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(_load("gpu_models.json")["families"].values()))
+
+
+def types_with_gpu(model: str) -> tuple[str, ...]:
+    """Every known type carrying `model` (case-insensitive), fewest GPUs and vCPUs first."""
+    wanted = model.upper()
+    found = [t for t in known_instance_types() if (gpu_model(t) or "").upper() == wanted]
+    return tuple(sorted(found, key=lambda t: (gpus(t) or 0, vcpus(t) or 0)))

@@ -89,6 +89,7 @@ def _run(argv: list[str], as_json: bool) -> int:
         if args.verb is None:  # `gpufill` alone: what it can do
             top.print_help()
             return EXIT_OK
+        args.argv = argv  # for hints that repeat the command as it was typed
         return args.handler(args)
     except UsageError as error:
         return _error(EXIT_USAGE, "usage", str(error), as_json, fields=error.fields)

@@ -480,3 +480,85 @@ def render_status(result: dict) -> list[str]:
         pairs = "; ".join(f"{i['instance_id']} -> {', '.join(i['replaced_by'])}" for i in replaced)
         lines.append(f"Replaced (EC2 reclaimed them; maintain refilled): {pairs}")
     return lines
+
+
+def render_plan_preview(request: dict, preview: Any) -> list[str]:
+    """The plan `run` and `up` show before asking: what is bought, where first, what it costs."""
+    from gpufill import catalog
+
+    types = list(request.get("instance_types") or [request.get("instance_type") or "g6.xlarge"])
+    carried = []
+    for t in types:
+        gpus, model = catalog.gpus(t), catalog.gpu_model(t)
+        no_pool = "" if t in preview.types else ", no pool in the plan"
+        carried.append(f"{t} ({gpus} {model}{no_pool})" if gpus and model else t)
+    lines = [
+        "",
+        f"Plan: {preview.count} instance(s), {preview.market} market, {request.get('launch_mode', 'fleet')} fill",
+        f"  types in preference order: {', '.join(carried)}",
+        f"  regions in rank order: {', '.join(preview.regions) or 'none'}",
+        f"  pools in the order they are tried ({len(preview.pools)}):",
+    ]
+    for n, p in enumerate(preview.pools[:PREVIEW_POOLS], 1):
+        lines.append(
+            f"    {n:>2}  {p.get('availability_zone') or p['region']:<16} {p['instance_type']:<13} "
+            f"{p.get('market', preview.market):<9} {_price(p.get('price'))}"
+        )
+    if len(preview.pools) > PREVIEW_POOLS:
+        lines.append(f"    ... and {len(preview.pools) - PREVIEW_POOLS} more")
+    if preview.expected_hourly is not None:
+        lines.append(
+            f"  expected: ${preview.expected_hourly:.4f}/h for {preview.count} instance(s) if the first pool has room; "
+            f"up to ${preview.highest_hourly:.4f}/h"
+        )
+    else:
+        lines.append("  expected: price unknown (the plan returned no priced pool)")
+    lines.append(f"  if spot runs out: {preview.if_spot_runs_out}")
+    return lines
+
+
+PREVIEW_POOLS = 10
+
+
+def render_requests(result: dict, shown: list[dict], hidden: int) -> list[str]:
+    """`gpufill status`: one line per request, what it is paying for now and has paid so far."""
+    scope = f"request {result['filter']['request_id']}" if (result.get("filter") or {}).get("request_id") else "every request"
+    lines = [f"Requests ({scope}; regions {', '.join(result.get('regions', [])) or 'none'})"]
+    if not shown:
+        lines.append("  none holds an instance" + (f" ({hidden} ended, shown with --all)" if hidden else ""))
+    else:
+        lines.append(f"  {'request':<32} {'instances':<28} {'$/h now':>9} {'spent so far':>13}  first launch")
+        for r in shown:
+            counts = ", ".join(f"{n} {state}" for state, n in r["counts"].items()) or "none"
+            mark = "~" if r["estimated"] else " "
+            unknown = f"  ({r['price_unknown']} without a price)" if r["price_unknown"] else ""
+            if r.get("teardown_waiting"):
+                unknown += f"  teardown waiting for an answer: {r['teardown_waiting']}"
+            lines.append(
+                f"  {r['request_id'][:32]:<32} {counts[:28]:<28} {mark}{r['hourly_cost']:>8.4f} {mark}{r['spent']:>12.4f}  "
+                f"{r['first_launch'] or '-'}{unknown}"
+            )
+        if hidden:
+            lines.append(f"  ({hidden} ended request(s) hidden; --all shows them)")
+    total_rate = sum(r["hourly_cost"] for r in shown)
+    total_spent = sum(r["spent"] for r in shown)
+    lines += ["", f"Paying now: {result.get('running', 0)} running instance(s), ${total_rate:.4f}/h; "
+                  f"spent so far by the live instances: ${total_spent:.4f}"]
+    if any(r["estimated"] for r in shown):
+        lines.append("  ~ : counts an instance without a recorded price at the catalog's on-demand price (the most it costs)")
+    if result.get("note"):
+        lines.append(f"Note: {result['note']}")
+    return lines + _findings(result)
+
+
+def _findings(result: dict) -> list[str]:
+    lines = []
+    if result.get("waiting"):
+        lines.append(f"Waiting: {result['waiting']}")
+    if result.get("reconciled"):
+        lines.append(f"Reconciled (found in EC2 without a record, recorded now): {', '.join(result['reconciled'])}")
+    if result.get("unrecorded"):
+        lines.append(f"Unrecorded (tagged for this deployment, no request-id tag): {', '.join(result['unrecorded'])}")
+    if result.get("gone"):
+        lines.append(f"Gone (recorded, no longer in EC2): {', '.join(result['gone'])}")
+    return lines

@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from gpufill.cli import aws
+from gpufill.cli import aws, confirm, request_flags
 from gpufill.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -18,7 +18,6 @@ from gpufill.cli.common import (
     fresh_name,
     print_json,
     program,
-    read_request,
     say,
 )
 from gpufill.cli.render import ExecutionView, Progress, render_summary
@@ -29,12 +28,16 @@ def add_parsers(verbs) -> None:
         "run",
         help="start a run of the deployed state machine with REQUEST (on AWS)",
         description="Starts an execution with REQUEST as its input. The execution name is the request id "
-        "(a fresh one made from the file name unless --name). --watch follows it to its end.",
+        "(a fresh one made from the file name unless --name). --watch follows it to its end. A provisioning "
+        "request first shows the deployment's plan for it (pools in rank order, expected $/h) and asks [y/N]; "
+        "--yes skips both.",
     )
-    run.add_argument("request", type=Path, help="request JSON (the execution input)")
+    run.add_argument("request", type=Path, nargs="?", default=None, help="request JSON (the execution input); optional with request flags")
     run.add_argument("--name", default=None, help="execution name = request id (1-80 of A-Za-z0-9-_)")
     run.add_argument("--watch", action="store_true", help="follow the run and print its summary; exit 1 if it fails")
     run.add_argument("--json", action="store_true", help="print one JSON document instead of progress lines")
+    confirm.add_options(run)
+    request_flags.add_request_options(run)
     aws.add_deployment_options(run)
     run.set_defaults(handler=run_verb)
 
@@ -51,20 +54,24 @@ def add_parsers(verbs) -> None:
     up = verbs.add_parser(
         "up",
         help="provision REQUEST, follow it until its instances run, and print how to connect",
-        description="gpufill run REQUEST --watch, then the gpufill connect command of each running instance.",
+        description="gpufill run REQUEST --watch (the plan and the [y/N] question first, unless --yes), "
+        "then the gpufill connect command of each running instance.",
     )
-    up.add_argument("request", type=Path, help="provisioning request JSON")
+    up.add_argument("request", type=Path, nargs="?", default=None, help="provisioning request JSON; optional with request flags")
     up.add_argument("--name", default=None, help="execution name = request id (1-80 of A-Za-z0-9-_)")
     up.add_argument("--json", action="store_true", help="print one JSON document instead of progress lines")
+    confirm.add_options(up)
+    request_flags.add_request_options(up)
     aws.add_deployment_options(up)
     up.set_defaults(handler=up_verb, watch=True)
 
 
 def run_verb(args: argparse.Namespace) -> int:
-    request = read_request(args.request)
-    name = check_name(args.name) if args.name else fresh_name(args.request.stem)
-    check_request(request, f"request file {args.request}", name=name)
+    request, name, stem = _request(args)
     deployment = aws.find(args)
+    declined = confirm.confirm(args, deployment, request, stem)
+    if declined is not None:
+        return declined
     arn = start(deployment, request, name)
     if not args.watch:
         if args.json:
@@ -73,7 +80,7 @@ def run_verb(args: argparse.Namespace) -> int:
             print(f"started {name}\n  {arn}")
             print(f"Follow it: {program()} watch {name}{deployment_flags(deployment)}")
         return EXIT_OK
-    view = follow(deployment, arn, header=f"gpufill run {args.request}: {name} on {deployment.env}", quiet=args.json)
+    view = follow(deployment, arn, header=f"gpufill run {_typed(args)}: {name} on {deployment.env}", quiet=args.json)
     return report(view, args.json)
 
 
@@ -85,20 +92,22 @@ def watch_verb(args: argparse.Namespace) -> int:
 
 
 def up_verb(args: argparse.Namespace) -> int:
-    request = read_request(args.request)
-    name = check_name(args.name) if args.name else fresh_name(args.request.stem)
-    check_request(request, f"request file {args.request}", name=name)
+    request, name, stem = _request(args, refuse_json_first=False)
     action = request.get("action", "provision")
     if action != "provision":
         verb = {"plan": "run FILE --watch", "teardown": "teardown REQUEST_ID", "status": "status"}[action]
         raise UsageError(
-            f"request file {args.request}: action: gpufill up provisions, and this request's action is {action!r}; "
+            f"{_source(args)}: action: gpufill up provisions, and this request's action is {action!r}; "
             f"nothing was started. For it, use {program()} {verb}",
             [{"field": "action", "problem": f"gpufill up takes action 'provision' only, not {action!r}"}],
         )
+    confirm.refuse_json_without_yes(args, request)
     deployment = aws.find(args)
+    declined = confirm.confirm(args, deployment, request, stem)
+    if declined is not None:
+        return declined
     arn = start(deployment, request, name)
-    view = follow(deployment, arn, header=f"gpufill up {args.request}: {name} on {deployment.env}", quiet=args.json)
+    view = follow(deployment, arn, header=f"gpufill up {_typed(args)}: {name} on {deployment.env}", quiet=args.json)
     code = report(view, args.json)
     running = [i for i in ((view.output or {}).get("instances") or []) if i.get("state", "running") == "running"]
     if not args.json and view.status == "SUCCEEDED" and running:
@@ -114,6 +123,28 @@ def up_verb(args: argparse.Namespace) -> int:
             print(f"  ... and {len(running) - 10} more ({program()} status {name}{deployment_flags(deployment)})")
         print(f"When done: {program()} teardown {name}{deployment_flags(deployment)}")
     return code
+
+
+def _request(args: argparse.Namespace, *, refuse_json_first: bool = True) -> tuple[dict, str, str]:
+    """The request (file and flags), its execution name and the stem names are made from; checked
+    with the state machine's own model before anything is started."""
+    request = request_flags.build(args, args.request)
+    stem = args.request.stem if args.request is not None else args.verb
+    name = check_name(args.name) if args.name else fresh_name(stem)
+    check_request(request, _source(args), name=name)
+    if refuse_json_first:
+        confirm.refuse_json_without_yes(args, request)
+    return request, name, stem
+
+
+def _typed(args: argparse.Namespace) -> str:
+    return str(args.request) if args.request is not None else "(from the flags)"
+
+
+def _source(args: argparse.Namespace) -> str:
+    if args.request is None:
+        return "the request from the flags"
+    return f"request file {args.request}" + (" with the flags" if request_flags.given(args) else "")
 
 
 @aws.aws_errors("start the execution")

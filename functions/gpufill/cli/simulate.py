@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from gpufill.cli import request_flags
 from gpufill.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -34,7 +35,7 @@ def add_parser(verbs) -> None:
         help="run the state machine locally against a market scenario (no AWS account needed)",
         description="Runs statemachine/provisioner.asl.json on an embedded engine (moto) against MARKET.",
     )
-    sim.add_argument("request", type=Path, help="request JSON (the execution input)")
+    sim.add_argument("request", type=Path, nargs="?", default=None, help="request JSON (the execution input); optional with request flags")
     sim.add_argument("--market", type=Path, required=True, help="market scenario JSON")
     sim.add_argument("--name", default=None, help="execution name, which is also the request id (1-80 of A-Za-z0-9-_)")
     sim.add_argument("--json", action="store_true", help="print one JSON document: execution and metrics")
@@ -68,6 +69,8 @@ def add_parser(verbs) -> None:
         "happen, and every run they start (a refill of a request with maintain) is shown",
     )
     add_log_options(sim)
+    # --market names the market scenario here, so the request's market is --buy.
+    request_flags.add_request_options(sim, market_flags=("--buy",))
     sim.set_defaults(handler=simulate)
 
 
@@ -110,7 +113,7 @@ def load_market(path: Path):
 def simulate(args: argparse.Namespace) -> int:
     if args.name is not None:
         check_name(args.name)
-    request = read_request(args.request)
+    request = request_flags.build(args, args.request)
     scenario = load_market(args.market)
     follow = read_request(args.then, "--then request") if args.then else None
     if _names_previous(request):
@@ -119,7 +122,7 @@ def simulate(args: argparse.Namespace) -> int:
         raise UsageError(
             "a teardown waits for a person to approve it; say what they answer: --decision approved|rejected|timeout"
         )
-    name = args.name or _default_name(args.request.stem)
+    name = args.name or _default_name(args.request.stem if args.request is not None else "flags")
 
     from gpufill.local.engine import LocalEngine
 
@@ -178,7 +181,8 @@ def _advance(engine, args: argparse.Namespace, executions: list, progress: Progr
     return reclaims
 
 
-def _header(request_path: Path, scenario) -> str:
+def _header(request_path: Path | None, scenario) -> str:
+    request_path = request_path if request_path is not None else "(from the flags)"
     described = f" ({scenario.description})" if scenario.description else ""
     return f"gpufill simulate {request_path}: market of {len(scenario.regions)} region(s){described}"
 

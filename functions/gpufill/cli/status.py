@@ -16,18 +16,23 @@ from gpufill.cli.common import (
     print_json,
     say,
 )
-from gpufill.cli.render import ExecutionView, render_status, render_summary
+from gpufill.cli.render import ExecutionView, render_requests, render_status, render_summary
 from gpufill.cli.runs import start
+from gpufill.policy import spend
 
 
 def add_parser(verbs) -> None:
     status = verbs.add_parser(
         "status",
-        help="list the deployment's instances (all, or one request's) with state, price and findings",
+        help="what the deployment is paying for: one line per request, $/h now, spend so far, pending teardowns",
         description="Runs the status action (DescribeInstances in every region the deployment used, "
-        "compared with its records) and prints the table.",
+        "compared with its records) and prints one line per request that holds instances (its instances "
+        "by state, $/h now, spend so far since launch), then the teardowns waiting for an answer and the "
+        "commands that answer them.",
     )
     status.add_argument("request_id", nargs="?", default=None, help="only this request's instances")
+    status.add_argument("--all", action="store_true", help="also the requests whose instances have all ended")
+    status.add_argument("--instances", action="store_true", help="also the table of instances, one row each")
     status.add_argument("--json", action="store_true", help="print the status result as one JSON document")
     aws.add_deployment_options(status)
     status.set_defaults(handler=status_verb)
@@ -50,10 +55,22 @@ def status_verb(args: argparse.Namespace) -> int:
             print(render_summary(view))
         return EXIT_FAILED
     pending = pending_teardowns(deployment, args.request_id)
+    every = spend.requests(view.output)
+    waiting = {p["target"]["request_id"]: p["execution"] for p in pending or [] if p["target"].get("request_id")}
+    # A teardown of the whole deployment waits for every request's instances.
+    everything = next((p["execution"] for p in pending or [] if p["target"].get("all")), None)
+    for entry in every:
+        entry["teardown_waiting"] = waiting.get(entry["request_id"], everything if not entry["ended"] else None)
+    # An ended request is history; one asked for by its id is shown whatever its state.
+    shown = [r for r in every if args.all or args.request_id or not r["ended"]]
+    hidden = len(every) - len(shown)
     if args.json:
-        print_json({**view.output, "pending_teardowns": pending})
-    else:
-        print("\n".join(render_status(view.output) + render_pending(pending)))
+        print_json({**view.output, "requests": shown, "ended_hidden": hidden, "pending_teardowns": pending})
+        return EXIT_OK
+    lines = render_requests(view.output, shown, hidden)
+    if args.instances:
+        lines += [""] + render_status(view.output)
+    print("\n".join(lines + render_pending(pending)))
     return EXIT_OK
 
 
@@ -64,19 +81,17 @@ def pending_teardowns(deployment: aws.Deployment, request_id: str | None = None)
 
     from gpufill.cli.teardown import answer_commands
 
-    now = datetime.now(UTC).isoformat(timespec="seconds")
     try:
-        items = _approval_items(deployment.table())
+        items = approval_items(deployment.table())
     except (BotoCoreError, ClientError) as error:
         say(f"pending teardowns unknown: could not read {deployment.table_name} ({aws.readable(str(error))})")
         return None
     pending = []
     who: str | None = None
     for item in items:
-        # Answered but not yet recorded by the workflow counts as answered; past its deadline, it has expired.
-        if item.get("answered_at") or item.get("decided_at") or str(item.get("deadline", "")) <= now:
+        if not is_pending(item):
             continue
-        target = _target(item)
+        target = target_of(item)
         if request_id is not None and target.get("request_id") != request_id and not target.get("all"):
             continue
         name = item["execution_name"]
@@ -94,25 +109,33 @@ def pending_teardowns(deployment: aws.Deployment, request_id: str | None = None)
     return sorted(pending, key=lambda p: p["requested_at"] or "")
 
 
-def _approval_items(table) -> list[dict]:
+def is_pending(item: dict) -> bool:
+    """Answered but not yet recorded by the workflow counts as answered; past its deadline, it has expired."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    return not (item.get("answered_at") or item.get("decided_at") or str(item.get("deadline", "")) <= now)
+
+
+def approval_items(table, *, pending_only: bool = True) -> list[dict]:
+    """The teardown approval items of the deployment's table (those still marked PENDING unless asked for all)."""
     from gpufill.constants import APPROVAL_KEY_PREFIX
 
     items: list[dict] = []
     kwargs: dict = {}
+    condition = "begins_with(instance_id, :approval)"
+    values = {":approval": APPROVAL_KEY_PREFIX}
+    if pending_only:
+        condition += " AND #status = :pending"
+        values[":pending"] = "PENDING"
+        kwargs["ExpressionAttributeNames"] = {"#status": "status"}
     while True:
-        page = table.scan(
-            FilterExpression="begins_with(instance_id, :approval) AND #status = :pending",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={":approval": APPROVAL_KEY_PREFIX, ":pending": "PENDING"},
-            **kwargs,
-        )
+        page = table.scan(FilterExpression=condition, ExpressionAttributeValues=values, **kwargs)
         items.extend(page.get("Items", []))
         if "LastEvaluatedKey" not in page:
             return items
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def _target(item: dict) -> dict:
+def target_of(item: dict) -> dict:
     try:
         target = json.loads(item.get("target") or "{}")
     except ValueError:

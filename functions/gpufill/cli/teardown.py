@@ -46,13 +46,17 @@ def add_parsers(verbs) -> None:
     for verb, decision in (("approve", "approved"), ("reject", "rejected")):
         answer = verbs.add_parser(
             verb,
-            help=f"{verb} the pending teardown EXECUTION",
+            help=f"{verb} the pending teardown EXECUTION (or the pending teardown of a request id)",
             description=(
                 f"Sends {{\"decision\": \"{decision}\"}} with the task token of EXECUTION's pending approval "
                 "(SendTaskSuccess). Refused, changing nothing, when it was already answered or has expired."
             ),
         )
-        answer.add_argument("execution", help="the teardown's execution name or ARN (the ARN also gives region and env)")
+        answer.add_argument(
+            "execution",
+            help="the teardown's execution name or ARN (the ARN also gives region and env), or the request id "
+            "whose teardown waits for an answer",
+        )
         # nargs: `--reason done with it` reads as a person types it; quoting works too.
         answer.add_argument("--reason", nargs="+", default=None, metavar="WORDS", help="why; recorded with the decision")
         answer.add_argument("--json", action="store_true", help="print the answer as one JSON document")
@@ -206,9 +210,14 @@ def answer_verb(args: argparse.Namespace) -> int:
     reason = " ".join(args.reason) if args.reason else None
     try:
         table = session.resource("dynamodb", endpoint_url=args.endpoint_url).Table(approve.table_name(env))
+        execution = args.execution if ref.region else _teardown_of(ref.name, table)
+        if execution != ref.name:
+            ref = approve.ExecutionRef(name=execution)
+            if not args.json:
+                print(f"request {args.execution}: its pending teardown is {execution}")
         approver = _caller(session, args.endpoint_url)
         item = approve.answer(
-            args.execution,
+            execution,
             args.decision,
             approver=approver,
             reason=reason,
@@ -239,6 +248,38 @@ def answer_verb(args: argparse.Namespace) -> int:
     print(f"{args.decision} teardown {ref.name} as {approver}: its {len(instance_ids)} instance(s) {outcome}.")
     print(f"Follow it: {follow}")
     return EXIT_OK
+
+
+def _teardown_of(name: str, table) -> str:
+    """`name` when a teardown approval is on record under it; else the execution of the teardown
+    waiting for an answer about request `name` (gpufill approve REQUEST_ID)."""
+    from gpufill.adapters import approvals
+    from gpufill.cli.status import approval_items, is_pending, target_of
+
+    if approvals.get(name, table) is not None:
+        return name
+    about = [i for i in approval_items(table, pending_only=False) if target_of(i).get("request_id") == name]
+    waiting = [i for i in about if is_pending(i)]
+    if len(waiting) > 1:
+        listed = ", ".join(sorted(i["execution_name"] for i in waiting))
+        raise Failed(f"request {name!r} has {len(waiting)} teardowns waiting for an answer ({listed}); "
+                     "answer one by its execution name; nothing changed")
+    if waiting:
+        return waiting[0]["execution_name"]
+    everything = sorted(i["execution_name"] for i in approval_items(table) if is_pending(i) and target_of(i).get("all"))
+    if everything:
+        # It would end every instance of the deployment, not only this request's: never answered by a request id.
+        raise Failed(
+            f"request {name!r} has no teardown of its own waiting; {everything[0]} (every instance of the deployment) "
+            "waits for an answer: answer it by its name, as it ends more than this request; nothing changed"
+        )
+    if about:  # answered, decided or expired: approve.answer says which, naming the latest
+        return max(about, key=lambda i: str(i.get("requested_at", "")))["execution_name"]
+    raise Failed(
+        f"no teardown approval is on record for {name!r}, neither as a teardown's execution name nor as the "
+        "request a teardown is about: check the name, the region and --env (each deployment has its own table); "
+        "nothing changed"
+    )
 
 
 def _caller(session, endpoint_url: str | None) -> str:

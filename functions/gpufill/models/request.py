@@ -403,6 +403,11 @@ def _check_types(names: list[str]) -> None:
 
 
 def _unknown_type(name: str, known: tuple[str, ...]) -> str:
+    carriers = [t for t in catalog.types_with_gpu(name) if catalog.architecture(t) == SUPPORTED_ARCHITECTURE]
+    if carriers:
+        # A GPU's name where an instance type goes ("L4", "H100"): say which types carry it.
+        listed = ", ".join(f"{t} ({catalog.gpus(t)})" for t in carriers)
+        return f"{name!r} is a GPU, not an instance type; the types that carry it (GPUs each): {listed}"
     if not INSTANCE_TYPE_PATTERN.match(name):
         return f"{_shorten(name)} is not an EC2 instance type name such as {DEFAULT_INSTANCE_TYPE!r}"
     runnable = [t for t in known if catalog.architecture(t) == SUPPORTED_ARCHITECTURE]

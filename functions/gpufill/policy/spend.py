@@ -1,0 +1,81 @@
+"""What each request costs now and has cost so far, from a status view (no AWS calls).
+
+The rate of an instance is the price recorded at launch; an instance found without a record has
+none, and is counted at the catalog's on-demand price for its type and region (the most it can
+cost), marked as estimated. Spend so far is rate x time since launch, for the instances still
+billed: an ended instance's end time is not in the view, so its spend is not counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from gpufill import catalog
+
+BILLED_STATES = frozenset({"running"})
+# Still on the bill (launch to now): an instance starting or stopping is paid for as it runs.
+ACCRUING_STATES = frozenset({"pending", "running", "stopping", "shutting-down"})
+ENDED_STATES = frozenset({"terminated", "gone"})
+
+
+def rate(instance: Mapping) -> tuple[float | None, bool]:
+    """The instance's $/h and whether it is the catalog's estimate rather than its recorded price."""
+    price = instance.get("hourly_price")
+    if isinstance(price, (int, float)):
+        return float(price), False
+    if instance.get("instance_type") and instance.get("region"):
+        listed = catalog.on_demand_price(instance["instance_type"], instance["region"])
+        if listed is not None:
+            return listed, True
+    return None, False
+
+
+def requests(status: Mapping, now: datetime | None = None) -> list[dict]:
+    """One entry per request of the status view: instances by state, $/h now, spend so far,
+    first launch, and whether all its instances have ended. Counts come from `by_request`
+    (every instance); rates and spend from the listed instances."""
+    now = now or _parse(status.get("generated_at")) or datetime.now().astimezone()
+    entries: dict[str, dict] = {}
+    for request_id, counts in (status.get("by_request") or {}).items():
+        entries[request_id] = _entry(request_id, dict(counts))
+    for instance in status.get("instances") or []:
+        request_id = instance.get("request_id") or "?"
+        entry = entries.setdefault(request_id, _entry(request_id, {}))
+        if request_id not in (status.get("by_request") or {}):
+            entry["counts"][instance["state"]] = entry["counts"].get(instance["state"], 0) + 1
+        price, estimated = rate(instance)
+        if instance["state"] in BILLED_STATES and price is not None:
+            entry["hourly_cost"] += price
+        if instance["state"] in ACCRUING_STATES and price is not None:
+            launched = _parse(instance.get("launched_at"))
+            if launched is not None:
+                entry["spent"] += price * max((now - launched).total_seconds(), 0.0) / 3600
+        if instance["state"] in BILLED_STATES and price is None:
+            entry["price_unknown"] += 1
+        entry["estimated"] = entry["estimated"] or (estimated and instance["state"] in ACCRUING_STATES)
+        launched_at = instance.get("launched_at")
+        if launched_at and (entry["first_launch"] is None or launched_at < entry["first_launch"]):
+            entry["first_launch"] = launched_at
+    for entry in entries.values():
+        entry["counts"] = dict(sorted(entry["counts"].items()))
+        entry["running"] = entry["counts"].get("running", 0)
+        entry["hourly_cost"] = round(entry["hourly_cost"], 4)
+        entry["spent"] = round(entry["spent"], 4)
+        entry["ended"] = all(state in ENDED_STATES for state in entry["counts"])
+    return sorted(entries.values(), key=lambda e: (e["ended"], -e["hourly_cost"], e["request_id"]))
+
+
+def _entry(request_id: str, counts: dict) -> dict:
+    return {"request_id": request_id, "counts": counts, "hourly_cost": 0.0, "spent": 0.0, "first_launch": None,
+            "estimated": False, "price_unknown": 0}
+
+
+def _parse(timestamp: str | None) -> datetime | None:
+    if not timestamp:
+        return None
+    try:
+        parsed = datetime.fromisoformat(str(timestamp).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.astimezone()

@@ -1,0 +1,134 @@
+"""`run` and `up` show the deployment's plan for the request (pools in rank order, the expected
+$/h, what happens if spot runs out) and ask [y/N] before launching; --yes skips it, --json
+needs --yes. Flags (--count, --gpu, --type, --market, --regions, --model) override the file or
+make the request without one."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+
+from gpufill.cli import aws, main
+from tests.cli.endpoint import served
+from tests.cli.test_local_endpoint import executions
+from tests.conftest import EXAMPLES
+
+PROVISION = str(EXAMPLES / "requests/provision-spot.json")
+MARKET = EXAMPLES / "markets/first-az-sold-out.json"
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory):
+    with served(MARKET, tmp_path_factory.mktemp("serve") / "lambda.log") as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def deployment(endpoint, monkeypatch):
+    monkeypatch.setattr(aws, "POLL_SECONDS", 0.05)
+    return ["--env", "local", "--region", "us-east-1", "--endpoint-url", endpoint.url]
+
+
+def answering(monkeypatch, text: str) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+
+
+def test_up_shows_the_plan_and_a_no_launches_nothing(endpoint, deployment, monkeypatch, capsys):
+    answering(monkeypatch, "n\n")
+    before = executions(endpoint)
+    assert main(["up", PROVISION, "--name", "pc-no", *deployment]) == 1
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "Plan: 4 instance(s), spot market, fleet fill" in out
+    assert "types in preference order: g6.xlarge (1 L4)" in out
+    assert "regions in rank order: us-west-2, us-east-1, ap-northeast-1" in out
+    # The sold-out us-west-2b is still a pool of the plan (the plan does not launch); 0.4264 is us-west-2a.
+    assert "     1  us-west-2a       g6.xlarge     spot      $0.4264/h" in out
+    assert "expected: $1.7056/h for 4 instance(s) if the first pool has room; up to $2.5600/h" in out
+    assert "if spot runs out: it keeps what it launched (PARTIAL, or ALL_SPOT_EXHAUSTED if none); nothing is bought on-demand" in out
+    assert out.rstrip().endswith("Start it? [y/N]")
+    assert ("nothing was started. To start it without the question: gpufill up "
+            f"{PROVISION} --name pc-no --env local") in captured.err and captured.err.rstrip().endswith("--yes")
+    started = sorted(set(executions(endpoint)) - set(before))
+    assert len(started) == 1 and started[0].startswith("plan-provision-spot-")  # the plan only
+
+
+def test_no_answer_at_all_is_a_no(endpoint, deployment, monkeypatch, capsys):
+    answering(monkeypatch, "")  # stdin closed
+    before = executions(endpoint)
+    assert main(["run", PROVISION, "--name", "pc-eof", *deployment]) == 1
+    assert "pc-eof" not in executions(endpoint) and len(executions(endpoint)) == len(before) + 1
+    assert "nothing was started" in capsys.readouterr().err
+
+
+def test_a_yes_starts_the_run_with_the_flags_written_over_the_file(deployment, monkeypatch, capsys):
+    answering(monkeypatch, "y\n")
+    assert main(["run", PROVISION, "--count", "2", "--regions", "us-east-1", "--name", "pc-yes", "--watch", *deployment]) == 0
+    out = capsys.readouterr().out
+    assert "Plan: 2 instance(s), spot market" in out and "regions in rank order: us-east-1\n" in out
+    assert "expected: $0.9400/h for 2 instance(s)" in out
+    assert "gpufill run " + PROVISION + ": pc-yes on local" in out
+    assert "FULFILLED: 2 of 2 launched" in out and "us-west-2" not in out.split("Start it?")[1]
+
+
+def test_json_without_yes_is_refused_before_anything_starts(endpoint, deployment, capsys):
+    before = executions(endpoint)
+    assert main(["up", PROVISION, "--json", *deployment]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["message"].startswith("--json never asks before launching: add --yes")
+    assert executions(endpoint) == before
+
+
+def test_yes_starts_at_once_without_a_plan_run(endpoint, deployment, capsys):
+    before = executions(endpoint)
+    assert main(["run", "--gpu", "L4", "--count", "1", "--regions", "us-west-2", "--name", "pc-flags", "--yes", "--json",
+                 *deployment]) == 0
+    assert json.loads(capsys.readouterr().out)["execution"]["name"] == "pc-flags"
+    assert sorted(set(executions(endpoint)) - set(before)) == ["pc-flags"]
+
+
+def test_a_plan_or_status_request_runs_without_a_question(deployment, capsys):
+    assert main(["run", str(EXAMPLES / "requests/plan.json"), "--name", "pc-plan", "--watch", *deployment]) == 0
+    assert "Start it?" not in capsys.readouterr().out
+
+
+def test_spot_then_on_demand_says_what_the_rest_costs(deployment, monkeypatch, capsys):
+    answering(monkeypatch, "no\n")
+    assert main(["run", "--gpu", "L4", "--count", "3", "--market", "spot-then-on-demand", "--regions", "us-west-2,us-east-1",
+                 *deployment]) == 1
+    out = capsys.readouterr().out
+    assert "Plan: 3 instance(s), spot-then-on-demand market" in out
+    # g6.2xlarge and g6.4xlarge come with --gpu L4 too; the market offers only g6.xlarge.
+    assert "types in preference order: g6.xlarge (1 L4), g6.2xlarge (1 L4, no pool in the plan)" in out
+    assert "if spot runs out: the rest is bought on-demand (cheapest on-demand region first, up to $" in out
+
+
+POOLS = {"pools": [
+    {"region": "us-west-2", "availability_zone": "us-west-2a", "instance_type": "g6.xlarge", "market": "spot", "price": 0.43},
+    {"region": "us-east-1", "availability_zone": "us-east-1a", "instance_type": "g6.xlarge", "market": "spot", "price": 0.47},
+]}
+
+
+@pytest.mark.parametrize("request_fields, expected", [
+    ({}, "it keeps what it launched (PARTIAL, or ALL_SPOT_EXHAUSTED if none); nothing is bought on-demand"),
+    ({"wait_for_capacity": {"deadline": "PT6H"}},
+     "it waits up to PT6H for capacity (re-scoring and retrying), keeping what it launched; then it keeps what it "
+     "launched (PARTIAL, or ALL_SPOT_EXHAUSTED if none); nothing is bought on-demand"),
+    ({"all_or_nothing": True, "placement": "same-az"},
+     "it terminates what it launched itself and ends GANG_NOT_PLACED: all 3 or none"),
+    ({"market": "on-demand"},
+     "no spot is used; if on-demand capacity runs out, it keeps what it launched (PARTIAL, or ALL_ON_DEMAND_FAILED if none)"),
+    # The catalog's on-demand g6.xlarge: 0.984 in both regions.
+    ({"market": "spot-then-on-demand", "on_demand_strategy": "latency"},
+     "the rest is bought on-demand (lowest-latency region first, up to $0.9840/h each)"),
+])
+def test_the_plan_says_what_happens_when_spot_runs_out(request_fields, expected):
+    from gpufill.cli.confirm import preview
+
+    shown = preview({"count": 3, **request_fields}, POOLS)
+    assert shown.if_spot_runs_out == expected
+    assert shown.expected_hourly == 1.29 and shown.regions == ["us-west-2", "us-east-1"]
+    assert shown.highest_hourly == (2.952 if request_fields.get("market") == "spot-then-on-demand" else 1.41)

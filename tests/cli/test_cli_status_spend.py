@@ -1,0 +1,155 @@
+"""`gpufill status` answers "what am I paying for": one line per request (instances by state,
+$/h now, spend so far), the teardowns waiting for an answer with the commands that answer them,
+ended requests hidden unless --all. `approve`/`reject` take the request id as well as the
+teardown's execution name; an id nothing knows exits 1."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from gpufill.cli import aws, main
+from gpufill.policy import spend
+from tests.cli.endpoint import served
+from tests.conftest import EXAMPLES
+
+PROVISION = str(EXAMPLES / "requests/provision-spot.json")
+MARKET = EXAMPLES / "markets/first-az-sold-out.json"
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory):
+    with served(MARKET, tmp_path_factory.mktemp("serve") / "lambda.log") as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def deployment(endpoint, monkeypatch):
+    monkeypatch.setattr(aws, "POLL_SECONDS", 0.05)
+    return ["--env", "local", "--region", "us-east-1", "--endpoint-url", endpoint.url]
+
+
+def provision(deployment, name: str, count: int, capsys) -> None:
+    assert main(["run", PROVISION, "--count", str(count), "--name", name, "--yes", "--watch", "--json", *deployment]) == 0
+    capsys.readouterr()
+
+
+def ask_teardown(deployment, request_id: str, capsys) -> str:
+    assert main(["teardown", request_id, "--requested-by", "ana", "--json", *deployment]) == 0
+    return json.loads(capsys.readouterr().out)["execution"]["name"]
+
+
+def request_line(out: str, request_id: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith(f"  {request_id} "))
+
+
+def test_status_prints_one_line_per_request_with_its_rate_and_spend(deployment, capsys):
+    provision(deployment, "sp-four", 4, capsys)
+    provision(deployment, "sp-two", 2, capsys)
+    teardown = ask_teardown(deployment, "sp-four", capsys)
+
+    assert main(["status", *deployment]) == 0
+    out = capsys.readouterr().out
+    # The first AZ of us-west-2 is sold out: sp-four fills us-west-2b at 0.45, sp-two us-west-2c at 0.438.
+    four, two = request_line(out, "sp-four"), request_line(out, "sp-two")
+    assert re.search(r"4 running +1\.8000 +\d+\.\d{4}  20\d\d-", four)
+    assert f"teardown waiting for an answer: {teardown}" in four
+    assert re.search(r"2 running +0\.8760 ", two) and "teardown waiting" not in two
+    assert "i-" not in out.split("Pending teardowns")[0]  # no per-instance rows unless --instances
+    assert "Paying now: 6 running instance(s), $2.6760/h; spent so far by the live instances: $" in out
+    pending = out.split("Pending teardowns: 1, waiting for an answer")[1]
+    assert f"gpufill approve {teardown} --env local --region us-east-1 --endpoint-url http://127.0.0.1:" in pending
+    assert f"gpufill reject {teardown} --env local" in pending
+
+    assert main(["status", "--instances", *deployment]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" sp-four ") == 1 + 4 and "Managed instances (every request" in out
+
+
+def test_status_json_carries_the_same_lines(deployment, capsys):
+    assert main(["status", "--json", *deployment]) == 0
+    document = json.loads(capsys.readouterr().out)
+    lines = {r["request_id"]: r for r in document["requests"]}
+    assert lines["sp-two"]["counts"] == {"running": 2} and lines["sp-two"]["hourly_cost"] == 0.876
+    assert lines["sp-two"]["spent"] > 0 and lines["sp-two"]["ended"] is False
+    assert lines["sp-four"]["teardown_waiting"] == document["pending_teardowns"][0]["execution"]
+    assert document["ended_hidden"] == 0 and document["running"] == 6
+
+
+def test_approve_takes_the_request_id_and_ended_requests_are_hidden_then(deployment, capsys):
+    teardown = next(p["execution"] for p in pending(deployment, capsys) if p["target"].get("request_id") == "sp-four")
+    assert main(["approve", "sp-four", "--reason", "done", "with", "it", *deployment]) == 0
+    out = capsys.readouterr().out
+    assert f"request sp-four: its pending teardown is {teardown}" in out
+    assert f"approved teardown {teardown} as " in out and "its 4 instance(s) will now be terminated" in out
+    assert main(["watch", teardown, "--json", *deployment]) == 0
+    assert json.loads(capsys.readouterr().out)["execution"]["output"]["status"] == "TERMINATED"
+
+    assert main(["status", *deployment]) == 0
+    out = capsys.readouterr().out
+    assert "  sp-four " not in out and "(1 ended request(s) hidden; --all shows them)" in out
+    assert "Pending teardowns" not in out
+    assert main(["status", "--all", *deployment]) == 0
+    assert re.search(r"4 terminated +0\.0000 +0\.0000", request_line(capsys.readouterr().out, "sp-four"))
+    assert main(["status", "sp-four", "--json", *deployment]) == 0  # asked for by id: shown though ended
+    assert [r["request_id"] for r in json.loads(capsys.readouterr().out)["requests"]] == ["sp-four"]
+
+
+def test_reject_by_request_id_and_a_second_answer_is_refused(deployment, capsys):
+    teardown = ask_teardown(deployment, "sp-two", capsys)
+    assert main(["reject", "sp-two", "--json", *deployment]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["execution"] == teardown and answer["decision"] == "rejected"
+    assert main(["approve", "sp-two", *deployment]) == 1
+    assert f"execution {teardown!r} was already" in capsys.readouterr().err
+
+
+def test_a_teardown_of_everything_marks_every_live_request_and_is_answered_by_its_name_only(deployment, capsys):
+    assert main(["teardown", "--all", "--requested-by", "ana", "--json", *deployment]) == 0
+    everything = json.loads(capsys.readouterr().out)["execution"]["name"]
+    assert main(["status", "--json", *deployment]) == 0
+    lines = {r["request_id"]: r for r in json.loads(capsys.readouterr().out)["requests"]}
+    assert list(lines) == ["sp-two"] and lines["sp-two"]["teardown_waiting"] == everything
+    assert main(["approve", "sp-two", *deployment]) == 1
+    assert (f"request 'sp-two' has no teardown of its own waiting; {everything} (every instance of the deployment) "
+            "waits for an answer: answer it by its name") in capsys.readouterr().err
+    assert main(["reject", everything, *deployment]) == 0
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("verb", ["approve", "reject"])
+def test_an_unknown_id_exits_1_and_says_so(deployment, capsys, verb):
+    assert main([verb, "no-such-run", "--json", *deployment]) == 1
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["message"].startswith("no teardown approval is on record for 'no-such-run', neither as a teardown's "
+                                       "execution name nor as the request a teardown is about")
+    assert error["exit_code"] == 1
+
+
+def pending(deployment, capsys) -> list[dict]:
+    assert main(["status", "--json", *deployment]) == 0
+    return json.loads(capsys.readouterr().out)["pending_teardowns"]
+
+
+def test_spend_counts_an_unpriced_instance_at_the_catalog_price_and_ended_ones_not_at_all():
+    now = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    two_hours_ago = (now - timedelta(hours=2)).isoformat()
+    view = {
+        "generated_at": now.isoformat(),
+        "by_request": {"r1": {"running": 2}, "old": {"terminated": 1}},
+        "instances": [
+            {"request_id": "r1", "state": "running", "hourly_price": 0.5, "launched_at": two_hours_ago,
+             "instance_type": "g6.xlarge", "region": "us-west-2"},
+            {"request_id": "r1", "state": "running", "hourly_price": None, "launched_at": two_hours_ago,
+             "instance_type": "g6.xlarge", "region": "us-west-2"},
+            {"request_id": "old", "state": "terminated", "hourly_price": 0.5, "launched_at": two_hours_ago,
+             "instance_type": "g6.xlarge", "region": "us-west-2"},
+        ],
+    }
+    r1, old = spend.requests(view)
+    # 0.984 $/h: the catalog's on-demand price of g6.xlarge in us-west-2.
+    assert (r1["hourly_cost"], r1["spent"], r1["estimated"]) == (1.484, 2.968, True)
+    assert (old["hourly_cost"], old["spent"], old["ended"]) == (0.0, 0.0, True)
