@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import approvals, clock
+from gpufill.adapters import approvals, clock, schedules
 from gpufill.handlers.events import ApprovalRequestEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
-from gpufill.policy import approval
+from gpufill.policy import approval, lifetime
 
 
 @logger.inject_lambda_context(correlation_id_path="execution_name")
@@ -37,6 +37,17 @@ def handler(event: dict, context: LambdaContext) -> dict:
         step.teardown, execution_arn=step.execution_arn, task_token=step.task_token, expires=deadline
     )
     message_id = approvals.publish(subject, body)
+    # From this moment (the clock the handlers share): the state's entry time is when it was
+    # entered, which a retried invocation of this step may be well past.
+    window = lifetime.reminder_window(clock.now(), deadline)
+    if window is not None:
+        # Reminders come from EventBridge Scheduler, not from this execution: the wait keeps its
+        # one task token (so the commands in the first message stay valid) and costs no history
+        # events; the schedule ends itself at the deadline, and the decision deletes it sooner.
+        again_subject, again_body = approval.reminder(
+            step.teardown, execution_arn=step.execution_arn, task_token=step.task_token, expires=deadline
+        )
+        schedules.schedule_reminders(step.execution_name, subject=again_subject, message=again_body, first=window[0], until=window[1])
     logger.info(
         "teardown approval requested",
         extra={"instances": [i.instance_id for i in step.teardown.instances], "deadline": deadline.isoformat()},

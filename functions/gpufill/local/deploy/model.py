@@ -151,6 +151,7 @@ class StackModel:
     buckets: list[Named]
     parameters: list[Named]
     instance_profiles: list[Named]
+    schedule_groups: list[Named]
     rules: list[Rule]
     permissions: list[Permission]
     outputs: dict[str, Any]
@@ -300,6 +301,7 @@ def read_stack(template: Mapping[str, Any], *, name: str, account: str, region: 
         buckets=named("AWS::S3::Bucket"),
         parameters=named("AWS::SSM::Parameter"),
         instance_profiles=named("AWS::IAM::InstanceProfile"),
+        schedule_groups=named("AWS::Scheduler::ScheduleGroup"),
         rules=[_rule(resolver, i, properties(i), roles_by_arn) for i, _ in of_type("AWS::Events::Rule")],
         permissions=[
             Permission(p["FunctionName"], p["Action"], p["Principal"], p.get("SourceArn"))
