@@ -71,7 +71,7 @@ def schedule_expiry(request_id: str, expires_at: str, state_machine_arn: str) ->
         lifetime.lifetime_schedule_name(request_id),
         expression=lifetime.at_expression(expires_at),
         target_arn=lifetime.START_EXECUTION_TARGET,
-        target_input=lifetime.start_teardown_input(state_machine_arn, request_id),
+        target_input=lifetime.expiry_target_input(state_machine_arn, request_id),
         once=True,
     )
 

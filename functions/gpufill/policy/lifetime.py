@@ -81,7 +81,7 @@ def teardown_request(request_id: str) -> dict:
     return {"action": "teardown", "request_id": request_id, "requested_by": REQUESTED_BY, "trigger": TRIGGER_MAX_LIFETIME}
 
 
-def start_teardown_input(state_machine_arn: str, request_id: str) -> str:
+def expiry_target_input(state_machine_arn: str, request_id: str) -> str:
     """The universal target's input: StartExecution's own parameters."""
     return json.dumps(
         {
