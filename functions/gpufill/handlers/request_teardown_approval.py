@@ -25,6 +25,18 @@ def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=ApprovalRequestEvent)
     requested_at = _when(step.entered_at)
     deadline = approval.deadline(requested_at, step.approval_timeout_seconds)
+    # Reminders come from EventBridge Scheduler, not from this execution: the wait keeps its one
+    # task token (so the commands in the first message stay valid) and costs no history events;
+    # the schedule ends itself at the deadline, and the decision deletes it sooner. Made before
+    # the token can be answered (it is on the item and in the message once they exist), so a
+    # decision always finds it to delete. Counted from now: a retried step may be well past the
+    # state's entry time.
+    window = lifetime.reminder_window(clock.now(), deadline)
+    if window is not None:
+        again_subject, again_body = approval.reminder(
+            step.teardown, execution_arn=step.execution_arn, task_token=step.task_token, expires=deadline
+        )
+        schedules.schedule_reminders(step.execution_name, subject=again_subject, message=again_body, first=window[0], until=window[1])
     approvals.record_pending(
         execution_name=step.execution_name,
         execution_arn=step.execution_arn,
@@ -37,17 +49,6 @@ def handler(event: dict, context: LambdaContext) -> dict:
         step.teardown, execution_arn=step.execution_arn, task_token=step.task_token, expires=deadline
     )
     message_id = approvals.publish(subject, body)
-    # From this moment (the clock the handlers share): the state's entry time is when it was
-    # entered, which a retried invocation of this step may be well past.
-    window = lifetime.reminder_window(clock.now(), deadline)
-    if window is not None:
-        # Reminders come from EventBridge Scheduler, not from this execution: the wait keeps its
-        # one task token (so the commands in the first message stay valid) and costs no history
-        # events; the schedule ends itself at the deadline, and the decision deletes it sooner.
-        again_subject, again_body = approval.reminder(
-            step.teardown, execution_arn=step.execution_arn, task_token=step.task_token, expires=deadline
-        )
-        schedules.schedule_reminders(step.execution_name, subject=again_subject, message=again_body, first=window[0], until=window[1])
     logger.info(
         "teardown approval requested",
         extra={"instances": [i.instance_id for i in step.teardown.instances], "deadline": deadline.isoformat()},

@@ -188,6 +188,11 @@ class AppModel:
         return next(r for r in self.home.roles.values() if r.name == role_name)
 
     @property
+    def scheduler_role(self) -> Role:
+        """The role EventBridge Scheduler runs the deployment's schedules with (max_lifetime, reminders)."""
+        return next(r for r in self.home.roles.values() if "scheduler.amazonaws.com" in r.assumed_by)
+
+    @property
     def task_functions(self) -> dict[str, Function]:
         """The state machine's functions by placeholder (LaunchBatchFunctionArn)."""
         return {f.placeholder: f for f in self.home.functions.values() if f.placeholder}
