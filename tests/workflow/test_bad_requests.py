@@ -100,6 +100,13 @@ def test_a_bad_max_lifetime_is_named_with_its_bounds_and_schedules_nothing(accou
     assert account.client("scheduler").list_schedules(GroupName=group)["Schedules"] == []
 
 
+def test_a_provisioning_run_may_not_take_a_name_the_spend_guard_keeps(account):
+    execution = account.run(GOOD, name="my-run-expired")
+    assert execution.error == "InvalidRequest"
+    assert execution.cause["fields"][0]["field"] == "(execution name)"
+    assert "max_lifetime keeps for the teardown" in execution.cause["fields"][0]["problem"]
+
+
 def test_max_lifetime_on_a_teardown_is_refused_and_changes_nothing(account):
     execution = account.run({"action": "teardown", "request_id": "r", "max_lifetime": "PT8H"}, name="bad-life-teardown")
     assert execution.cause["fields"] == [

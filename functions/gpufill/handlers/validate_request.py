@@ -36,6 +36,13 @@ def handler(event: dict, context: LambdaContext) -> dict:
             "keeps for itself; choose a name that does not end in -c and a number"
         )
         return _invalid(step.request_id, [{"field": "(execution name)", "problem": problem}], changes=changes)
+    if step.request_id.endswith(lifetime.EXPIRY_SUFFIX) and step.input.get("action") != "teardown":
+        # Kept for the spend guard: the teardown a request's max_lifetime starts is named so.
+        problem = (
+            f"{step.request_id!r} ends in {lifetime.EXPIRY_SUFFIX!r}, which max_lifetime keeps for the teardown it "
+            "starts when a request expires; choose another name"
+        )
+        return _invalid(step.request_id, [{"field": "(execution name)", "problem": problem}], changes=changes)
     try:
         request = parse(event=step.input, model=Request)
     except ValidationError as error:
