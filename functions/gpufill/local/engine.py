@@ -310,6 +310,7 @@ class LocalEngine:
         self._stack.enter_context(self._start_execution_as_aws_does())
         self._stack.enter_context(interruptions.patches(self))
         self._stack.enter_context(scheduler.patches(self))
+        self._stack.enter_context(_entered_time_on_the_modelled_clock())
         self._stack.enter_context(_atomic_start_execution())
         self._stack.enter_context(_one_lambda_client_per_region())
         self._stack.enter_context(_one_response_method_listing())
@@ -535,13 +536,14 @@ class LocalEngine:
         return execution
 
     def follow(self, name: str, *, env: str | None = None, timeout: float = DEFAULT_TIMEOUT_SECONDS,
-               on_event: Callable[[dict], None] | None = None) -> Execution:
+               on_event: Callable[[dict], None] | None = None, decision: str | None = None) -> Execution:
         """Wait for execution `name` of deployment `env`, started by something else (a refill run
-        StartRefill started), to end; its metrics count from the moment it is followed."""
+        StartRefill started, the teardown a max_lifetime started), to end; its metrics count from
+        the moment it is followed. A teardown's approval is answered with `decision`, as run() does."""
         env = env or self.env_names[0]
         arn = f"{self.deployments[env].state_machine_arn.replace(':stateMachine:', ':execution:', 1)}:{name}"
         return self._follow(name, arn, env=env, marker=self.calls.mark(), published=len(self.approval_messages(env)),
-                            on_event=on_event, timeout=timeout, decision=None)
+                            on_event=on_event, timeout=timeout, decision=decision)
 
     def executions(self, env: str | None = None) -> list[str]:
         """The names of every execution of deployment `env`, oldest first."""
@@ -878,6 +880,25 @@ class LocalEngine:
                     break
                 _, _, action = heapq.heappop(self._scheduled)
                 action()
+
+
+def _entered_time_on_the_modelled_clock():
+    """`$$.State.EnteredTime` is read from the clock the handlers share, so an approval asked after
+    modelled hours has its deadline after them (moto reads the wall clock)."""
+    import datetime as real
+
+    from moto.stepfunctions.parser.asl.component.state import state
+
+    class _Datetime:
+        @staticmethod
+        def now(tz=None):
+            return clock.now().astimezone(tz) if tz else clock.now()
+
+    class _Module:
+        datetime = _Datetime
+        timezone = real.timezone
+
+    return mock.patch.object(state, "datetime", _Module)
 
 
 def _atomic_start_execution():
