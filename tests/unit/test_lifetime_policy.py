@@ -45,3 +45,15 @@ def test_no_reminder_when_the_deadline_comes_first():
     first, until = lifetime.reminder_window(asked, datetime(2026, 3, 2, 12, tzinfo=UTC))
     assert (first, until) == (datetime(2026, 3, 1, 13, tzinfo=UTC), datetime(2026, 3, 2, 12, tzinfo=UTC))
     assert lifetime.reminder_expression() == "rate(1 hour)"
+
+
+def test_an_approved_teardown_ends_the_lifetime_of_the_requests_it_ends_whole():
+    from gpufill.models.teardown import RegionBatch, Teardown, TeardownTarget
+
+    def teardown(target, regions=()):
+        return Teardown(request_id="t", status="AWAITING_APPROVAL", target=target, regions=list(regions))
+
+    assert lifetime.requests_ended(teardown(TeardownTarget(request_id="r"))) == ["r"]
+    assert lifetime.requests_ended(teardown(TeardownTarget(instance_ids=["i-0123456789abcdef0"]))) == []
+    batches = [RegionBatch(region="us-west-2", requests={"b": ["i-1"], "a": ["i-2"]}), RegionBatch(region="us-east-1", requests={"a": ["i-3"]})]
+    assert lifetime.requests_ended(teardown(TeardownTarget(all=True), batches)) == ["a", "b"]

@@ -17,8 +17,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from gpufill.adapters import approvals, clock, schedules
 from gpufill.handlers.events import ApprovalAnswerEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
-from gpufill.models.teardown import ApprovalDecision, Teardown
-from gpufill.policy import approval
+from gpufill.models.teardown import ApprovalDecision
+from gpufill.policy import approval, lifetime
 
 NOBODY = "nobody: no answer came before the deadline"
 
@@ -46,7 +46,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
     )
     schedules.cancel_reminders(step.execution_name)
     if step.teardown is not None and decided.decision == "approved":
-        for request_id in _lifetimes_ended(step.teardown):
+        for request_id in lifetime.requests_ended(step.teardown):
             if schedules.cancel_expiry(request_id):
                 logger.info("lifetime schedule removed", extra={"request": request_id})
     if step.teardown is not None and decided.decision == "expired":
@@ -55,16 +55,6 @@ def handler(event: dict, context: LambdaContext) -> dict:
     logger.info("teardown decision", extra=decided.model_dump())
     metrics.add_metric(name=f"Teardown{decided.decision.capitalize()}", unit="Count", value=1)
     return decided.model_dump(mode="json")
-
-
-def _lifetimes_ended(teardown: Teardown) -> list[str]:
-    """The requests this teardown ends whole: the one it names, or with `all` every one it holds.
-    Instance ids given by hand may leave a request's other instances running, under their guard."""
-    if teardown.target.request_id is not None:
-        return [teardown.target.request_id]
-    if teardown.target.all:
-        return sorted({owner for batch in teardown.regions for owner in batch.requests})
-    return []
 
 
 def _now() -> str:

@@ -16,6 +16,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from gpufill.constants import APPROVAL_REMINDER_SECONDS, TRIGGER_MAX_LIFETIME
+from gpufill.models.teardown import Teardown
 
 # EventBridge Scheduler: a schedule name is 1-64 characters of [0-9a-zA-Z-_.].
 MAX_SCHEDULE_NAME = 64
@@ -28,6 +29,10 @@ EXPIRY_SUFFIX = "-expired"
 START_EXECUTION_TARGET = "arn:aws:scheduler:::aws-sdk:sfn:startExecution"
 PUBLISH_TARGET = "arn:aws:scheduler:::aws-sdk:sns:publish"
 REQUESTED_BY = "gpufill spend guard (max_lifetime)"
+# An approved `"all": true` teardown deletes the lifetime schedules of at most this many requests
+# (one call each, within the decision step's time); a schedule left behind starts a teardown that
+# finds nothing and asks nobody (NOTHING_TO_TERMINATE).
+MAX_SCHEDULES_ENDED = 100
 
 
 def expires_at(accepted_at: datetime, max_lifetime_seconds: int) -> str:
@@ -109,3 +114,14 @@ def reminder_expression() -> str:
 
 def publish_input(topic_arn: str, subject: str, message: str) -> str:
     return json.dumps({"TopicArn": topic_arn, "Subject": subject, "Message": message}, separators=(",", ":"))
+
+
+def requests_ended(teardown: Teardown) -> list[str]:
+    """The requests an approved teardown ends whole, whose lifetime schedules it deletes: the one it
+    names, or with `all` those it holds. Instance ids given by hand may leave a request's other
+    instances running, still under their guard."""
+    if teardown.target.request_id is not None:
+        return [teardown.target.request_id]
+    if teardown.target.all:
+        return sorted({owner for batch in teardown.regions for owner in batch.requests})[:MAX_SCHEDULES_ENDED]
+    return []
