@@ -40,7 +40,6 @@ from gpufill.constants import (
     MIN_APPROVAL_TIMEOUT_SECONDS,
     MIN_MAX_LIFETIME_SECONDS,
     SUPPORTED_ARCHITECTURE,
-    TRIGGER_MAX_LIFETIME,
 )
 from gpufill.launch.user_data import (
     DEFAULT_IMAGE,
