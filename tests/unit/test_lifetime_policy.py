@@ -57,3 +57,9 @@ def test_an_approved_teardown_ends_the_lifetime_of_the_requests_it_ends_whole():
     assert lifetime.requests_ended(teardown(TeardownTarget(instance_ids=["i-0123456789abcdef0"]))) == []
     batches = [RegionBatch(region="us-west-2", requests={"b": ["i-1"], "a": ["i-2"]}), RegionBatch(region="us-east-1", requests={"a": ["i-3"]})]
     assert lifetime.requests_ended(teardown(TeardownTarget(all=True), batches)) == ["a", "b"]
+
+
+def test_a_request_that_expired_before_its_first_launch_is_asked_about_a_minute_later():
+    now = datetime(2026, 3, 1, 12, 0, 30, tzinfo=UTC)
+    assert lifetime.due_moment("2026-03-01T20:00:00+00:00", now) == "2026-03-01T20:00:00+00:00"
+    assert lifetime.due_moment("2026-03-01T11:00:00+00:00", now) == "2026-03-01T12:01:30+00:00"

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from botocore.exceptions import ClientError
 
+from gpufill.adapters import clock
 from gpufill.adapters.aws import client
 from gpufill.constants import ENV_APPROVAL_TOPIC_ARN, ENV_SCHEDULE_GROUP, ENV_SCHEDULER_ROLE_ARN
 from gpufill.policy import lifetime
@@ -69,7 +70,7 @@ def schedule_expiry(request_id: str, expires_at: str, state_machine_arn: str) ->
     """At `expires_at`, start the teardown of `request_id` (behind its approval)."""
     return _create(
         lifetime.lifetime_schedule_name(request_id),
-        expression=lifetime.at_expression(expires_at),
+        expression=lifetime.at_expression(lifetime.due_moment(expires_at, clock.now())),
         target_arn=lifetime.START_EXECUTION_TARGET,
         target_input=lifetime.expiry_target_input(state_machine_arn, request_id),
         once=True,

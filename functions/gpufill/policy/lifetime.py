@@ -75,6 +75,14 @@ def expiry_execution_name(request_id: str) -> str:
     return f"{clean[:room]}-{_digest(request_id)}{EXPIRY_SUFFIX}"
 
 
+def due_moment(expires_at: str, now: datetime) -> str:
+    """When the lifetime's schedule runs: at the expiry, or a minute from now when the request
+    already expired before its first launch (a long wait_for_capacity). Scheduler is not trusted to
+    run a one-time schedule created for a moment already past."""
+    earliest = (now + timedelta(minutes=1)).astimezone(UTC).replace(microsecond=0)
+    return max(datetime.fromisoformat(expires_at), earliest).isoformat()
+
+
 def at_expression(moment: str) -> str:
     """Scheduler's one-time expression, `at(yyyy-mm-ddThh:mm:ss)`, in UTC (the schedule's time zone)."""
     when = datetime.fromisoformat(moment).astimezone(UTC)
