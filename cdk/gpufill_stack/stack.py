@@ -15,6 +15,7 @@ from gpufill_stack.instance_access import InstanceAccess
 from gpufill_stack.notifications import Notifications
 from gpufill_stack.paths import EXAMPLE_REQUEST
 from gpufill_stack.settings import DeploySettings
+from gpufill_stack.spend_guard import SpendGuard
 from gpufill_stack.storage import Storage
 from gpufill_stack.task_permissions import EVENT_TASKS, TaskResources
 from gpufill_stack.workflow import Workflow
@@ -33,6 +34,7 @@ class GpufillStack(Stack):
         storage = Storage(self, "Storage", settings=settings)
         instance_access = InstanceAccess(self, "InstanceAccess", startup_bucket=storage.startup_bucket, env=settings.env)
         notifications = Notifications(self, "Notifications", env=settings.env, approval_email=settings.approval_email)
+        spend_guard = SpendGuard(self, "SpendGuard", env=settings.env, approval_topic=notifications.approval_topic)
         resources = TaskResources(
             scope=self,
             table=storage.table,
@@ -43,6 +45,7 @@ class GpufillStack(Stack):
             env=settings.env,
             ebs_kms_key_arn=settings.ebs_kms_key_arn,
             ebs_kms_key_region=settings.ebs_kms_key_region,
+            scheduler_role=spend_guard.role,
         )
         environment = {
             constants.ENV_INSTANCES_TABLE: storage.table.table_name,
@@ -52,6 +55,8 @@ class GpufillStack(Stack):
             constants.ENV_STARTUP_BUCKET: storage.startup_bucket.bucket_name,
             constants.ENV_APPROVAL_TOPIC_ARN: notifications.approval_topic.topic_arn,
             constants.ENV_DEPLOYMENT: settings.env,
+            constants.ENV_SCHEDULE_GROUP: spend_guard.group_name,
+            constants.ENV_SCHEDULER_ROLE_ARN: spend_guard.role.role_arn,
             **({constants.ENV_EBS_KMS_KEY_ARN: settings.ebs_kms_key_arn} if settings.ebs_kms_key_arn else {}),
             "POWERTOOLS_SERVICE_NAME": constants.SERVICE_NAME,
             "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,

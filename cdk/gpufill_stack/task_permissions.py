@@ -45,6 +45,14 @@ class TaskResources:
     # The provisioner state machine: StartRefill starts runs of it (the tasks it runs cannot
     # know it, since it depends on them).
     state_machine_arn: str | None = None
+    # max_lifetime and approval reminders (SpendGuard): the role Scheduler runs schedules with.
+    scheduler_role: iam.IRole | None = None
+
+    def schedule_arn(self, name: str) -> str:
+        """A schedule of this deployment's group (gpufill.constants.schedule_group_name)."""
+        stack = Stack.of(self.scope)
+        group = constants.schedule_group_name(self.env)
+        return f"arn:{stack.partition}:scheduler:{stack.region}:{stack.account}:schedule/{group}/{name}"
 
     def ec2_arn(self, resource: str, *, account: bool = True) -> str:
         """An EC2 ARN in any region: gpufill launches wherever capacity is."""
@@ -528,6 +536,52 @@ def start_refill_runs(r: TaskResources) -> Grant:
     )
 
 
+def _pass_scheduler_role(r: TaskResources) -> iam.PolicyStatement:
+    if r.scheduler_role is None:
+        raise ValueError("schedules need the scheduler role in TaskResources")
+    return iam.PolicyStatement(
+        actions=["iam:PassRole"],
+        resources=[r.scheduler_role.role_arn],
+        conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
+    )
+
+
+_SCHEDULE_NAMES = (
+    "A schedule's name is derived from the request or the teardown it is for, known only at run "
+    "time; the grant covers one kind of schedule in this deployment's own schedule group."
+)
+
+
+def schedule_lifetime_end(r: TaskResources) -> Grant:
+    """scheduler:CreateSchedule of a request's max_lifetime schedule, run by the scheduler role
+    (adapters.schedules.schedule_expiry)."""
+    lives = r.schedule_arn("life-*")
+    return Grant(
+        [iam.PolicyStatement(actions=["scheduler:CreateSchedule"], resources=[lives]), _pass_scheduler_role(r)],
+        {nag.wildcard_resource(r.scope, lives): _SCHEDULE_NAMES},
+    )
+
+
+def schedule_approval_reminders(r: TaskResources) -> Grant:
+    """scheduler:CreateSchedule of an approval's reminders, run by the scheduler role
+    (adapters.schedules.schedule_reminders)."""
+    reminders = r.schedule_arn("remind-*")
+    return Grant(
+        [iam.PolicyStatement(actions=["scheduler:CreateSchedule"], resources=[reminders]), _pass_scheduler_role(r)],
+        {nag.wildcard_resource(r.scope, reminders): _SCHEDULE_NAMES},
+    )
+
+
+def end_schedules(r: TaskResources) -> Grant:
+    """scheduler:DeleteSchedule of an approval's reminders and of the max_lifetime schedule of a
+    request torn down (adapters.schedules.cancel_reminders / cancel_expiry)."""
+    lives, reminders = r.schedule_arn("life-*"), r.schedule_arn("remind-*")
+    return Grant(
+        [iam.PolicyStatement(actions=["scheduler:DeleteSchedule"], resources=[lives, reminders])],
+        {nag.wildcard_resource(r.scope, lives): _SCHEDULE_NAMES, nag.wildcard_resource(r.scope, reminders): _SCHEDULE_NAMES},
+    )
+
+
 # --- the table ------------------------------------------------------------------------------
 
 
@@ -594,6 +648,7 @@ TASKS: dict[str, TaskSpec] = {
             create_cluster_groups,
             # the groups a gang made in a region it leaves without launching there
             delete_cluster_groups,
+            schedule_lifetime_end,
         ),
     ),
     "WaitUntilRunningFunctionArn": TaskSpec(
@@ -653,13 +708,13 @@ TASKS: dict[str, TaskSpec] = {
         summary="Records the pending approval and asks for it on the approval topic",
         memory_mb=256,
         timeout_seconds=30,
-        grants=(put_instance_records, publish_approval_request),
+        grants=(put_instance_records, publish_approval_request, schedule_approval_reminders),
     ),
     "RecordApprovalDecisionFunctionArn": TaskSpec(
-        summary="Records the approval decision on the approval item",
+        summary="Records the approval decision on the approval item; ends its reminders, a torn-down request's lifetime; tells the topic of an expiry",
         memory_mb=256,
         timeout_seconds=15,
-        grants=(update_instance_records,),
+        grants=(update_instance_records, end_schedules, publish_approval_request),
     ),
     "TerminateRegionInstancesFunctionArn": TaskSpec(
         summary="Terminates one region's approved instances, only those still tagged for this deployment and request",

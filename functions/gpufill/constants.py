@@ -300,3 +300,28 @@ def interruption_rule_name(env: str, kind: str) -> str:
 
 def forwarding_stack_name(env: str, region: str) -> str:
     return f"gpufill-{env}-events-{region}"
+
+# --- Spend guard (request field `max_lifetime`) -------------------------------------------
+# When a request's lifetime passes, an EventBridge Scheduler one-time schedule starts the
+# teardown of that request (still behind the approval). Bounds of max_lifetime: at least 15
+# minutes (a fill, the boot and the model's start-up take minutes, and a person needs time to
+# answer before the money matters), at most 30 days (a guard that far out protects nothing a
+# person would not have noticed; a longer-lived fleet is torn down on purpose).
+MIN_MAX_LIFETIME_SECONDS = 15 * 60
+MAX_MAX_LIFETIME_SECONDS = 30 * 24 * 3600
+# Every schedule of a deployment lives in its own schedule group, so its IAM grants name that
+# group only, and deleting the stack deletes the group with every schedule in it.
+ENV_SCHEDULE_GROUP = "SCHEDULE_GROUP"
+# The role EventBridge Scheduler assumes to start the lifetime's teardown and to remind approvers.
+ENV_SCHEDULER_ROLE_ARN = "SCHEDULER_ROLE_ARN"
+# While a teardown approval waits, it is published again this often, until its deadline.
+APPROVAL_REMINDER_SECONDS = 3600
+# On an instance record: when its request expires. Not `expires_at`, the table's TTL attribute
+# (epoch seconds): DynamoDB would delete the record of a live instance when its request expires.
+LIFETIME_ATTRIBUTE = "lifetime_expires_at"
+# The teardown request a lifetime's schedule sends says why it was asked (field `trigger`).
+TRIGGER_MAX_LIFETIME = "max_lifetime"
+
+
+def schedule_group_name(env: str) -> str:
+    return f"gpufill-{env}"

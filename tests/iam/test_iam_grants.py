@@ -163,3 +163,33 @@ def test_a_launch_step_may_delete_the_empty_cluster_groups_of_a_region_it_leaves
     assert execution.output["status"] == "FULFILLED"
     assert refused and refused[0].resource.startswith("arn:aws:ec2:us-west-2:123456789012:placement-group/gpufill-local-kept-groups-")
     assert len(left) == 2
+
+
+# --- the spend guard (max_lifetime): EventBridge Scheduler ----------------------------------------
+
+
+def test_a_launch_that_may_not_schedule_its_lifetime_fails_naming_what_runs(judged_account):
+    """A request that asked for a max_lifetime never runs unguarded without saying so."""
+    with judged_account(ONE_REGION, without=("LaunchBatch", "scheduler:CreateSchedule", "life-")) as (engine, judgements):
+        execution = engine.run(request(launch_mode="fleet", max_lifetime="PT2H"), name="unguarded")
+    refused = [j for j in judgements.refusals if j.action == "scheduler:CreateSchedule"]
+    assert refused and refused[0].resource == f"arn:aws:scheduler:us-east-1:{ACCOUNT}:schedule/gpufill-local/life-unguarded"
+    assert execution.error == "PROVISIONING_FAILED", execution.cause
+    assert "scheduler:CreateSchedule" in str(execution.cause)
+    assert len(execution.cause["instances"]) == 2  # every launched instance named, with the teardown that ends them
+
+
+def test_a_scheduler_role_that_may_not_start_the_teardown_starts_nothing(judged_account):
+    from tests.iam.conftest import without_grant
+
+    with judged_account(ONE_REGION) as (engine, judgements):
+        role = engine.deployments["local"].app.scheduler_role
+        engine.roles[role.arn] = without_grant(role, "states:StartExecution")
+        launched = engine.run(request(launch_mode="fleet", max_lifetime="PT1H"), name="never-ends")
+        engine.advance(2 * 3600)
+        executions = engine.executions()
+        [run] = [r for r in engine.schedule_runs if r["schedule"] == "life-never-ends"]
+    assert launched.output["status"] == "FULFILLED"
+    assert "never-ends-expired" not in executions
+    assert run["refused"] and run["error"].startswith("AccessDenied: states:StartExecution on arn:aws:states:us-east-1:")
+    assert [j.principal for j in judgements.refusals] == [role.name]

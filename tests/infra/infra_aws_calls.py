@@ -57,6 +57,9 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "send_task_failure": ("states:SendTaskFailure",),
     "start_execution": ("states:StartExecution",),
     "describe_execution": ("states:DescribeExecution",),
+    # A schedule runs with a role the caller passes to Scheduler.
+    "create_schedule": ("scheduler:CreateSchedule", "iam:PassRole"),
+    "delete_schedule": ("scheduler:DeleteSchedule",),
 }
 # Method names shaped like AWS operations: one of these not in ACTIONS is reported as unknown.
 _OPERATION = re.compile(r"(describe|get|put|create|delete|run|terminate|update|batch|send|list|start|stop)_[a-z_]+")

@@ -65,6 +65,8 @@ def test_environment_names_the_deployment(synthesized, task_functions):
         constants.ENV_STARTUP_BUCKET,
         constants.ENV_APPROVAL_TOPIC_ARN,
         constants.ENV_DEPLOYMENT,
+        constants.ENV_SCHEDULE_GROUP,
+        constants.ENV_SCHEDULER_ROLE_ARN,
         "POWERTOOLS_SERVICE_NAME",
         "POWERTOOLS_METRICS_NAMESPACE",
     }
@@ -78,6 +80,7 @@ def test_environment_names_the_deployment(synthesized, task_functions):
         assert variables["POWERTOOLS_SERVICE_NAME"] == constants.SERVICE_NAME
         assert variables[constants.ENV_DEPLOYMENT] == env  # tags and ClientTokens name the deployment
         assert variables["POWERTOOLS_METRICS_NAMESPACE"] == constants.METRICS_NAMESPACE
+        assert variables[constants.ENV_SCHEDULE_GROUP] == constants.schedule_group_name(env)
 
 
 def test_memory_and_timeout_come_from_the_task_table(task_functions):

@@ -82,16 +82,49 @@ def test_fleet_templates_are_created_tagged_for_the_deployment_and_only_those_ge
     assert {p for p, s in by_task.items() if statements_with(s, "ec2:CreateFleet")} == {"LaunchBatchFunctionArn"}
 
 
-def test_pass_role_only_for_the_instance_role_and_only_to_ec2(synthesized, task_functions):
+def _role_trusting(synthesized, service: str) -> str:
     (role_id,) = [
         k for k, r in synthesized.resources("AWS::IAM::Role").items()
-        if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
+        if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": service}
     ]
+    return role_id
+
+
+def test_pass_role_only_for_the_instance_role_to_ec2_and_the_scheduler_role_to_scheduler(synthesized, task_functions):
+    instance_role, scheduler_role = _role_trusting(synthesized, "ec2.amazonaws.com"), _role_trusting(synthesized, "scheduler.amazonaws.com")
     by_task = _all_function_statements(synthesized, task_functions)
-    assert {p for p, s in by_task.items() if statements_with(s, "iam:PassRole")} == {"LaunchBatchFunctionArn"}
-    (statement,) = statements_with(by_task["LaunchBatchFunctionArn"], "iam:PassRole")
-    assert resources(statement) == [get_att(role_id)]
-    assert statement["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+    passing = {p for p, s in by_task.items() if statements_with(s, "iam:PassRole")}
+    assert passing == {"LaunchBatchFunctionArn", "RequestTeardownApprovalFunctionArn"}
+    to_ec2, to_scheduler = sorted(
+        statements_with(by_task["LaunchBatchFunctionArn"], "iam:PassRole"), key=lambda s: json.dumps(s["Condition"])
+    )
+    assert resources(to_ec2) == [get_att(instance_role)]
+    assert to_ec2["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+    for statement in (to_scheduler, *statements_with(by_task["RequestTeardownApprovalFunctionArn"], "iam:PassRole")):
+        assert resources(statement) == [get_att(scheduler_role)]
+        assert statement["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+
+
+def test_schedules_are_made_and_ended_only_in_this_deployments_group(synthesized, task_functions):
+    by_task = _all_function_statements(synthesized, task_functions)
+    makers = {p for p, s in by_task.items() if statements_with(s, "scheduler:CreateSchedule")}
+    enders = {p for p, s in by_task.items() if statements_with(s, "scheduler:DeleteSchedule")}
+    assert makers == {"LaunchBatchFunctionArn", "RequestTeardownApprovalFunctionArn"}
+    assert enders == {"RecordApprovalDecisionFunctionArn"}
+    group = constants.schedule_group_name(_env(synthesized))
+    for task in makers | enders:
+        for statement in statements_with(by_task[task], "scheduler:CreateSchedule") + statements_with(by_task[task], "scheduler:DeleteSchedule"):
+            for resource in resources(statement):
+                assert f":schedule/{group}/" in json.dumps(resource), resource
+
+
+def test_the_scheduler_role_may_only_start_this_state_machine_and_publish_to_the_approval_topic(synthesized):
+    role_id = _role_trusting(synthesized, "scheduler.amazonaws.com")
+    trust = synthesized.resources("AWS::IAM::Role")[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
+    assert "aws:SourceAccount" in trust["Condition"]["StringEquals"]
+    policies = [p for p in synthesized.resources("AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"]["Roles"]]
+    actions = sorted(a for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
+    assert actions == ["sns:Publish", "states:StartExecution"]
 
 
 def test_dynamodb_actions_are_scoped_to_the_table_and_its_index(synthesized, task_functions):
@@ -128,9 +161,11 @@ def test_the_result_task_only_reads_the_attempt_log(synthesized, task_functions)
     }
 
 
-def test_only_the_approval_task_publishes(synthesized, task_functions):
+def test_only_the_approval_tasks_publish(synthesized, task_functions):
+    """The approval request (and its reminders), and the notice that it expired unanswered."""
     by_task = _all_function_statements(synthesized, task_functions)
-    assert {p for p, s in by_task.items() if statements_with(s, "sns:Publish")} == {"RequestTeardownApprovalFunctionArn"}
+    publishers = {p for p, s in by_task.items() if statements_with(s, "sns:Publish")}
+    assert publishers == {"RequestTeardownApprovalFunctionArn", "RecordApprovalDecisionFunctionArn"}
 
 
 def test_function_roles_hold_no_wildcard_actions_and_no_managed_policies(synthesized, task_functions):

@@ -36,7 +36,7 @@ def test_the_message_says_what_will_be_terminated_who_asked_and_what_it_costs():
         "gpufill teardown tear-1 asks to terminate 2 instance(s): every instance of request run-a.",
         "Asked by: ana@example.com",
         "Costing now: $0.7500/h",
-        "The request expires at 2026-03-01T13:00:00+00:00; after that nothing is terminated.",
+        "This approval expires at 2026-03-01T13:00:00+00:00; after that nothing is terminated.",
         "",
         "Instances:",
     ]

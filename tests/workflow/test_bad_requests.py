@@ -38,6 +38,12 @@ BAD_REQUESTS = [
     ({**GOOD, "image": "vllm/../vllm-openai:latest"}, ["image"]),
     ({**GOOD, "root_volume_gib": 0}, ["root_volume_gib"]),
     ({**GOOD, "root_volume_gib": 16385}, ["root_volume_gib"]),
+    # The spend guard: an ISO 8601 duration from 15 minutes to 30 days, on a provisioning request.
+    ({**GOOD, "max_lifetime": "PT10M"}, ["max_lifetime"]),
+    ({**GOOD, "max_lifetime": "P31D"}, ["max_lifetime"]),
+    ({**GOOD, "max_lifetime": 28800}, ["max_lifetime"]),
+    ({**GOOD, "max_lifetime": "8 hours"}, ["max_lifetime"]),
+    ({**GOOD, "trigger": "max_lifetime"}, ["trigger"]),
 ]
 
 
@@ -75,6 +81,38 @@ def test_any_json_value_that_is_not_an_object_is_refused_by_name(account, text, 
     assert execution.cause["fields"] == [
         {"field": "(request)", "problem": f"the request must be a JSON object, got {kind}"}
     ]
+
+
+@pytest.mark.parametrize(
+    ("lifetime", "problem"),
+    [
+        ("PT10M", "must be from PT15M to P30D, got 10 minutes"),
+        ("P45D", "must be from PT15M to P30D, got 45 days"),
+        (28800, "must be an ISO 8601 duration such as 'PT8H' or 'P2D', got a number"),
+        ("PT8H0.5S", "give whole seconds, such as 'PT8H'"),
+    ],
+)
+def test_a_bad_max_lifetime_is_named_with_its_bounds_and_schedules_nothing(account, lifetime, problem):
+    execution = account.run({**GOOD, "max_lifetime": lifetime}, name=f"bad-life-{len(account.calls.invocations)}")
+    assert (execution.status, execution.error) == ("FAILED", "InvalidRequest")
+    assert execution.cause["fields"] == [{"field": "max_lifetime", "problem": problem}]
+    group = "gpufill-local"
+    assert account.client("scheduler").list_schedules(GroupName=group)["Schedules"] == []
+
+
+def test_a_provisioning_run_may_not_take_a_name_the_spend_guard_keeps(account):
+    execution = account.run(GOOD, name="my-run-expired")
+    assert execution.error == "InvalidRequest"
+    assert execution.cause["fields"][0]["field"] == "(execution name)"
+    assert "max_lifetime keeps for the teardown" in execution.cause["fields"][0]["problem"]
+
+
+def test_max_lifetime_on_a_teardown_is_refused_and_changes_nothing(account):
+    execution = account.run({"action": "teardown", "request_id": "r", "max_lifetime": "PT8H"}, name="bad-life-teardown")
+    assert execution.cause["fields"] == [
+        {"field": "max_lifetime", "problem": "only goes with action 'provision' (this request's action is 'teardown')"}
+    ]
+    assert "Nothing was changed." in execution.cause["message"]
 
 
 def test_a_misspelt_type_gets_a_suggestion_and_an_arm64_type_the_reason(account):

@@ -73,7 +73,8 @@ def record_pending(
 
 def record_decision(
     execution_name: str, *, decision: str, answer_raw: str | None, approver: str, reason: str | None, decided_at: datetime
-) -> None:
+) -> dict:
+    """The approval item as it is now (its deadline, what was asked)."""
     values = {
         ":decision": decision,
         ":status": decision.upper(),
@@ -82,7 +83,7 @@ def record_decision(
         ":answer": answer_raw,
         ":reason": reason,
     }
-    _table().update_item(
+    answer = _table().update_item(
         Key={"instance_id": approval_key(execution_name)},
         UpdateExpression=(
             "SET decision = :decision, #status = :status, approver = :approver, decided_at = :at, "
@@ -90,7 +91,9 @@ def record_decision(
         ),
         ExpressionAttributeNames={"#status": "status"},
         ExpressionAttributeValues=values,
+        ReturnValues="ALL_NEW",
     )
+    return plain(answer.get("Attributes") or {})
 
 
 def publish(subject: str, body: str) -> str:

@@ -19,6 +19,7 @@ from gpufill.constants import (
     LAUNCH_REGIONS_KEY,
     INSTANCES_BY_REQUEST_INDEX,
     INSTANCES_TTL_ATTRIBUTE,
+    LIFETIME_ATTRIBUTE,
     TERMINATED_RECORD_RETENTION_SECONDS,
 )
 from gpufill.models.run import Instance
@@ -34,7 +35,8 @@ def _table():
 
 
 def record_launched(
-    instances: list[Instance], *, request_id: str, client_token: str, maintain: bool = False, replaces: list[str] | None = None
+    instances: list[Instance], *, request_id: str, client_token: str, maintain: bool = False, replaces: list[str] | None = None,
+    lifetime_expires_at: str | None = None,
 ) -> None:
     """`maintain`: EC2 reclaiming one starts a refill run; `replaces`: the instances a refill run launched it for.
 
@@ -55,6 +57,8 @@ def record_launched(
                 item["maintain"] = True
             if replaces:
                 item["replaces"] = list(replaces)
+            if lifetime_expires_at:
+                item[LIFETIME_ATTRIBUTE] = lifetime_expires_at
             _write_missing(instance.instance_id, item)
     except Exception as error:
         raise InstanceRecordError(f"could not record {[i.instance_id for i in instances]}: {error}") from error

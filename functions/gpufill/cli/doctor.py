@@ -216,6 +216,8 @@ def iam_checks(deployment: aws.Deployment) -> list[Check]:
             role_arn = principal_role_arn(deployment, principal)
             if "${InstanceRoleArn}" not in names:
                 names["${InstanceRoleArn}"] = principal_role_arn(deployment, "Instance")
+            if "${SchedulerRoleArn}" not in names:
+                names["${SchedulerRoleArn}"] = principal_role_arn(deployment, "Scheduler")
             fill = partial(_filled, names)
             denied = []
             for call in calls:
@@ -243,12 +245,14 @@ def iam_checks(deployment: aws.Deployment) -> list[Check]:
 
 def principal_role_arn(deployment: aws.Deployment, principal: str) -> str:
     """The deployed role of a principal the needs file names: a function by its task
-    (`LaunchBatch`), the state machine, or the instances."""
+    (`LaunchBatch`), the state machine, the instances, or EventBridge Scheduler's role."""
     if principal == "StateMachine":
         return deployment.client("stepfunctions").describe_state_machine(stateMachineArn=deployment.state_machine_arn)["roleArn"]
-    if principal == "Instance":
+    if principal in ("Instance", "Scheduler"):
         launcher = constants.function_name(deployment.env, "LaunchBatchFunctionArn")
         variables = deployment.client("lambda").get_function_configuration(FunctionName=launcher)["Environment"]["Variables"]
+        if principal == "Scheduler":
+            return variables[constants.ENV_SCHEDULER_ROLE_ARN]
         profile = variables[constants.ENV_INSTANCE_PROFILE_ARN].rsplit("/", 1)[-1]
         return deployment.client("iam").get_instance_profile(InstanceProfileName=profile)["InstanceProfile"]["Roles"][0]["Arn"]
     function = constants.function_name(deployment.env, principal)

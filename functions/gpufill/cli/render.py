@@ -346,6 +346,8 @@ def render_summary(execution: Any) -> str:
             f"{result['status']}: {result['launched']} of {result['requested']} launched, "
             f"${result['hourly_cost']:.4f}/h in all{serving}"
         )
+        if result.get("expires_at"):  # max_lifetime
+            lines.append(f"Expires at {result['expires_at']}: its teardown then asks for approval on its own")
     else:
         lines.append(f"FAILED with {execution.error}")
         if cause:
@@ -458,6 +460,7 @@ def render_status(result: dict) -> list[str]:
             f"  {i['instance_id']:<19}  {(i.get('request_id') or '-')[:24]:<24} {i.get('availability_zone') or i['region']:<16} "
             f"{i.get('instance_type') or '-':<13} {i.get('market') or '-':<9} {i['state']:<13} {price:>8} {hours:>6}  {i['finding']}"
             + (f"  startup: {i['startup_step']}" if i.get("startup_step") else "")
+            + (f"  expires: {i['expires_at']}" if i.get("expires_at") else "")  # max_lifetime
         )
     counts = ", ".join(f"{n} {state}" for state, n in (result.get("counts") or {}).items()) or "none"
     if result.get("waiting"):

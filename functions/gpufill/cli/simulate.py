@@ -122,6 +122,11 @@ def simulate(args: argparse.Namespace) -> int:
         raise UsageError(
             "a teardown waits for a person to approve it; say what they answer: --decision approved|rejected|timeout"
         )
+    if args.decision is None and _lifetime_passes(request, getattr(args, "advance", None)):
+        raise UsageError(
+            "--advance passes the request's max_lifetime: its teardown then waits for a person to approve it; "
+            "say what they answer: --decision approved|rejected|timeout"
+        )
     name = args.name or _default_name(args.request.stem if args.request is not None else "flags")
 
     from gpufill.local.engine import LocalEngine
@@ -174,11 +179,26 @@ def _advance(engine, args: argparse.Namespace, executions: list, progress: Progr
     for name in [n for n in engine.executions() if n not in known]:
         if progress:
             print()
-            progress.header(f"run {name}, started by StartRefill")
-        executions.append(engine.follow(name, on_event=progress.event if progress else None, timeout=args.timeout))
+            progress.header(f"run {name}, started by " + ("the spend guard (max_lifetime)" if name.endswith("-expired") else "StartRefill"))
+        executions.append(engine.follow(name, on_event=progress.event if progress else None, timeout=args.timeout,
+                                        decision=args.decision))
         if progress and name != engine.executions()[-1]:
             print(render_summary(executions[-1]))
     return reclaims
+
+
+def _lifetime_passes(request: Any, advance: float | None) -> bool:
+    """Whether --advance reaches the request's max_lifetime (an unreadable one is ValidateRequest's to refuse)."""
+    if not advance or not isinstance(request, dict) or not isinstance(request.get("max_lifetime"), str):
+        return False
+    from datetime import timedelta
+
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        return advance >= TypeAdapter(timedelta).validate_python(request["max_lifetime"]).total_seconds()
+    except ValidationError:
+        return False
 
 
 def _header(request_path: Path | None, scenario) -> str:

@@ -101,6 +101,8 @@ class ApprovalAnswerEvent(_Event):
     execution_name: str
     answer: Any = None
     expired: bool = False
+    # What was asked (FindTeardownInstances' answer): whose lifetime to end, what the expiry notice says.
+    teardown: Teardown | None = None
 
 
 class TerminateRegionEvent(_Event):

@@ -6,6 +6,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill.adapters import clock, instances_table, inventory, managed_instances, run_store
+from gpufill.constants import LIFETIME_ATTRIBUTE
 from gpufill.handlers.events import RequestEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.teardown import LiveInstance, TeardownTarget
@@ -39,6 +40,10 @@ def handler(event: dict, context: LambdaContext) -> dict:
     result = teardown.found(
         request_id=request.request_id, target=target, requested_by=request.requested_by, allowed=allowed, refused=refused
     )
+    if request.trigger:
+        # The spend guard asked: the approval says so, and when the request expired.
+        expiries = sorted(r[LIFETIME_ATTRIBUTE] for r in records.values() if isinstance(r, dict) and r.get(LIFETIME_ATTRIBUTE))
+        result = result.model_copy(update={"trigger": request.trigger, "expired_at": expiries[0] if expiries else None})
     logger.info(
         "teardown candidates",
         extra={"allowed": [i.instance_id for i in allowed], "refused": [r.model_dump() for r in refused]},

@@ -19,7 +19,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
-from gpufill.adapters import capacity_cache, ec2, instances_table, placement_groups, run_store, visibility
+from gpufill.adapters import capacity_cache, ec2, instances_table, placement_groups, run_store, schedules, visibility
 from gpufill.adapters import fleet as fleet_calls
 from gpufill.adapters.aws import TransientAwsError
 from gpufill.constants import (
@@ -73,7 +73,7 @@ def launch_step(step: LoopEvent, request: ProvisionRequest, plan, pools: list[Po
         token = client_token(step.state_machine, request.request_id, run.attempts_total + 1)
         batch = run.batch
         result = launch(request, run.launch, pool, batch, token, grouped)
-        keep(result.instances, request, token)
+        keep(result.instances, request, token, step.state_machine)
         if fill.pool_found_empty(batch, result, request):
             capacity_cache.remember_full(pool.key, request_id=request.request_id, reason=result.reason or "capacity")
         run = fill.after_attempt(run, pools, result, request)
@@ -99,16 +99,24 @@ def tidy_groups(grouped: set[str], run: Run, pools: list[Pool], request: Provisi
             logger.warning("empty cluster groups not deleted", extra={"region": region, "error": str(error)})
 
 
-def keep(instances: list[Instance], request: ProvisionRequest, token: str) -> None:
+def keep(instances: list[Instance], request: ProvisionRequest, token: str, state_machine: str) -> None:
     """Recorded before the step returns: if this fails the step is retried with the same tokens."""
     if not instances:
         return
     replaces = request.refill.replaces if request.refill else None
     instances_table.record_launched(
-        instances, request_id=request.owner_id, client_token=token, maintain=request.maintain, replaces=replaces
+        instances, request_id=request.owner_id, client_token=token, maintain=request.maintain, replaces=replaces,
+        lifetime_expires_at=request.expires_at,
     )
     if replaces:
         instances_table.mark_replaced(replaces, [i.instance_id for i in instances])
+    if request.expires_at:
+        # With the records, so no instance of the request runs unguarded: a failure here retries
+        # the step, whose launches answer with the same instances, and the schedule's name is
+        # the request's, so it is made once however often this runs.
+        made = schedules.schedule_expiry(request.owner_id, request.expires_at, state_machine)
+        if made:
+            logger.info("lifetime scheduled", extra={"expires_at": request.expires_at})
     metrics.add_metric(name="InstancesLaunched", unit="Count", value=len(instances))
 
 
@@ -139,7 +147,7 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
     token = client_token(step.state_machine, request.request_id, run.attempts_total + 1)
     run_store.record_intent(request_id=request.owner_id, region=here.region, client_token=token)
     answer = fleet_calls.launch(call, launch_spec(request, run.launch), token)
-    keep([i for item in answer.answers for i in item.result.instances], request, token)
+    keep([i for item in answer.answers for i in item.result.instances], request, token, step.state_machine)
     for index in fleet.pools_found_empty(answer):
         capacity_cache.remember_full(pools[index].key, request_id=request.request_id, reason="capacity")
     if answer.template_version:

@@ -1,7 +1,10 @@
 """RecordApprovalDecision: write who decided what on the approval item, whichever route the answer came by.
 
 Only {"decision": "approved"} approves; anything else sent with the token is a rejection.
-With `expired` (the approval timed out) the decision is recorded as expired.
+With `expired` (the approval timed out) the decision is recorded as expired, and the approval
+topic is told: nothing was terminated and the instances keep running. Either way the approval's
+reminders end; an approved teardown of a request (or of everything) also ends the max_lifetime
+schedule of each request it ends, so a later expiry asks nobody about instances already gone.
 """
 
 from __future__ import annotations
@@ -11,11 +14,11 @@ from datetime import datetime
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import approvals, clock
+from gpufill.adapters import approvals, clock, schedules
 from gpufill.handlers.events import ApprovalAnswerEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.teardown import ApprovalDecision
-from gpufill.policy import approval
+from gpufill.policy import approval, lifetime
 
 NOBODY = "nobody: no answer came before the deadline"
 
@@ -33,7 +36,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         decided = ApprovalDecision(
             decision=decision, answer_raw=answer, approver=approver, reason=reason, decided_at=_now()
         )
-    approvals.record_decision(
+    item = approvals.record_decision(
         step.execution_name,
         decision=decided.decision,
         answer_raw=decided.answer_raw,
@@ -41,6 +44,14 @@ def handler(event: dict, context: LambdaContext) -> dict:
         reason=decided.reason,
         decided_at=datetime.fromisoformat(decided.decided_at),
     )
+    schedules.cancel_reminders(step.execution_name)
+    if step.teardown is not None and decided.decision == "approved":
+        for request_id in lifetime.requests_ended(step.teardown):
+            if schedules.cancel_expiry(request_id):
+                logger.info("lifetime schedule removed", extra={"request": request_id})
+    if step.teardown is not None and decided.decision == "expired":
+        subject, body = approval.expired_notice(step.teardown, execution_name=step.execution_name, deadline=item.get("deadline"))
+        approvals.publish(subject, body)
     logger.info("teardown decision", extra=decided.model_dump())
     metrics.add_metric(name=f"Teardown{decided.decision.capitalize()}", unit="Count", value=1)
     return decided.model_dump(mode="json")

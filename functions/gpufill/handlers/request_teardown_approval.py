@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import approvals, clock
+from gpufill.adapters import approvals, clock, schedules
 from gpufill.handlers.events import ApprovalRequestEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
-from gpufill.policy import approval
+from gpufill.policy import approval, lifetime
 
 
 @logger.inject_lambda_context(correlation_id_path="execution_name")
@@ -25,6 +25,18 @@ def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=ApprovalRequestEvent)
     requested_at = _when(step.entered_at)
     deadline = approval.deadline(requested_at, step.approval_timeout_seconds)
+    # Reminders come from EventBridge Scheduler, not from this execution: the wait keeps its one
+    # task token (so the commands in the first message stay valid) and costs no history events;
+    # the schedule ends itself at the deadline, and the decision deletes it sooner. Made before
+    # the token can be answered (it is on the item and in the message once they exist), so a
+    # decision always finds it to delete. Counted from now: a retried step may be well past the
+    # state's entry time.
+    window = lifetime.reminder_window(clock.now(), deadline)
+    if window is not None:
+        again_subject, again_body = approval.reminder(
+            step.teardown, execution_arn=step.execution_arn, task_token=step.task_token, expires=deadline
+        )
+        schedules.schedule_reminders(step.execution_name, subject=again_subject, message=again_body, first=window[0], until=window[1])
     approvals.record_pending(
         execution_name=step.execution_name,
         execution_arn=step.execution_arn,

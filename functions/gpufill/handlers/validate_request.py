@@ -14,7 +14,7 @@ from gpufill.handlers.events import ValidateEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.request import ProvisionRequest, Request, describe_problems, normalise, not_an_object
 from gpufill.models.run import Run
-from gpufill.policy import fill, waiting
+from gpufill.policy import fill, lifetime, waiting
 
 
 @logger.inject_lambda_context(correlation_id_path="request_id")
@@ -36,6 +36,13 @@ def handler(event: dict, context: LambdaContext) -> dict:
             "keeps for itself; choose a name that does not end in -c and a number"
         )
         return _invalid(step.request_id, [{"field": "(execution name)", "problem": problem}], changes=changes)
+    if step.request_id.endswith(lifetime.EXPIRY_SUFFIX) and step.input.get("action") != "teardown":
+        # Kept for the spend guard: the teardown a request's max_lifetime starts is named so.
+        problem = (
+            f"{step.request_id!r} ends in {lifetime.EXPIRY_SUFFIX!r}, which max_lifetime keeps for the teardown it "
+            "starts when a request expires; choose another name"
+        )
+        return _invalid(step.request_id, [{"field": "(execution name)", "problem": problem}], changes=changes)
     try:
         request = parse(event=step.input, model=Request)
     except ValidationError as error:
@@ -43,6 +50,10 @@ def handler(event: dict, context: LambdaContext) -> dict:
     default_regions = regions_config.load().regions if request.regions is None else []
     home = os.environ.get("AWS_REGION", LOCAL_HOME_REGION)
     normalised = normalise(request, request_id=step.request_id, default_regions=default_regions, home_region=home)
+    if normalised.max_lifetime_seconds is not None:
+        # Fixed here, once: the schedule, every record, the result and status all show this moment.
+        expiry = lifetime.expires_at(clock.now(), normalised.max_lifetime_seconds)
+        normalised = normalised.model_copy(update={"expires_at": expiry})
     logger.info("request accepted", extra={"request": normalised.model_dump()})
     run = fill.start(normalised)
     if normalised.wait_for_capacity_seconds is not None:
@@ -91,6 +102,8 @@ def user_fields(request: ProvisionRequest) -> dict:
             "origin_region", "regions", "tags", "model_id", "image", "root_volume_gib", "scoring",
         }
     )
+    if request.max_lifetime_seconds is not None:
+        fields["max_lifetime"] = f"PT{request.max_lifetime_seconds}S"
     if request.wait_for_capacity_seconds is not None:
         fields["wait_for_capacity"] = {"deadline": f"PT{request.wait_for_capacity_seconds}S"}
     return fields

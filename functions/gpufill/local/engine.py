@@ -31,7 +31,7 @@ from gpufill.local.deploy import images, public_layers
 from gpufill.local.deploy import model as stack_model
 from gpufill.local.deploy.images import LOCAL_AMI, LOCAL_AMI_ROOT_SNAPSHOT_GIB  # noqa: F401 (tests read them here)
 from gpufill.local.deploy.model import LOCAL_ACCOUNT, AppModel
-from gpufill.local import quotas
+from gpufill.local import quotas, scheduler
 from gpufill.local.emf import EmbeddedMetrics
 from gpufill.local.iam import simulation_api
 from gpufill.local.metrics import CallLog
@@ -216,6 +216,10 @@ class LocalEngine:
         self._elapsed = 0.0
         self._scheduled: list[tuple[float, int, Callable[[], None]]] = []
         self._clock_lock = threading.RLock()
+        self._incoming: list[tuple[float, Callable[[], None]]] = []
+        self._incoming_lock = threading.Lock()
+        # EventBridge Scheduler's runs of gpufill's schedules (local/scheduler.py).
+        self.schedule_runs: list[dict] = []
         # EC2's events put on a default bus, and what each scheduled interruption did.
         self.events_sent: list[dict] = []
         self.event_deliveries: list[dict] = []
@@ -303,6 +307,8 @@ class LocalEngine:
         self._stack.enter_context(self._no_sleeping_waits())
         self._stack.enter_context(self._start_execution_as_aws_does())
         self._stack.enter_context(interruptions.patches(self))
+        self._stack.enter_context(scheduler.patches(self))
+        self._stack.enter_context(_entered_time_on_the_modelled_clock())
         self._stack.enter_context(_atomic_start_execution())
         self._stack.enter_context(_one_lambda_client_per_region())
         self._stack.enter_context(_one_response_method_listing())
@@ -528,13 +534,14 @@ class LocalEngine:
         return execution
 
     def follow(self, name: str, *, env: str | None = None, timeout: float = DEFAULT_TIMEOUT_SECONDS,
-               on_event: Callable[[dict], None] | None = None) -> Execution:
+               on_event: Callable[[dict], None] | None = None, decision: str | None = None) -> Execution:
         """Wait for execution `name` of deployment `env`, started by something else (a refill run
-        StartRefill started), to end; its metrics count from the moment it is followed."""
+        StartRefill started, the teardown a max_lifetime started), to end; its metrics count from
+        the moment it is followed. A teardown's approval is answered with `decision`, as run() does."""
         env = env or self.env_names[0]
         arn = f"{self.deployments[env].state_machine_arn.replace(':stateMachine:', ':execution:', 1)}:{name}"
         return self._follow(name, arn, env=env, marker=self.calls.mark(), published=len(self.approval_messages(env)),
-                            on_event=on_event, timeout=timeout, decision=None)
+                            on_event=on_event, timeout=timeout, decision=decision)
 
     def executions(self, env: str | None = None) -> list[str]:
         """The names of every execution of deployment `env`, oldest first."""
@@ -849,15 +856,47 @@ class LocalEngine:
             heapq.heappush(self._scheduled, (seconds, next(_SEQUENCE), action))
         self.advance(0)
 
+    def at_later(self, seconds: float, action: Callable[[], None]) -> None:
+        """As at(), for a caller that may run while another thread holds the clock (a Lambda of an
+        execution that an action scheduled at a modelled second runs): noted under a lock of its
+        own, taken into the schedule by the next advance()."""
+        with self._incoming_lock:
+            self._incoming.append((seconds, action))
+
     def advance(self, seconds: float) -> None:
         """Let `seconds` of modelled time pass: the handlers' clock moves, and what was scheduled
         by then happens, in time order, before anything reads the clock again."""
         with self._clock_lock:
             self._elapsed += max(0.0, seconds)
             clock.fast_forward(seconds)
-            while self._scheduled and self._scheduled[0][0] <= self._elapsed:
+            while True:
+                with self._incoming_lock:  # noted meanwhile, by an action or another thread
+                    for due, action in self._incoming:
+                        heapq.heappush(self._scheduled, (due, next(_SEQUENCE), action))
+                    self._incoming.clear()
+                if not (self._scheduled and self._scheduled[0][0] <= self._elapsed):
+                    break
                 _, _, action = heapq.heappop(self._scheduled)
                 action()
+
+
+def _entered_time_on_the_modelled_clock():
+    """`$$.State.EnteredTime` is read from the clock the handlers share, so an approval asked after
+    modelled hours has its deadline after them (moto reads the wall clock)."""
+    import datetime as real
+
+    from moto.stepfunctions.parser.asl.component.state import state
+
+    class _Datetime:
+        @staticmethod
+        def now(tz=None):
+            return clock.now().astimezone(tz) if tz else clock.now()
+
+    class _Module:
+        datetime = _Datetime
+        timezone = real.timezone
+
+    return mock.patch.object(state, "datetime", _Module)
 
 
 def _atomic_start_execution():

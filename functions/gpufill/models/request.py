@@ -33,10 +33,12 @@ from gpufill.constants import (
     GPUFILL_TAG_COUNT,
     MAX_APPROVAL_TIMEOUT_SECONDS,
     MAX_COUNT,
+    MAX_MAX_LIFETIME_SECONDS,
     MAX_READY_TIMEOUT_SECONDS,
     MAX_ROOT_VOLUME_GIB,
     MAX_WAIT_FOR_CAPACITY_SECONDS,
     MIN_APPROVAL_TIMEOUT_SECONDS,
+    MIN_MAX_LIFETIME_SECONDS,
     SUPPORTED_ARCHITECTURE,
 )
 from gpufill.launch.user_data import (
@@ -100,6 +102,13 @@ class WaitForCapacity(BaseModel):
         if value > timedelta(seconds=MAX_WAIT_FOR_CAPACITY_SECONDS):
             raise ValueError(f"may be at most 7 days ('P7D'), got {value.total_seconds() / 86400:g} days")
         return value
+
+
+def _duration_words(seconds: float) -> str:
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= size:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} seconds"
 
 
 def _shown(value: Any) -> str:
@@ -207,6 +216,33 @@ class Request(BaseModel):
     # Set by StartRefill on the runs it starts, never by a user: which request and instance this
     # run replaces, so its instances are recorded and tagged as that request's.
     refill: Refill | None = None
+    # provision only: the spend guard. When this much time has passed since the request was
+    # accepted, the request's teardown starts on its own (still behind the approval).
+    max_lifetime: timedelta | None = None
+    # teardown only, set by the spend guard's schedule: why the teardown was asked.
+    trigger: Literal["max_lifetime"] | None = None
+
+    @field_validator("max_lifetime", mode="before")
+    @classmethod
+    def _lifetime_is_iso_8601(cls, value: Any) -> Any:
+        if value is not None and not (isinstance(value, str) and value.startswith("P")):
+            raise ValueError(f"must be an ISO 8601 duration such as 'PT8H' or 'P2D', got {_shown(value)}")
+        return value
+
+    @field_validator("max_lifetime")
+    @classmethod
+    def _lifetime_within_bounds(cls, value: timedelta | None) -> timedelta | None:
+        if value is None:
+            return value
+        seconds = value.total_seconds()
+        if seconds != int(seconds):
+            raise ValueError("give whole seconds, such as 'PT8H'")
+        if not MIN_MAX_LIFETIME_SECONDS <= seconds <= MAX_MAX_LIFETIME_SECONDS:
+            raise ValueError(
+                f"must be from PT{MIN_MAX_LIFETIME_SECONDS // 60}M to P{MAX_MAX_LIFETIME_SECONDS // 86400}D, "
+                f"got {_duration_words(seconds)}"
+            )
+        return value
 
     @field_validator("request_id")
     @classmethod
@@ -316,6 +352,10 @@ class Request(BaseModel):
             # whole gang to fit is not built yet, so the pair is refused rather than half-honoured.
             problems.append(("wait_for_capacity", "does not go with all_or_nothing yet: give one or the other"))
         problems += self._maintenance_problems()
+        if self.max_lifetime is not None and self.action != "provision":
+            problems.append(("max_lifetime", f"only goes with action 'provision' (this request's action is {self.action!r})"))
+        if self.trigger is not None and self.action != "teardown":
+            problems.append(("trigger", f"only goes with action 'teardown' (this request's action is {self.action!r})"))
         if problems:
             raise RequestProblems(problems)
         return self
@@ -496,6 +536,10 @@ class ProvisionRequest(BaseModel):
     ready_timeout_seconds: int = DEFAULT_READY_TIMEOUT_SECONDS
     maintain: bool = False
     refill: Refill | None = None
+    # max_lifetime in seconds, and the moment the request expires (fixed once, when it is accepted).
+    max_lifetime_seconds: int | None = None
+    expires_at: str | None = None
+    trigger: str | None = None
 
     @property
     def owner_id(self) -> str:
@@ -535,6 +579,8 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
         ),
         maintain=request.maintain,
         refill=request.refill,
+        max_lifetime_seconds=int(request.max_lifetime.total_seconds()) if request.max_lifetime else None,
+        trigger=request.trigger,
     )
 
 

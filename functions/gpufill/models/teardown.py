@@ -109,6 +109,9 @@ class Teardown(_Model):
     regions: list[RegionBatch] = Field(default_factory=list)
     hourly_cost: float = 0.0
     note: str | None = None
+    # "max_lifetime": the spend guard asked this teardown when the request expired.
+    trigger: str | None = None
+    expired_at: str | None = None
 
 
 class ApprovalDecision(_Model):
@@ -145,6 +148,8 @@ class StatusEntry(_InstanceFacts):
     startup_step: str | None = None
     # maintain: the instances a refill run launched in place of this one, after EC2 reclaimed it.
     replaced_by: list[str] | None = None
+    # max_lifetime: when the instance's request expires and its teardown asks for approval.
+    expires_at: str | None = None
 
 
 class StatusReport(_Model):

@@ -10,7 +10,7 @@ import shlex
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpufill.constants import APPROVED
+from gpufill.constants import APPROVED, TRIGGER_MAX_LIFETIME
 from gpufill.models.teardown import Decision, Teardown
 
 MAX_TEXT = 500  # approver and reason are free text from a person; keep the record small
@@ -87,11 +87,12 @@ def message(
         what = f"every instance of request {teardown.target.request_id}"
     else:
         what = f"{len(teardown.target.instance_ids or [])} instance id(s) given by hand"
-    lines = [
+    lines = [*_why(teardown)]
+    lines += [
         f"gpufill teardown {teardown.request_id} asks to terminate {count} instance(s): {what}.",
         f"Asked by: {teardown.requested_by or 'not given (requested_by was not set)'}",
         f"Costing now: ${teardown.hourly_cost:.4f}/h" + (" (prices of unrecorded instances unknown)" if any(not i.recorded for i in teardown.instances) else ""),
-        f"The request expires at {expires.isoformat(timespec='seconds')}; after that nothing is terminated.",
+        f"This approval expires at {expires.isoformat(timespec='seconds')}; after that nothing is terminated.",
         "",
         "Instances:",
     ]
@@ -118,6 +119,66 @@ def message(
         f"  {found['approve_with_aws_cli']}",
     ]
     return subject, "\n".join(lines)
+
+
+def _why(teardown: Teardown) -> list[str]:
+    if teardown.trigger != TRIGGER_MAX_LIFETIME:
+        return []
+    when = f" at {teardown.expired_at}" if teardown.expired_at else ""
+    return [
+        f"The max_lifetime of request {teardown.target.request_id} passed{when}: gpufill's spend guard asks to end it.",
+        "Nothing is terminated unless you approve; until the deadline below this is sent again every hour.",
+        "",
+    ]
+
+
+def reminder(teardown: Teardown, *, execution_arn: str, task_token: str, expires: datetime) -> tuple[str, str]:
+    """The approval request again, short (a schedule's input holds at most 8,192 characters, and
+    the first message listed the instances): what waits, what it costs, the commands."""
+    count = max(teardown.instance_count, len(teardown.instances))
+    head = "gpufill reminder: approve terminating "
+    subject = subject_line(count, teardown.request_id).replace("gpufill: approve terminating ", head, 1)
+    if len(subject) > MAX_SUBJECT:
+        subject = subject[: MAX_SUBJECT - len(ELLIPSIS) - 1] + ELLIPSIS + ")"
+    found = commands(execution_arn, task_token)
+    lines = [
+        *_why(teardown),
+        f"REMINDER: teardown {teardown.request_id} still waits for an answer; nothing is terminated until one comes.",
+        f"{count} instance(s) keep running, ${teardown.hourly_cost:.4f}/h. The approval expires at "
+        f"{expires.isoformat(timespec='seconds')}.",
+        "",
+        "To approve:",
+        f"  {found['approve']}",
+        "To reject:",
+        f"  {found['reject']}",
+        "Or with the AWS CLI alone:",
+        f"  {found['approve_with_aws_cli']}",
+    ]
+    return subject, "\n".join(lines)
+
+
+def expired_notice(teardown: Teardown, *, execution_name: str, deadline: str | None) -> tuple[str, str]:
+    """Published when an approval expires: nothing was terminated and the instances still cost money."""
+    count = max(teardown.instance_count, len(teardown.instances))
+    head = "gpufill: approval expired, instances still running ("
+    room = MAX_SUBJECT - len(head) - 1
+    name = execution_name if len(execution_name) <= room else execution_name[: room - len(ELLIPSIS)] + ELLIPSIS
+    again = (
+        f"gpufill teardown {teardown.target.request_id}" if teardown.target.request_id
+        else "gpufill teardown --all" if teardown.target.all
+        else "gpufill teardown --instances " + " ".join(teardown.target.instance_ids or [])
+    )
+    lines = [
+        f"Nobody answered the approval of teardown {execution_name}"
+        + (f" before its deadline ({deadline})" if deadline else " before its deadline") + ".",
+        f"Nothing was terminated: {count} instance(s) keep running, ${teardown.hourly_cost:.4f}/h.",
+        *( [f"It was asked by the spend guard: the max_lifetime of request {teardown.target.request_id} had passed."]
+           if teardown.trigger == TRIGGER_MAX_LIFETIME else [] ),
+        "",
+        "To ask again:",
+        f"  {again}",
+    ]
+    return f"{head}{name})", "\n".join(lines)
 
 
 def subject_line(count: int, execution_name: str) -> str:

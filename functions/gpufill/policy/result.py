@@ -36,6 +36,8 @@ def fill_result(request: ProvisionRequest, run: Run, attempts: list[Attempt], st
     checked = [i for i in run.instances if i.serving is not None]
     if checked:  # ready_timeout: how many model servers answer (per instance: serving, serving_reason)
         result["instances_serving"] = sum(1 for i in checked if i.serving)
+    if request.expires_at:  # max_lifetime: when the request's teardown asks for approval on its own
+        result["expires_at"] = request.expires_at
     if request.refill is not None:  # a refill run answers for its request, and says what it replaced
         result["refill"] = {"run": request.request_id, **request.refill.model_dump(mode="json", exclude_none=True)}
     if len(attempts) > len(listed):

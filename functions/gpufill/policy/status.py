@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from gpufill.constants import (
+    LIFETIME_ATTRIBUTE,
     GONE_AFTER_SECONDS,
     INSTANCES_TTL_ATTRIBUTE,
     STATUS_LISTED_INSTANCES,
@@ -184,6 +185,7 @@ def _recorded_entry(instance_id: str, record: dict, *, state: str, finding: str)
         launched_at=record.get("launched_at"),
         finding=finding,
         replaced_by=record.get("replaced_by") or None,
+        expires_at=record.get(LIFETIME_ATTRIBUTE),
     )
 
 
@@ -204,6 +206,7 @@ def _entry(instance: LiveInstance, record: dict | None, finding: str, now: datet
         finding=finding,
         startup_step=instance.tags.get(TAG_STARTUP_STEP),
         replaced_by=record.get("replaced_by") or None,
+        expires_at=record.get(LIFETIME_ATTRIBUTE),
     )
 
 

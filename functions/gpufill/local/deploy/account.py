@@ -57,6 +57,8 @@ def deploy_app(
     for topic in home.topics:
         display = topic.properties.get("DisplayName")
         client("sns").create_topic(Name=topic.name, Attributes={"DisplayName": display} if display else {})
+    for group in home.schedule_groups:
+        client("scheduler").create_schedule_group(Name=group.name)
     code = {"ZipFile": _stub_zip()}
     for function in home.functions.values():
         client("lambda").create_function(
@@ -98,6 +100,8 @@ def _roles(client: Clients, stack: StackModel) -> list[Role]:
     instance profile's and the rule targets' (not the roles of CDK's deploy-time handlers)."""
     used = {f.role.arn for f in stack.functions.values()} | {m.role.arn for m in stack.state_machines}
     used |= {t.role.arn for rule in stack.rules for t in rule.targets if t.role is not None}
+    # The role EventBridge Scheduler runs the functions' schedules with (named in their environment).
+    used |= {r.arn for r in stack.roles.values() if "scheduler.amazonaws.com" in r.assumed_by}
     profiled = {name for p in stack.instance_profiles for name in p.properties.get("Roles", [])}
     deployed = [role for role in stack.roles.values() if role.arn in used or role.name in profiled]
     for role in deployed:

@@ -35,6 +35,7 @@ _NAME_PROPERTY = {
     "AWS::Logs::LogGroup": "LogGroupName",
     "AWS::Events::Rule": "Name",
     "AWS::Events::EventBus": "Name",
+    "AWS::Scheduler::ScheduleGroup": "Name",
     "AWS::KMS::Key": None,
 }
 # Name length limits of the services, for generated names.
@@ -140,6 +141,7 @@ class Resolver:
             "AWS::StepFunctions::StateMachine": f"arn:{p}:states:{r}:{a}:stateMachine:{name}",
             "AWS::Logs::LogGroup": f"arn:{p}:logs:{r}:{a}:log-group:{name}:*",
             "AWS::Events::Rule": f"arn:{p}:events:{r}:{a}:rule/{name}",
+            "AWS::Scheduler::ScheduleGroup": f"arn:{p}:scheduler:{r}:{a}:schedule-group/{name}",
             "AWS::Events::EventBus": f"arn:{p}:events:{r}:{a}:event-bus/{name}",
         }
         if kind not in arns:

@@ -151,6 +151,7 @@ class StackModel:
     buckets: list[Named]
     parameters: list[Named]
     instance_profiles: list[Named]
+    schedule_groups: list[Named]
     rules: list[Rule]
     permissions: list[Permission]
     outputs: dict[str, Any]
@@ -185,6 +186,11 @@ class AppModel:
         """The role of the instance profile every launch carries."""
         [role_name] = self.instance_profile.properties["Roles"]
         return next(r for r in self.home.roles.values() if r.name == role_name)
+
+    @property
+    def scheduler_role(self) -> Role:
+        """The role EventBridge Scheduler runs the deployment's schedules with (max_lifetime, reminders)."""
+        return next(r for r in self.home.roles.values() if "scheduler.amazonaws.com" in r.assumed_by)
 
     @property
     def task_functions(self) -> dict[str, Function]:
@@ -300,6 +306,7 @@ def read_stack(template: Mapping[str, Any], *, name: str, account: str, region: 
         buckets=named("AWS::S3::Bucket"),
         parameters=named("AWS::SSM::Parameter"),
         instance_profiles=named("AWS::IAM::InstanceProfile"),
+        schedule_groups=named("AWS::Scheduler::ScheduleGroup"),
         rules=[_rule(resolver, i, properties(i), roles_by_arn) for i, _ in of_type("AWS::Events::Rule")],
         permissions=[
             Permission(p["FunctionName"], p["Action"], p["Principal"], p.get("SourceArn"))

@@ -28,7 +28,7 @@ class UnknownCall(LookupError):
 
 @dataclass(frozen=True)
 class Call:
-    service: str  # the IAM prefix: ec2, dynamodb, states, lambda, sns, ssm, s3, events, iam
+    service: str  # the IAM prefix: ec2, dynamodb, states, lambda, sns, ssm, s3, events, iam, scheduler
     operation: str  # the API name: RunInstances
     params: Mapping[str, Any]
     region: str
@@ -443,6 +443,25 @@ def s3_list(call: Call, world: World) -> list[Authorization]:
     return [Authorization("s3:ListBucket", f"arn:{call.partition}:s3:::{call.params.get('Bucket', '')}", context)]
 
 
+def _schedule(call: Call) -> str:
+    group = call.params.get("GroupName") or "default"
+    return call.arn("scheduler", f"schedule/{group}/{call.params.get('Name', '')}")
+
+
+def create_schedule(call: Call, world: World) -> list[Authorization]:
+    """CreateSchedule on the schedule, and iam:PassRole of the role it will run with (the Service
+    Authorization Reference lists PassRole as CreateSchedule's dependent action)."""
+    checks = [Authorization("scheduler:CreateSchedule", _schedule(call))]
+    role = (call.params.get("Target") or {}).get("RoleArn")
+    if role:
+        checks.append(Authorization("iam:PassRole", role, {"iam:PassedToService": "scheduler.amazonaws.com"}))
+    return checks
+
+
+def schedule_by_name(call: Call, world: World) -> list[Authorization]:
+    return [Authorization(f"scheduler:{call.operation}", _schedule(call))]
+
+
 Builder = Callable[[Call, World], list[Authorization]]
 
 WILDCARD_ONLY_EC2 = (
@@ -474,6 +493,9 @@ BUILDERS: dict[tuple[str, str], Builder] = {
     **{("states", op): _wildcard_only for op in ("SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat")},
     ("lambda", "Invoke"): lambda_invoke,
     ("events", "PutEvents"): events_put,
+    ("scheduler", "CreateSchedule"): create_schedule,
+    ("scheduler", "DeleteSchedule"): schedule_by_name,
+    ("scheduler", "GetSchedule"): schedule_by_name,
     ("s3", "GetObject"): s3_object,
     ("s3", "HeadObject"): s3_object,
     ("s3", "ListObjectsV2"): s3_list,

@@ -20,9 +20,11 @@ from gpufill.local.iam.enforcement import Judgement
 REPO = Path(__file__).resolve().parents[4]
 NEEDS_FILE = REPO / "functions" / "gpufill" / "catalog" / "iam_needs.json"
 # (request file, market file, decision): provision by fleet and by RunInstances, spot falling back
-# to On-Demand, a same-AZ gang, then status and an approved teardown of the first.
+# to On-Demand, a same-AZ gang, a request with max_lifetime, then status and an approved teardown
+# of the first; then time passes to the lifetime's end, and its teardown is approved.
 PATHS = [
     ("provision-spot.json", "first-az-sold-out.json", None),
+    ("provision-max-lifetime.json", "first-az-sold-out.json", None),
     ("provision-exact.json", "first-az-sold-out.json", None),
     ("provision-gang-same-az.json", "first-az-sold-out.json", None),
     ("provision-spot-then-on-demand.json", "all-spot-sold-out.json", None),
@@ -77,8 +79,26 @@ def run_paths(examples: Path = REPO / "examples") -> list[tuple[object, list[Jud
                 first = first or name
             engine.run({"action": "status"}, name="iam-report-status")
             engine.run({"action": "teardown", "request_id": first}, name="iam-report-teardown", decision="approved")
+            _end_lifetimes(engine, examples, runs)
             results.append((engine, list(engine.iam.seen)))
     return results
+
+
+def _end_lifetimes(engine, examples: Path, runs: list[tuple[str, str | None]]) -> None:
+    """Let the longest max_lifetime pass: its schedule starts the teardown (as the scheduler's
+    role), which reminds once and is approved."""
+    from gpufill.models.request import Request
+
+    lives = [Request.model_validate(json.loads((examples / "requests" / r).read_text())).max_lifetime for r, _ in runs]
+    lives = [life.total_seconds() for life in lives if life is not None]
+    if not lives:
+        return
+    engine.advance(max(lives) + 60)
+    for name in [n for n in engine.executions() if n.endswith("-expired")]:
+        engine.wait_for_approval(name)
+        engine.advance(3600 + 60)  # one reminder, published by the scheduler's role
+        engine.answer_approval(name, "approved", approver="iam-report")
+        engine.follow(name)
 
 
 def usage_of(engine) -> dict[str, list[str]]:
@@ -154,6 +174,7 @@ def _principal_names(engine) -> dict[str, str]:
     for deployment in engine.deployments.values():
         names[deployment.app.state_machine_role.arn] = "StateMachine"
         names[deployment.app.instance_role.arn] = "Instance"
+        names[deployment.app.scheduler_role.arn] = "Scheduler"
     return names
 
 
@@ -192,6 +213,7 @@ class _Generic:
         self.names = {
             str(deployment.app.home.outputs.get("StartupBucketName", "")): "${StartupBucket}",
             deployment.app.instance_role.arn: "${InstanceRoleArn}",
+            deployment.app.scheduler_role.arn: "${SchedulerRoleArn}",
         }
         self.names.pop("", None)
 

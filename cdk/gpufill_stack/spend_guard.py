@@ -1,0 +1,52 @@
+"""SpendGuard: what max_lifetime and the approval reminders need from EventBridge Scheduler.
+
+The functions create the schedules themselves (a request's expiry is known only when it is
+accepted); this construct deploys where they live and who runs them:
+- a schedule group per deployment (`gpufill-<env>`), so every scheduler grant names this
+  deployment's group only, and deleting the stack deletes its schedules with it;
+- the role Scheduler assumes to run them: StartExecution of this deployment's state machine
+  (the lifetime's teardown) and Publish to its approval topic (the reminders), nothing else.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+from gpufill import constants
+
+
+class SpendGuard(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, env: str, approval_topic: sns.ITopic) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.group_name = constants.schedule_group_name(env)
+        self.group = scheduler.CfnScheduleGroup(self, "Schedules", name=self.group_name)
+        self.role = iam.Role(
+            self,
+            "SchedulerRole",
+            description=f"gpufill ({env}): EventBridge Scheduler starts a request's teardown at its max_lifetime and reminds approvers",
+            # Only Scheduler acting for this account's schedules of this group (confused-deputy guard).
+            assumed_by=iam.ServicePrincipal(
+                "scheduler.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {"aws:SourceArn": self.schedule_arn("*")},
+                },
+            ),
+        )
+        # Spelt from its name: the state machine depends on the functions that name this role.
+        state_machine = stack.format_arn(
+            service="states",
+            resource="stateMachine",
+            resource_name=constants.state_machine_name(env),
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.role.add_to_policy(iam.PolicyStatement(actions=["states:StartExecution"], resources=[state_machine]))
+        self.role.add_to_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[approval_topic.topic_arn]))
+
+    def schedule_arn(self, name: str) -> str:
+        stack = Stack.of(self)
+        return f"arn:{stack.partition}:scheduler:{stack.region}:{stack.account}:schedule/{self.group_name}/{name}"

@@ -1,0 +1,153 @@
+"""EventBridge Scheduler on the engine's modelled clock (moto stores schedules but never runs them).
+
+A schedule created in moto is run here when modelled time reaches it:
+- `at(yyyy-mm-ddThh:mm:ss)` once (UTC), then deleted when its ActionAfterCompletion is DELETE;
+- `rate(N unit)` from its StartDate (else its creation) every N units, until its EndDate.
+Before it runs, the schedule is looked up again: one deleted (or replaced under its name) since
+does not run, as on AWS. Its target is a universal target (`arn:aws:scheduler:::aws-sdk:sfn:
+startExecution`, `...:sns:publish`) called with the schedule's role: the engine judges the call
+against that role's policies (a refused call does not happen and is recorded, as Scheduler
+records a failed invocation) and makes it with the target's Input as the API's parameters.
+Every run is kept in `engine.schedule_runs`.
+
+AWS's own checks that moto skips: a name of 1-64 `[0-9a-zA-Z-_.]`, an expression Scheduler
+reads, an Input of at most 8,192 characters, a group that exists (ValidationException /
+ResourceNotFoundException).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from unittest import mock
+
+from gpufill.adapters import clock
+
+NAME = re.compile(r"^[0-9a-zA-Z_.-]{1,64}$")
+AT = re.compile(r"^at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)$")
+RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
+UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+MAX_INPUT = 8192
+UNIVERSAL = "arn:aws:scheduler:::aws-sdk:"
+
+
+def _moment(value) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(value, UTC)
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def _elapsed_at(engine, moment: datetime) -> float:
+    """The engine's modelled second at which `moment` (on the handlers' clock) comes."""
+    return engine.elapsed + max(0.0, moment.timestamp() - clock.epoch())
+
+
+@contextmanager
+def patches(engine):
+    from moto.scheduler.exceptions import ScheduleGroupNotFound, ValidationException
+    from moto.scheduler.models import EventBridgeSchedulerBackend
+
+    original = EventBridgeSchedulerBackend.create_schedule
+
+    def create_schedule(backend, **kwargs):
+        name, expression = kwargs.get("name") or "", kwargs.get("schedule_expression") or ""
+        if not NAME.match(name):
+            raise ValidationException(f"Schedule name {name!r} must be 1-64 characters of [0-9a-zA-Z-_.]")
+        if not (AT.match(expression) or RATE.match(expression)):
+            raise ValidationException(f"Invalid Schedule Expression {expression}.")
+        if len((kwargs.get("target") or {}).get("Input") or "") > MAX_INPUT:
+            raise ValidationException(f"Target Input is longer than {MAX_INPUT} characters.")
+        if (kwargs.get("group_name") or "default") not in backend.schedule_groups:
+            raise ScheduleGroupNotFound(kwargs.get("group_name"))
+        schedule = original(backend, **kwargs)
+        first = _first_run(schedule)
+        if first is not None:
+            engine.at_later(_elapsed_at(engine, first), lambda: _run(engine, backend, schedule, first))
+        return schedule
+
+    with mock.patch.object(EventBridgeSchedulerBackend, "create_schedule", create_schedule):
+        yield
+
+
+def _first_run(schedule) -> datetime | None:
+    once = AT.match(schedule.schedule_expression)
+    if once:
+        return datetime.fromisoformat(once.group(1)).replace(tzinfo=UTC)
+    start = _moment(schedule.start_date) or clock.now()
+    return start if _within(schedule, start) else None
+
+
+def _within(schedule, moment: datetime) -> bool:
+    end = _moment(schedule.end_date)
+    return end is None or moment <= end
+
+
+def _every(schedule) -> timedelta:
+    count, unit = RATE.match(schedule.schedule_expression).groups()
+    return timedelta(seconds=int(count) * UNIT_SECONDS[unit.rstrip("s")])
+
+
+def _run(engine, backend, schedule, due: datetime) -> None:
+    group = backend.schedule_groups.get(schedule.group_name)
+    if group is None or group.schedules.get(schedule.name) is not schedule or schedule.state != "ENABLED":
+        return  # deleted (or made anew under its name) before it came due
+    record = {"schedule": schedule.name, "group": schedule.group_name, "due": due.isoformat(timespec="seconds"),
+              "target": schedule.target.get("Arn")}
+    record.update(_invoke(engine, schedule.target))
+    engine.schedule_runs.append(record)
+    if AT.match(schedule.schedule_expression):
+        if schedule.action_after_completion == "DELETE":
+            group.schedules.pop(schedule.name, None)
+        return
+    following = due + _every(schedule)
+    if _within(schedule, following):
+        engine.at_later(_elapsed_at(engine, following), lambda: _run(engine, backend, schedule, following))
+
+
+def _invoke(engine, target: dict) -> dict:
+    """Call the universal target as Scheduler does: as the schedule's role, judged first."""
+    from gpufill.local.iam.authorizations import Call
+    from gpufill.local.iam.enforcement import refusal
+    from gpufill.local.iam.principals import principal
+    from gpufill.local.iam.world import engine_world
+
+    arn = target.get("Arn", "")
+    if not arn.startswith(UNIVERSAL):
+        return {"error": f"the local engine runs universal targets only, not {arn}"}
+    service, operation = arn[len(UNIVERSAL):].split(":", 1)
+    parameters = json.loads(target.get("Input") or "{}")
+    api = operation[0].upper() + operation[1:]
+    iam_service = {"sfn": "states"}.get(service, service)
+    if engine.judge_iam:
+        role = engine.roles.get(target.get("RoleArn") or "")
+        if role is None:
+            return {"error": "Scheduler could not assume the schedule's role", "refused": True}
+        call_params = {k[0].lower() + k[1:] if iam_service == "states" else k: v for k, v in parameters.items()}
+        call = Call(iam_service, api, call_params, engine.home_region, engine.account)
+        denied = refusal(principal(role, "scheduler", engine.account), call, engine_world(engine), engine.iam)
+        if denied is not None:
+            return {"error": f"AccessDenied: {denied.authorization.action} on {denied.authorization.resource}", "refused": True}
+    # Made as nobody the engine judges again: not the function whose thread moved the clock.
+    invocation = engine._invocation
+    function, invocation.function = getattr(invocation, "function", None), None
+    try:
+        if iam_service == "states":
+            answer = engine.client("stepfunctions").start_execution(
+                stateMachineArn=parameters["StateMachineArn"], name=parameters["Name"], input=parameters.get("Input", "{}")
+            )
+            return {"execution": parameters["Name"], "execution_arn": answer["executionArn"]}
+        if iam_service == "sns":
+            answer = engine.client("sns").publish(
+                TopicArn=parameters["TopicArn"], Message=parameters["Message"],
+                **({"Subject": parameters["Subject"]} if parameters.get("Subject") else {}),
+            )
+            return {"message_id": answer["MessageId"]}
+        return {"error": f"the local engine does not run {service}:{operation} targets"}
+    except Exception as error:  # noqa: BLE001 (Scheduler records a failed invocation; it never raises into anything)
+        return {"error": str(error)}
+    finally:
+        invocation.function = function

@@ -1,0 +1,135 @@
+"""The spend guard (request field `max_lifetime`): when a request expires, and what is scheduled then.
+
+A request with `max_lifetime` expires at a fixed moment, set once when it is accepted. When its
+provisioning run records its first instances, an EventBridge Scheduler one-time schedule is
+created for that moment; at it, Scheduler starts the teardown of the request, which asks a
+person, as every teardown does. While an approval waits, a rate schedule publishes it again
+every hour until its deadline. Pure: names, expressions and inputs only (adapters/schedules.py
+makes the calls).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import UTC, datetime, timedelta
+
+from gpufill.constants import APPROVAL_REMINDER_SECONDS, TRIGGER_MAX_LIFETIME
+from gpufill.models.teardown import Teardown
+
+# EventBridge Scheduler: a schedule name is 1-64 characters of [0-9a-zA-Z-_.].
+MAX_SCHEDULE_NAME = 64
+_NOT_IN_SCHEDULE_NAME = re.compile(r"[^0-9A-Za-z_.-]")
+# gpufill's own rule for execution names (the local engine enforces it): A-Za-z0-9-_, 1-80.
+MAX_EXECUTION_NAME = 80
+_NOT_IN_EXECUTION_NAME = re.compile(r"[^0-9A-Za-z_-]")
+EXPIRY_SUFFIX = "-expired"
+# The universal targets Scheduler calls: Step Functions' StartExecution, SNS's Publish.
+START_EXECUTION_TARGET = "arn:aws:scheduler:::aws-sdk:sfn:startExecution"
+PUBLISH_TARGET = "arn:aws:scheduler:::aws-sdk:sns:publish"
+REQUESTED_BY = "gpufill spend guard (max_lifetime)"
+# An approved `"all": true` teardown deletes the lifetime schedules of at most this many requests
+# (one call each, within the decision step's time); a schedule left behind starts a teardown that
+# finds nothing and asks nobody (NOTHING_TO_TERMINATE).
+MAX_SCHEDULES_ENDED = 100
+
+
+def expires_at(accepted_at: datetime, max_lifetime_seconds: int) -> str:
+    """The moment a request accepted at `accepted_at` expires (whole seconds, UTC, ISO 8601)."""
+    moment = accepted_at.astimezone(UTC).replace(microsecond=0) + timedelta(seconds=max_lifetime_seconds)
+    return moment.isoformat()
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def _named(kind: str, identifier: str) -> str:
+    """`<kind>-<id>` within Scheduler's name rules; an id that had to change or be cut gets a digest
+    of the exact id, so two ids never share a schedule."""
+    clean = _NOT_IN_SCHEDULE_NAME.sub("-", identifier)
+    plain = f"{kind}-{clean}"
+    if clean == identifier and len(plain) <= MAX_SCHEDULE_NAME:
+        return plain
+    room = MAX_SCHEDULE_NAME - len(kind) - 2 - 8
+    return f"{kind}-{clean[:room]}-{_digest(identifier)}"
+
+
+def lifetime_schedule_name(request_id: str) -> str:
+    """One per request: a retried step, a refill run or a continued execution finds it taken."""
+    return _named("life", request_id)
+
+
+def reminder_schedule_name(execution_name: str) -> str:
+    return _named("remind", execution_name)
+
+
+def expiry_execution_name(request_id: str) -> str:
+    """The teardown the lifetime starts: one name per request, so a repeated delivery by
+    Scheduler (at least once) starts it once."""
+    clean = _NOT_IN_EXECUTION_NAME.sub("-", request_id)
+    if clean == request_id and len(clean) + len(EXPIRY_SUFFIX) <= MAX_EXECUTION_NAME:
+        return clean + EXPIRY_SUFFIX
+    room = MAX_EXECUTION_NAME - len(EXPIRY_SUFFIX) - 9
+    return f"{clean[:room]}-{_digest(request_id)}{EXPIRY_SUFFIX}"
+
+
+def due_moment(expires_at: str, now: datetime) -> str:
+    """When the lifetime's schedule runs: at the expiry, or a minute from now when the request
+    already expired before its first launch (a long wait_for_capacity). Scheduler is not trusted to
+    run a one-time schedule created for a moment already past."""
+    earliest = (now + timedelta(minutes=1)).astimezone(UTC).replace(microsecond=0)
+    return max(datetime.fromisoformat(expires_at), earliest).isoformat()
+
+
+def at_expression(moment: str) -> str:
+    """Scheduler's one-time expression, `at(yyyy-mm-ddThh:mm:ss)`, in UTC (the schedule's time zone)."""
+    when = datetime.fromisoformat(moment).astimezone(UTC)
+    return f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})"
+
+
+def teardown_request(request_id: str) -> dict:
+    """The execution input the lifetime's schedule sends: the teardown of that request."""
+    return {"action": "teardown", "request_id": request_id, "requested_by": REQUESTED_BY, "trigger": TRIGGER_MAX_LIFETIME}
+
+
+def expiry_target_input(state_machine_arn: str, request_id: str) -> str:
+    """The universal target's input: StartExecution's own parameters."""
+    return json.dumps(
+        {
+            "StateMachineArn": state_machine_arn,
+            "Name": expiry_execution_name(request_id),
+            "Input": json.dumps(teardown_request(request_id), separators=(",", ":")),
+        },
+        separators=(",", ":"),
+    )
+
+
+def reminder_window(asked_at: datetime, deadline: datetime) -> tuple[datetime, datetime] | None:
+    """(first reminder, last moment) of an approval's reminders, or None when its deadline comes
+    before the first would."""
+    first = asked_at + timedelta(seconds=APPROVAL_REMINDER_SECONDS)
+    if first >= deadline:
+        return None
+    return first, deadline
+
+
+def reminder_expression() -> str:
+    hours, rest = divmod(APPROVAL_REMINDER_SECONDS, 3600)
+    return f"rate({hours} hour{'s' if hours != 1 else ''})" if not rest else f"rate({APPROVAL_REMINDER_SECONDS // 60} minutes)"
+
+
+def publish_input(topic_arn: str, subject: str, message: str) -> str:
+    return json.dumps({"TopicArn": topic_arn, "Subject": subject, "Message": message}, separators=(",", ":"))
+
+
+def requests_ended(teardown: Teardown) -> list[str]:
+    """The requests an approved teardown ends whole, whose lifetime schedules it deletes: the one it
+    names, or with `all` those it holds. Instance ids given by hand may leave a request's other
+    instances running, still under their guard."""
+    if teardown.target.request_id is not None:
+        return [teardown.target.request_id]
+    if teardown.target.all:
+        return sorted({owner for batch in teardown.regions for owner in batch.requests})[:MAX_SCHEDULES_ENDED]
+    return []

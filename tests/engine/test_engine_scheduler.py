@@ -1,0 +1,110 @@
+"""EventBridge Scheduler on the modelled clock (local/scheduler.py): a schedule runs when modelled
+time reaches it, as its role, once or every rate until its end date; a deleted one never runs;
+AWS's own refusals of a bad name, expression or group."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from botocore.exceptions import ClientError
+
+from gpufill import constants
+from gpufill.adapters import clock
+from gpufill.local.engine import LocalEngine
+from gpufill.local.scenario import MarketScenario
+from gpufill.policy import lifetime
+from tests.workflow.planting import MARKET
+
+GROUP = constants.schedule_group_name("local")
+
+
+@pytest.fixture(scope="module")
+def account():
+    with LocalEngine(MarketScenario.model_validate(MARKET)) as engine:
+        yield engine
+
+
+def _publish(account, name: str, expression: str, *, end=None, start=None, once=False, role=None, group=GROUP):
+    parameters = {
+        "GroupName": group,
+        "Name": name,
+        "ScheduleExpression": expression,
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "Target": {
+            "Arn": lifetime.PUBLISH_TARGET,
+            "RoleArn": role or account.deployments["local"].app.scheduler_role.arn,
+            "Input": lifetime.publish_input(account.approval_topic_arn, f"subject {name}", f"message {name}"),
+        },
+    }
+    if once:
+        parameters["ActionAfterCompletion"] = "DELETE"
+    if start is not None:
+        parameters["StartDate"] = start
+    if end is not None:
+        parameters["EndDate"] = end
+    account.client("scheduler").create_schedule(**parameters)
+
+
+def _sent(account, name: str) -> int:
+    return sum(1 for m in account.approval_messages() if m["subject"] == f"subject {name}")
+
+
+def test_a_one_time_schedule_runs_at_its_moment_as_its_role_and_deletes_itself(account):
+    due = clock.now() + timedelta(minutes=30)
+    _publish(account, "once", lifetime.at_expression(due.isoformat()), once=True)
+    account.advance(29 * 60)
+    assert _sent(account, "once") == 0
+    account.advance(2 * 60)
+    assert _sent(account, "once") == 1
+    names = [s["Name"] for s in account.client("scheduler").list_schedules(GroupName=GROUP)["Schedules"]]
+    assert "once" not in names
+    [run] = [r for r in account.schedule_runs if r["schedule"] == "once"]
+    assert run["message_id"] and any(j.action == "sns:Publish" and j.principal.startswith("gpufill-local-SpendGuard")
+                                     for j in account.iam.seen)
+
+
+def test_a_rate_schedule_runs_from_its_start_until_its_end(account):
+    start = clock.now() + timedelta(hours=1)
+    _publish(account, "hourly", "rate(1 hour)", start=start, end=start + timedelta(hours=2, minutes=30))
+    account.advance(10 * 3600)
+    assert _sent(account, "hourly") == 3  # at 1 h, 2 h and 3 h; the end date came before 4 h
+
+
+def test_a_schedule_deleted_before_its_moment_never_runs(account):
+    _publish(account, "gone", lifetime.at_expression((clock.now() + timedelta(hours=1)).isoformat()), once=True)
+    account.client("scheduler").delete_schedule(GroupName=GROUP, Name="gone")
+    account.advance(2 * 3600)
+    assert _sent(account, "gone") == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "expression", "group", "code"),
+    [
+        ("has space", "rate(1 hour)", GROUP, "ValidationException"),
+        ("x" * 65, "rate(1 hour)", GROUP, "ValidationException"),
+        ("bad-expression", "every hour", GROUP, "ValidationException"),
+        ("no-group", "rate(1 hour)", "gpufill-nowhere", "ResourceNotFoundException"),
+    ],
+)
+def test_what_scheduler_refuses_is_refused(account, name, expression, group, code):
+    with pytest.raises(ClientError) as refused:
+        _publish(account, name, expression, group=group)
+    assert refused.value.response["Error"]["Code"] == code
+
+
+def test_a_repeated_name_is_a_conflict(account):
+    _publish(account, "twice", "rate(1 day)")
+    with pytest.raises(ClientError) as refused:
+        _publish(account, "twice", "rate(1 day)")
+    assert refused.value.response["Error"]["Code"] == "ConflictException"
+
+
+def test_the_lifetime_teardown_input_is_start_executions_own_parameters():
+    body = json.loads(lifetime.expiry_target_input("arn:aws:states:us-east-1:1:stateMachine:m", "my-run"))
+    assert body["Name"] == "my-run-expired" and body["StateMachineArn"].endswith(":m")
+    assert json.loads(body["Input"]) == {
+        "action": "teardown", "request_id": "my-run", "requested_by": "gpufill spend guard (max_lifetime)",
+        "trigger": "max_lifetime",
+    }
