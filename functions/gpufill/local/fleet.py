@@ -158,7 +158,8 @@ class FleetApi:
         targets = {"on-demand": int(capacity.get("OnDemandTargetCapacity") or 0), "spot": int(capacity.get("SpotTargetCapacity") or 0)}
         if sum(targets.values()) > total:
             raise EC2ClientError("InvalidParameterValue", "OnDemandTargetCapacity plus SpotTargetCapacity exceeds TotalTargetCapacity.")
-        targets[default_market] += total - sum(targets.values())
+        if default_market != "reserved-capacity":
+            targets[default_market] += total - sum(targets.values())
         options = {"spot": response._get_param("SpotOptions", {}), "on-demand": response._get_param("OnDemandOptions", {})}
         for market, opts in options.items():
             strategy = opts.get("AllocationStrategy") or DEFAULT_STRATEGY[market]
