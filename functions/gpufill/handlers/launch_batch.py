@@ -64,7 +64,8 @@ def handler(event: dict, context: LambdaContext) -> dict:
         batch = run.batch
         result = launch(request, run.launch, pool, batch, token)
         keep(result.instances, request, token)
-        if fill.pool_found_empty(batch, result, request):
+        # A reservation's room is read afresh by every plan: only ordinary pools enter the capacity cache.
+        if fill.pool_found_empty(batch, result, request) and pool.capacity_reservation_id is None:
             capacity_cache.remember_full(pool.key, request_id=request.request_id, reason=result.reason or "capacity")
         run = fill.after_attempt(run, pools, result, request)
         probes += 1
@@ -118,6 +119,8 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
     answer = fleet_calls.launch(call, spec, token)
     keep([i for item in answer.answers for i in item.result.instances], request, token)
     for index in fleet.pools_found_empty(answer):
+        if pools[index].capacity_reservation_id is not None:
+            continue
         capacity_cache.remember_full(pools[index].key, request_id=request.request_id, reason="capacity")
     if answer.template_version:
         # Only now: the fleet answered and what it launched is recorded.
