@@ -136,3 +136,15 @@ def test_a_request_naming_a_malformed_reservation_id_is_refused_naming_the_field
     execution = simulate(request(capacity_reservation_ids=["cr-123"]), market())
     assert execution.error == "InvalidRequest"
     assert "capacity_reservation_ids" in str(execution.cause)
+
+
+def test_a_plan_lists_the_reservations_found_and_puts_theirs_first(local_account):
+    with local_account(market(reservation(2), reservation(1, id=TARGETED, match="targeted", for_deployment=False))) as engine:
+        execution = engine.run(request(action="plan", count=3), name="reserved-plan")
+    plan = execution.output
+    first = plan["pools"][0]
+    assert (first["capacity_reservation_id"], first["market"], first["reserved"]) == (RESERVED, "on-demand", 2)
+    assert all(not p.get("capacity_reservation_id") for p in plan["pools"][1:])
+    seen = {r["capacity_reservation_id"]: r for r in plan["reservations"]}
+    assert seen[RESERVED]["planned"] == 2
+    assert seen[TARGETED]["planned"] == 0 and "neither tagged" in seen[TARGETED]["why_not"]
