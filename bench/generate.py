@@ -74,9 +74,13 @@ QUOTA_VCPUS = (8, 16, 32, 64, 128)
 
 
 def generated(
-    seed: int = DEFAULT_SEED, scenarios: int = DEFAULT_SCENARIOS, score_noise: float = DEFAULT_SCORE_NOISE
+    seed: int = DEFAULT_SEED,
+    scenarios: int = DEFAULT_SCENARIOS,
+    score_noise: float = DEFAULT_SCORE_NOISE,
+    reservations: float = 0.0,
 ) -> list[Case]:
-    """Tiers cycle fastest and counts next, so 20 cases cover every (tier, count) once."""
+    """Tiers cycle fastest and counts next, so 20 cases cover every (tier, count) once.
+    `reservations`: the share of cases whose account holds an On-Demand Capacity Reservation."""
     rng = random.Random(seed)
     cases = []
     for index in range(scenarios):
@@ -84,8 +88,24 @@ def generated(
         count = COUNTS[(index // len(TIERS)) % len(COUNTS)]
         # Interruption rates come from a stream of their own, so the advisor tier cannot follow capacity.
         advisor_rng = random.Random(f"advisor-{seed}-{index}")
-        cases.append(_case(rng, advisor_rng, index, tier, count, score_noise))
+        case = _case(rng, advisor_rng, index, tier, count, score_noise)
+        # Reservations, too, so a seed's markets are the same with or without them.
+        reservation_rng = random.Random(f"reservation-{seed}-{index}")
+        if reservation_rng.random() < reservations:
+            _add_reservation(reservation_rng, case)
+        cases.append(case)
     return cases
+
+
+def _add_reservation(rng: random.Random, case: Case) -> None:
+    """One reservation tagged for the deployment in a zone the market lists, holding up to the
+    request's count (reservations are what a team bought for its own fleet)."""
+    zones = [(zone, itype) for region in case.scenario["regions"].values() for zone, types in region["zones"].items() for itype in types]
+    zone, itype = rng.choice(sorted(zones))
+    held = {"zone": zone, "type": itype, "count": rng.randint(1, max(1, case.request["count"])),
+            "match": rng.choice(["open", "targeted"])}
+    case.scenario["capacity_reservations"] = [held]
+    case.notes["capacity_reservation"] = held
 
 
 def _case(
@@ -196,6 +216,8 @@ def examples() -> list[Case]:
     cases = []
     for path in sorted((EXAMPLES / "markets").glob("*.json")):
         scenario = json.loads(path.read_text())
+        if scenario.get("capacity_reservations"):
+            continue  # the strategies compared know Spot and On-Demand only: a reserved market would favour gpufill
         paired = EXAMPLES / "requests" / path.name
         request_path = paired if paired.exists() else EXAMPLES / "requests" / DEFAULT_EXAMPLE_REQUEST
         request = json.loads(request_path.read_text())
@@ -227,10 +249,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--scenarios", type=int, default=DEFAULT_SCENARIOS)
     parser.add_argument("--score-noise", type=float, default=DEFAULT_SCORE_NOISE)
+    parser.add_argument("--reservations", type=float, default=0.0, help="share of cases holding a capacity reservation")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    for case in generated(args.seed, args.scenarios, args.score_noise):
+    for case in generated(args.seed, args.scenarios, args.score_noise, args.reservations):
         (args.out / f"{case.name}.market.json").write_text(json.dumps(case.scenario, indent=2) + "\n")
         (args.out / f"{case.name}.request.json").write_text(json.dumps(case.request, indent=2) + "\n")
     print(f"wrote {args.scenarios} cases to {args.out}")

@@ -291,6 +291,31 @@ def read_placement_scores(r: TaskResources) -> Grant:
     )
 
 
+def describe_capacity_reservations(r: TaskResources) -> Grant:
+    """The On-Demand Capacity Reservations a run may use first, in each candidate region (adapters.reservations)."""
+    return Grant(
+        [iam.PolicyStatement(actions=["ec2:DescribeCapacityReservations"], resources=["*"])],
+        {"Resource::*": _EC2_DESCRIBE},
+    )
+
+
+def launch_into_reservations(r: TaskResources) -> Grant:
+    """RunInstances and CreateFleet into an On-Demand Capacity Reservation of the account, named by
+    id (policy.reservations): the reservation is a resource of both calls. Not conditioned on the
+    deployment tag: a request may name a reservation the operator did not tag. What launches is
+    still held to run_tagged_instances' and create_fleets' tag conditions."""
+    reservations = r.ec2_arn("capacity-reservation/*")
+    return Grant(
+        [iam.PolicyStatement(actions=["ec2:RunInstances", "ec2:CreateFleet"], resources=[reservations])],
+        {
+            nag.wildcard_resource(r.scope, reservations): (
+                "The reservations a run launches into are found at run time in whichever candidate region "
+                "holds one (tagged for this deployment, or named in the request); the account's own only."
+            )
+        },
+    )
+
+
 def query_request_instances(r: TaskResources) -> Grant:
     """A request's instances, through the by-request index, by its exact ARN (instances_table.records_for_request)."""
     index = f"{r.table.table_arn}/index/{constants.INSTANCES_BY_REQUEST_INDEX}"
@@ -612,7 +637,13 @@ TASKS: dict[str, TaskSpec] = {
         summary="Scores and ranks regions, lays out pools and keeps them in the table; reads placement scores and recently full pools",
         memory_mb=512,
         timeout_seconds=60,
-        grants=(read_placement_scores, read_full_pools, read_instance_records_by_id, put_instance_records),
+        grants=(
+            read_placement_scores,
+            read_full_pools,
+            read_instance_records_by_id,
+            put_instance_records,
+            describe_capacity_reservations,
+        ),
     ),
     "PrepareRegionFunctionArn": TaskSpec(
         summary="Fixes a region's launch parameters (AMI, root volume, security group, subnets) in the run",
@@ -636,6 +667,7 @@ TASKS: dict[str, TaskSpec] = {
         grants=(
             run_tagged_instances,
             create_fleets,
+            launch_into_reservations,
             pass_instance_role,
             describe_instances,
             read_instance_record,

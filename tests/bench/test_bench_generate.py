@@ -101,3 +101,16 @@ def test_scaling_points_are_valid_markets_one_axis_at_a_time():
         assert len(case.regions()) == p["regions"] and len(case.instance_types()) == p["types"]
         assert not any("quota" in m for m in case.scenario["regions"].values())
     assert len(points()) == sum(len(v) for v in AXES.values())
+
+
+def test_reservations_are_added_to_a_share_of_cases_without_changing_their_markets():
+    plain, reserved = generated(9), generated(9, reservations=0.5)
+    held = [c for c in reserved if "capacity_reservations" in c.scenario]
+    assert 0 < len(held) < len(reserved)
+    for before, after in zip(plain, reserved, strict=True):
+        assert before.scenario["regions"] == after.scenario["regions"] and before.request == after.request
+    for case in held:
+        MarketScenario.model_validate(case.scenario)
+        [reservation] = case.scenario["capacity_reservations"]
+        assert 1 <= reservation["count"] <= case.request["count"]
+    assert not any("capacity_reservations" in c.scenario for c in plain)

@@ -19,6 +19,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2] / "functions"
 ACTIONS: dict[str, tuple[str, ...]] = {
     "describe_instance_type_offerings": ("ec2:DescribeInstanceTypeOfferings",),
     "describe_spot_price_history": ("ec2:DescribeSpotPriceHistory",),
+    "describe_capacity_reservations": ("ec2:DescribeCapacityReservations",),
     "describe_availability_zones": ("ec2:DescribeAvailabilityZones",),
     "describe_instances": ("ec2:DescribeInstances",),
     "describe_images": ("ec2:DescribeImages",),

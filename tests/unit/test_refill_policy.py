@@ -117,6 +117,8 @@ def test_the_refill_asks_for_one_instance_of_the_same_request():
         "all_or_nothing": False,
         "ready_timeout": "PT1800S",
         "maintain": True,
+        # A refill uses the request's capacity reservations as its first run did.
+        "capacity_reservations": "open",
         "refill": {"request_id": "serve", "replaces": [OLD], "reclaimed_pool": "spot/us-east-1/us-east-1a/g6.xlarge"},
     }
 

@@ -62,6 +62,9 @@ class LaunchSpec:
     kms_key_id: str | None = None
     # A same-az gang of EFA types: its cluster placement group (policy/gang.py).
     placement_group: str | None = None
+    # capacity_reservations "none": On-Demand launches keep out of open reservations, which EC2
+    # would otherwise fill first.
+    reservations_off: bool = False
 
 
 def instance_settings(spec: LaunchSpec) -> dict:
@@ -118,6 +121,14 @@ def run_instances(pool: Pool, *, min_count: int, max_count: int, client_token: s
             "MarketType": "spot",
             "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
         }
+    elif pool.capacity_reservation_id:
+        # Targeting the reservation by id works for open and targeted ones alike, and EC2 answers
+        # ReservationCapacityExceeded rather than launching outside it.
+        params["CapacityReservationSpecification"] = {
+            "CapacityReservationTarget": {"CapacityReservationId": pool.capacity_reservation_id}
+        }
+    elif spec.reservations_off:
+        params["CapacityReservationSpecification"] = {"CapacityReservationPreference": "none"}
     return client("ec2", pool.region).run_instances(**params)
 
 
@@ -181,6 +192,8 @@ def _instances(pool: Pool, described: list[dict]) -> list[Instance]:
             instance_type=pool.instance_type,
             market=pool.market,
             hourly_price=pool.price,
+            # An On-Demand launch may land in an open reservation it did not name: EC2 says which.
+            capacity_reservation_id=i.get("CapacityReservationId") or pool.capacity_reservation_id,
         )
         for i in described
     ]

@@ -59,6 +59,8 @@ class FleetCall:
     min_target: int | None = None
     # A same-az gang of EFA types: each AZ's cluster placement group.
     placement_groups: dict[str, str] = field(default_factory=dict)
+    # The On-Demand Capacity Reservation the fleet launches into, and nothing else.
+    capacity_reservation_id: str | None = None
 
 
 def template_name(deployment: str) -> str:
@@ -81,6 +83,10 @@ def template_version(region: str, spec: LaunchSpec, fleet_token: str) -> tuple[s
     ec2 = client("ec2", region)
     name = template_name(spec.deployment)
     data = {**instance_settings(spec), "TagSpecifications": tag_specifications(launch_tags(spec))}
+    if spec.reservations_off:
+        # An On-Demand fleet of a request that keeps out of reservations: EC2 would otherwise put
+        # its instances in any matching open reservation.
+        data["CapacityReservationSpecification"] = {"CapacityReservationPreference": "none"}
     token = _token("lt", spec.deployment, spec.request_id, fleet_token, data)
     try:
         version = ec2.create_launch_template_version(LaunchTemplateName=name, ClientToken=token, LaunchTemplateData=data)
@@ -148,6 +154,19 @@ def create_fleet_params(call: FleetCall, template: tuple[str, str], spec: Launch
     if call.min_target:
         options["MinTargetCapacity"] = call.min_target
     capacity_type = "spot" if call.market == "spot" else "on-demand"
+    market_options = {("SpotOptions" if call.market == "spot" else "OnDemandOptions"): options}
+    if call.capacity_reservation_id:
+        # EC2 Fleet's reserved capacity names the reservation itself (open or targeted alike) and,
+        # without fallback options, launches nothing outside it. use-capacity-reservations-first
+        # would spill past the reservations into plain On-Demand ahead of Spot, and reaches a
+        # targeted reservation only through a resource group.
+        capacity_type = "reserved-capacity"
+        market_options = {
+            "ReservedCapacityOptions": {
+                "ReservationTypes": ["on-demand-capacity-reservation"],
+                "CapacityReservationTarget": {"CapacityReservationIds": [call.capacity_reservation_id]},
+            }
+        }
     return {
         "Type": "instant",
         "ClientToken": client_token,
@@ -158,7 +177,7 @@ def create_fleet_params(call: FleetCall, template: tuple[str, str], spec: Launch
             }
         ],
         "TargetCapacitySpecification": {"TotalTargetCapacity": call.target, "DefaultTargetCapacityType": capacity_type},
-        ("SpotOptions" if call.market == "spot" else "OnDemandOptions"): options,
+        **market_options,
         "TagSpecifications": [
             *tag_specifications({**launch_tags(spec), TAG_LAUNCH_TOKEN: client_token}, ("instance",)),
             *tag_specifications(launch_tags(spec), ("fleet",)),
@@ -377,6 +396,7 @@ def _instance(pool: Pool, instance_id: str) -> Instance:
         instance_type=pool.instance_type,
         market=pool.market,
         hourly_price=pool.price,
+        capacity_reservation_id=pool.capacity_reservation_id,
     )
 
 

@@ -64,7 +64,7 @@ def launch_step(step: LoopEvent, request: ProvisionRequest, plan, pools: list[Po
     if request.launch_mode == "fleet":
         run = launch_fleet(step, request, pools, run, grouped)
         tidy_groups(grouped, run, pools, request)
-        return finish_step(run, request, plan.market).model_dump(mode="json", exclude_none=True)
+        return finish_step(run, request, plan.market, plan).model_dump(mode="json", exclude_none=True)
     probes = 0
     while run.next == "launch" and probes < fill.MAX_PROBES_PER_STEP:
         if probes and context.get_remaining_time_in_millis() < RESERVED_MILLIS:
@@ -74,7 +74,8 @@ def launch_step(step: LoopEvent, request: ProvisionRequest, plan, pools: list[Po
         batch = run.batch
         result = launch(request, run.launch, pool, batch, token, grouped)
         keep(result.instances, request, token, step.state_machine)
-        if fill.pool_found_empty(batch, result, request):
+        # A reservation's room is read afresh by every plan: only ordinary pools enter the capacity cache.
+        if fill.pool_found_empty(batch, result, request) and pool.capacity_reservation_id is None:
             capacity_cache.remember_full(pool.key, request_id=request.request_id, reason=result.reason or "capacity")
         run = fill.after_attempt(run, pools, result, request)
         probes += 1
@@ -83,7 +84,7 @@ def launch_step(step: LoopEvent, request: ProvisionRequest, plan, pools: list[Po
             extra={"pool": pool.key, "batch": batch, "outcome": result.outcome, "launched": len(result.instances)},
         )
     tidy_groups(grouped, run, pools, request)
-    return finish_step(run, request, plan.market).model_dump(mode="json", exclude_none=True)
+    return finish_step(run, request, plan.market, plan).model_dump(mode="json", exclude_none=True)
 
 
 def tidy_groups(grouped: set[str], run: Run, pools: list[Pool], request: ProvisionRequest) -> None:
@@ -123,7 +124,7 @@ def keep(instances: list[Instance], request: ProvisionRequest, token: str, state
 def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], run: Run, grouped: set[str]) -> Run:
     """One CreateFleet over the region's open pools, for everything still missing."""
     here = pools[run.cursor]
-    run = fleet.begin_call(run)
+    run = fleet.begin_call(run, here)
     indices = fleet.overrides(run, pools, request)
     deployment = os.environ.get(ENV_DEPLOYMENT, "")
     groups = {}
@@ -143,12 +144,16 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
         single_zone=fleet.single_zone(request),
         min_target=fleet.min_target(run, request),
         placement_groups=groups,
+        capacity_reservation_id=here.capacity_reservation_id,
     )
     token = client_token(step.state_machine, request.request_id, run.attempts_total + 1)
     run_store.record_intent(request_id=request.owner_id, region=here.region, client_token=token)
-    answer = fleet_calls.launch(call, launch_spec(request, run.launch), token)
+    spec = launch_spec(request, run.launch, reservations_off=request.capacity_reservations == "none" and here.market == "on-demand")
+    answer = fleet_calls.launch(call, spec, token)
     keep([i for item in answer.answers for i in item.result.instances], request, token, step.state_machine)
     for index in fleet.pools_found_empty(answer):
+        if pools[index].capacity_reservation_id is not None:
+            continue
         capacity_cache.remember_full(pools[index].key, request_id=request.request_id, reason="capacity")
     if answer.template_version:
         # Only now: the fleet answered and what it launched is recorded.
@@ -175,7 +180,7 @@ def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: in
     if group:
         placement_groups.ensure(pool.region, group, request_id=request.request_id, deployment=deployment)
         grouped.add(pool.region)
-    spec = launch_spec(request, setup, subnet_id=subnet, placement_group=group)
+    spec = launch_spec(request, setup, subnet_id=subnet, placement_group=group, reservations_off=request.capacity_reservations == "none")
     run_store.record_intent(request_id=request.owner_id, region=pool.region, client_token=token)
     return ec2.launch(
         pool,
@@ -187,9 +192,15 @@ def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: in
 
 
 def launch_spec(
-    request: ProvisionRequest, setup: RegionLaunch, *, subnet_id: str | None = None, placement_group: str | None = None
+    request: ProvisionRequest,
+    setup: RegionLaunch,
+    *,
+    subnet_id: str | None = None,
+    placement_group: str | None = None,
+    reservations_off: bool = False,
 ) -> ec2.LaunchSpec:
     return ec2.LaunchSpec(
+        reservations_off=reservations_off,
         image_id=setup.image_id,
         request_id=request.owner_id,
         deployment=os.environ.get(ENV_DEPLOYMENT, ""),

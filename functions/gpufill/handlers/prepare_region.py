@@ -48,7 +48,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
             refresh = False
             continue
         run = fill.enter_region(run, launch)
-    return finish_step(run, request, plan.market).model_dump(mode="json", exclude_none=True)
+    return finish_step(run, request, plan.market, plan).model_dump(mode="json", exclude_none=True)
 
 
 def region_launch(

@@ -7,13 +7,15 @@ import os
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import capacity_cache, clock, placement, run_store
-from gpufill.constants import LOCAL_HOME_REGION
+from gpufill import catalog
+from gpufill.adapters import capacity_cache, clock, placement, reservations, run_store
+from gpufill.constants import ENV_DEPLOYMENT, LOCAL_HOME_REGION
 from gpufill.handlers.events import RankEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.request import ProvisionRequest
-from gpufill.models.run import Plan, PlanRef, RegionFacts, RegionScore
+from gpufill.models.run import Plan, PlanRef, Pool, RegionFacts, RegionScore, ReservationSeen
 from gpufill.policy import ranking
+from gpufill.policy import reservations as reservation_policy
 
 # A plan's output lists the pools up to this many (the first ones are the ones tried first).
 MAX_PLAN_POOLS_LISTED = 200
@@ -43,15 +45,36 @@ def handler(event: dict, context: LambdaContext) -> dict:
         pools = ranking.on_demand_pools(facts, request)
     now = clock.epoch()
     pools = ranking.defer_recently_full(pools, capacity_cache.recently_full([p.key for p in pools], now=now), now)
-    logger.info("pools ranked", extra={"market": market, "pools": len(pools), "scoring": scoring})
-    plan = Plan(request_id=request.request_id, market=market, scoring=scoring, regions=scores, pools=pools)
+    seen: list[ReservationSeen] = []
+    if step.market is None and request.capacity_reservations != "none":
+        # The first market of a try: reservations before any Spot or On-Demand pool.
+        seen, reserved = _reservations(request)
+        pools = reserved if request.capacity_reservations == "only" else [*reserved, *pools]
+        if request.capacity_reservations == "only":
+            market = "on-demand"
+    logger.info(
+        "pools ranked",
+        extra={"market": market, "pools": len(pools), "scoring": scoring, "reservations": sum(s.planned > 0 for s in seen)},
+    )
+    plan = Plan(
+        request_id=request.request_id, market=market, scoring=scoring, regions=scores, pools=pools, reservations=seen
+    )
     key = run_store.save_plan(plan)
     if request.action == "plan":
         return _plan_answer(plan)
     ref = PlanRef(
-        request_id=request.request_id, market=market, scoring=scoring, key=key, pools=len(pools), regions=_best_per_region(scores)
+        request_id=request.request_id, market=market, scoring=scoring, key=key, pools=len(pools),
+        regions=_best_per_region(scores), reservations=seen[: reservation_policy.MAX_LISTED],
     )
     return ref.model_dump(mode="json", exclude_none=True)
+
+
+def _reservations(request: ProvisionRequest) -> tuple[list[ReservationSeen], list[Pool]]:
+    deployment = os.environ.get(ENV_DEPLOYMENT, "")
+    found = [r for region in request.regions for r in reservations.in_region(region, request.instance_types, deployment)]
+    seen = reservation_policy.plan(found, request)
+    prices = {(s.region, s.instance_type): catalog.on_demand_price(s.instance_type, s.region) for s in seen}
+    return seen, reservation_policy.pools(seen, prices)
 
 
 def _plan_answer(plan: Plan) -> dict:

@@ -280,7 +280,9 @@ class LocalEngine:
 
         self._forget_caches()
         self._stack.callback(self._forget_caches)
-        self.market = SimulatedMarket(self.scenario, visibility_delay_calls=self.visibility_delay_calls)
+        self.market = SimulatedMarket(
+            self.scenario, visibility_delay_calls=self.visibility_delay_calls, deployment=self.env_names[0]
+        )
         self.market.faults = self.faults
         from gpufill.local.iam.instance_calls import InstanceCalls
 

@@ -187,12 +187,14 @@ class FleetApi:
         if total < 1:
             raise EC2ClientError("InvalidParameterValue", "The target capacity (TotalTargetCapacity) must be greater than 0.")
         default_market = capacity.get("DefaultTargetCapacityType")
-        if default_market not in ("spot", "on-demand"):
-            raise EC2ClientError("InvalidParameterValue", "DefaultTargetCapacityType must be spot or on-demand.")
+        if default_market not in ("spot", "on-demand", "reserved-capacity"):
+            raise EC2ClientError("InvalidParameterValue", "DefaultTargetCapacityType must be spot, on-demand or reserved-capacity.")
+        reserved_ids = self._reserved_target(response, default_market)
         targets = {"on-demand": int(capacity.get("OnDemandTargetCapacity") or 0), "spot": int(capacity.get("SpotTargetCapacity") or 0)}
         if sum(targets.values()) > total:
             raise EC2ClientError("InvalidParameterValue", "OnDemandTargetCapacity plus SpotTargetCapacity exceeds TotalTargetCapacity.")
-        targets[default_market] += total - sum(targets.values())
+        if default_market != "reserved-capacity":
+            targets[default_market] += total - sum(targets.values())
         options = {"spot": response._get_param("SpotOptions", {}), "on-demand": response._get_param("OnDemandOptions", {})}
         for market, opts in options.items():
             strategy = opts.get("AllocationStrategy") or DEFAULT_STRATEGY[market]
@@ -263,6 +265,9 @@ class FleetApi:
         # Each resource the overrides name, looked up once for the call as EC2 does.
         unknown = self._unknown_references(region, overrides)
         with self.market._lock:
+            if reserved_ids is not None:
+                self._launch_reserved(backend, region, overrides, reserved_ids, total, fleet_id, fleet_tags, instances, errors)
+                targets = {"on-demand": 0, "spot": 0}
             for market in ("on-demand", "spot"):  # EC2 Fleet launches the on-demand part first
                 if targets[market] == 0:
                     continue
@@ -293,7 +298,9 @@ class FleetApi:
                     except EC2ClientError as refusal:
                         refused[n] = (refusal.code, refusal.message)
                         continue
-                    left = self.market.left(region, zone, o["type"], market)
+                    o["open_reservation"] = self._open_reservation(region, zone, o, market)
+                    open_room = o["open_reservation"].available() if o["open_reservation"] is not None else 0
+                    left = self.market.left(region, zone, o["type"], market) + open_room
                     if o["group"]:  # a cluster group holds what one network segment has free
                         left = min(left, self.market.groups.room(region, o["group"], zone, o["type"]))
                     pools.append(
@@ -318,7 +325,11 @@ class FleetApi:
                 )
                 for n, count in allocation.counts.items():
                     o = overrides[n]
-                    ids = self._launch(backend, region, o, market, count, fleet_id, fleet_tags)
+                    held = o.get("open_reservation")
+                    ids = self._launch(
+                        backend, region, o, market, count, fleet_id, fleet_tags,
+                        reservation=held, reserved=min(count, held.available()) if held is not None else 0,
+                    )
                     instances.append(
                         {
                             "LaunchTemplateAndOverrides": {"LaunchTemplateSpecification": o["spec"], "Overrides": o["override"]},
@@ -387,6 +398,67 @@ class FleetApi:
         return unknown
 
     @staticmethod
+    def _reserved_target(response, default_market: str) -> list[str] | None:
+        """The reservations a fleet of reserved capacity may launch into (None: not such a fleet).
+        The engine models On-Demand Capacity Reservations named by id, without fallback."""
+        options = response._get_param("ReservedCapacityOptions", {}) or {}
+        if default_market != "reserved-capacity":
+            if options:
+                raise EC2ClientError(
+                    "InvalidParameterCombination",
+                    "ReservedCapacityOptions requires DefaultTargetCapacityType reserved-capacity.",
+                )
+            return None
+        types = options.get("ReservationTypes") or ["on-demand-capacity-reservation"]
+        ids = (options.get("CapacityReservationTarget") or {}).get("CapacityReservationIds") or []
+        if "on-demand-capacity-reservation" not in types or not ids:
+            raise EC2ClientError(
+                "InvalidParameterValue",
+                "The local engine models reserved capacity as On-Demand Capacity Reservations named in "
+                "CapacityReservationTarget.CapacityReservationIds.",
+            )
+        if options.get("ReservedCapacityFallbackOptions"):
+            raise EC2ClientError("InvalidParameterValue", "The local engine does not model ReservedCapacityFallbackOptions.")
+        return list(ids)
+
+    def _launch_reserved(self, backend, region, overrides, ids, total, fleet_id, fleet_tags, instances, errors) -> None:
+        """Each override launches into the named reservations of its type and AZ, up to their room,
+        until the target is met; an override none of them has room for is answered
+        ReservationCapacityExceeded. Nothing launches outside the reservations."""
+        reservations = self.market.reservations
+        wanted = total
+        for o in overrides:
+            zone = o["zone"]
+            fits = [reservations.held[i] for i in ids if i in reservations.held]
+            fits = [h for h in fits if h.region == region and h.instance_type == o["type"] and (zone is None or h.zone == zone)]
+            o["placed"] = zone or (fits[0].zone if fits else None)
+            launched = 0
+            for held in fits:
+                take = min(held.available(), wanted)
+                if take <= 0:
+                    continue
+                o["placed"] = held.zone
+                ids_made = self._launch(backend, region, o, "on-demand", take, fleet_id, fleet_tags, reservation=held)
+                instances.append(
+                    {
+                        "LaunchTemplateAndOverrides": {"LaunchTemplateSpecification": o["spec"], "Overrides": o["override"]},
+                        "Lifecycle": "on-demand",
+                        "InstanceIds": ids_made,
+                        "InstanceType": o["type"],
+                    }
+                )
+                wanted -= len(ids_made)
+                launched += len(ids_made)
+            if not launched and wanted > 0:
+                named = ", ".join(h.id for h in fits) or "none of the named reservations"
+                errors.append(
+                    self._error(
+                        o, "on-demand", "ReservationCapacityExceeded",
+                        f"The targeted Capacity Reservations ({named}) do not have available capacity for {o['type']} in {o['placed']}.",
+                    )
+                )
+
+    @staticmethod
     def _error(o: dict, market: str, code: str, message: str) -> dict:
         return {
             "LaunchTemplateAndOverrides": {"LaunchTemplateSpecification": o["spec"], "Overrides": o["override"]},
@@ -399,7 +471,19 @@ class FleetApi:
     def _instance_tags(o: dict, fleet_tags: dict) -> dict[str, str]:
         return {**_tags(o["data"].get("TagSpecifications")).get("instance", {}), **fleet_tags.get("instance", {})}
 
-    def _launch(self, backend, region: str, o: dict, market: str, count: int, fleet_id: str, fleet_tags: dict) -> list[str]:
+    def _open_reservation(self, region: str, zone: str | None, o: dict, market: str):
+        """The open reservation an On-Demand override fills first, as RunInstances does, unless its
+        launch template opts out (CapacityReservationPreference none)."""
+        preference = (o["data"].get("CapacityReservationSpecification") or {}).get("CapacityReservationPreference")
+        if market != "on-demand" or zone is None or preference == "none":
+            return None
+        return self.market.reservations.open_for(region, zone, o["type"])
+
+    def _launch(
+        self, backend, region: str, o: dict, market: str, count: int, fleet_id: str, fleet_tags: dict,
+        reservation=None, reserved: int | None = None,
+    ) -> list[str]:
+        """`reserved` of the instances (all by default) run in `reservation`."""
         """The instances in moto, as RunInstances makes them, then counted by the market as its own launches."""
         from moto.ec2.utils import parse_user_data
 
@@ -440,14 +524,14 @@ class FleetApi:
         }
         if mappings:
             kwargs["block_device_mappings"] = mappings
-        reservation = backend.run_instances(
+        launched = backend.run_instances(
             data.get("ImageId"),
             count,
             parse_user_data(user_data) if user_data else None,
             list(data.get("SecurityGroups") or []),
             **kwargs,
         )
-        ids = [i.id for i in reservation.instances]
+        ids = [i.id for i in launched.instances]
         profile = (data.get("IamInstanceProfile") or {})
         for instance_id in ids:
             if profile.get("Arn"):
@@ -459,7 +543,10 @@ class FleetApi:
             ids,
             {FLEET_ID_TAG: fleet_id, TEMPLATE_ID_TAG: o["template"].id, TEMPLATE_VERSION_TAG: str(o["version"].number)},
         )
+        reserved = 0 if reservation is None else len(launched.instances) if reserved is None else reserved
+        if reserved:
+            self.market.reservations.attach(reservation, launched.instances[:reserved])
         if o["group"]:
-            self.market.groups.joined(region, o["group"], reservation.instances)
-        self.market.admit(backend, region, o["placed"], o["type"], market, reservation.instances)
+            self.market.groups.joined(region, o["group"], launched.instances)
+        self.market.admit(backend, region, o["placed"], o["type"], market, launched.instances, reserved=reserved)
         return ids

@@ -29,6 +29,7 @@ from gpufill.local.fleet import FleetApi
 from gpufill import catalog, constants
 from gpufill.constants import STARTUP_STEP_FAILED_PREFIX, TAG_STARTUP_STEP
 from gpufill.local import filters
+from gpufill.local.reservations import Reservations
 from gpufill.local.scenario import STARTUP_TIMELINE, MarketScenario, Startup
 
 DEFAULT_VCPUS = 4
@@ -143,8 +144,10 @@ def _reclaimed_by_ec2(backend, instance_ids: list[str]) -> None:
 
 
 class SimulatedMarket:
-    def __init__(self, scenario: MarketScenario, *, visibility_delay_calls: int = 1):
+    def __init__(self, scenario: MarketScenario, *, visibility_delay_calls: int = 1, deployment: str = ""):
         self.scenario = scenario
+        # The account's On-Demand Capacity Reservations; `deployment` is whom the scenario's are tagged for.
+        self.reservations = Reservations(scenario, deployment)
         # The instance's own calls (startup.sh), judged by its role when the engine sets these:
         # may(region, instance, service, operation, params) and the startup bucket of an instance.
         self.instance_may: InstanceMay | None = None
@@ -356,8 +359,6 @@ class SimulatedMarket:
             zone = response._get_param("Placement.AvailabilityZone")
             if params["SubnetId"]:
                 zone = response.ec2_backend.get_subnet(params["SubnetId"]).availability_zone
-            elif not zone:
-                zone = self.roomiest_zone(region, itype, market)
             _check_launch_parameters(response)
             group = response._get_param("Placement.GroupName")
             # What a launch names that was created a moment ago may not be visible to it yet.
@@ -365,7 +366,14 @@ class SimulatedMarket:
             for group_id in response._get_param("SecurityGroupIds", []) or []:
                 visibility.check(self.faults, region, "security-group", group_id)
             self._check_quota(region, market, itype, high)
-            left = self.left(region, zone, itype, market)
+            target = response._get_param("CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId")
+            if market == "on-demand" and target:
+                return self._launch_reserved(response, launch_in_moto, target, zone, itype, low, high, token, fingerprint)
+            zone = zone or self.roomiest_zone(region, itype, market)
+            opted_out = response._get_param("CapacityReservationSpecification.CapacityReservationPreference") == "none"
+            held = None if market == "spot" or opted_out else self.reservations.open_for(region, zone, itype)
+            reserved = held.available() if held is not None else 0
+            left = self.left(region, zone, itype, market) + reserved
             room = self.groups.room(region, group, zone, itype) if group else left
             if min(left, room) < low or min(left, room) == 0:
                 raise EC2ClientError(
@@ -380,16 +388,38 @@ class SimulatedMarket:
             if token:
                 self._tokens[(region, token)] = (fingerprint, result)
                 self._token_instances[(region, token)] = [i.id for i in result.result.instances]
-            self.admit(response.ec2_backend, region, zone, itype, market, result.result.instances)
+            if held is not None and reserved:
+                # EC2 fills the matching open reservation first, then the zone's ordinary capacity.
+                self.reservations.attach(held, result.result.instances[:reserved])
+            self.admit(response.ec2_backend, region, zone, itype, market, result.result.instances, reserved=min(reserved, count))
             return result
 
-    def admit(self, backend, region: str, zone: str, instance_type: str, market: str, instances: list) -> None:
+    def _launch_reserved(self, response, launch_in_moto, target: str, zone, itype: str, low: int, high: int, token, fingerprint):
+        """A RunInstances naming a capacity reservation: it runs there or not at all."""
+        region = response.region
+        held = self.reservations.targeted(region, target, zone, itype)
+        zone = held.zone
+        room = held.available()
+        if room == 0 or room < low:
+            raise self.reservations.exceeded(held)
+        result = launch_in_moto(min(high, room), zone)
+        if token:
+            self._tokens[(region, token)] = (fingerprint, result)
+            self._token_instances[(region, token)] = [i.id for i in result.result.instances]
+        self.reservations.attach(held, result.result.instances)
+        self.admit(response.ec2_backend, region, zone, itype, "on-demand", result.result.instances, reserved=len(result.result.instances))
+        return result
+
+    def admit(
+        self, backend, region: str, zone: str, instance_type: str, market: str, instances: list, *, reserved: int = 0
+    ) -> None:
         """New instances of a launch (RunInstances or CreateFleet), as EC2 counts them: out of the
-        zone's stock, against the region's quota, reclaimed at launch where the scenario says so,
-        invisible for a while, and booting on the modelled clock."""
+        zone's stock (but for the `reserved` ones, which run in a capacity reservation), against the
+        region's quota, reclaimed at launch where the scenario says so, invisible for a while, and
+        booting on the modelled clock."""
         with self._lock:
             key = (region, zone, instance_type, market)
-            self._stock[key] = self.left(region, zone, instance_type, market) - len(instances)
+            self._stock[key] = self.left(region, zone, instance_type, market) - (len(instances) - reserved)
             if market == "spot" and self._reclaims.get((region, zone, instance_type)):
                 doomed = [i.id for i in instances][: self._reclaims[(region, zone, instance_type)]]
                 self._reclaims[(region, zone, instance_type)] -= len(doomed)
@@ -570,6 +600,17 @@ class SimulatedMarket:
             mock.patch.object(EC2Response, "get_spot_placement_scores", get_spot_placement_scores, create=True)
         )
         stack.enter_context(mock.patch.object(InstanceResponse, "run_instances", run_instances))
+
+        def describe_capacity_reservations(response) -> ActionResult:
+            found = market.reservations.describe(
+                response.region, response.current_account, response._get_param("CapacityReservationIds", []),
+                response._filters_from_querystring(),
+            )
+            return ActionResult({"CapacityReservations": found, "NextToken": None})
+
+        stack.enter_context(
+            mock.patch.object(EC2Response, "describe_capacity_reservations", describe_capacity_reservations, create=True)
+        )
         for name, method in market.groups.api().items():
             stack.enter_context(mock.patch.object(EC2Response, name, method, create=True))
         from moto.ec2.responses.security_groups import SecurityGroups

@@ -103,6 +103,22 @@ class Interruption(_Model):
     instance: StrictInt = Field(ge=1)
 
 
+class CapacityReservation(_Model):
+    """gpufill's extension: an On-Demand Capacity Reservation the account holds (local/reservations.py).
+    `match` is EC2's InstanceMatchCriteria: an "open" one takes any On-Demand launch of its type and
+    AZ that does not opt out, a "targeted" one only launches that name it. `for_deployment` tags it
+    `gpufill:deployment=<the engine's first deployment>`, as an operator marks a reservation for gpufill."""
+
+    id: str | None = Field(default=None, pattern=r"^cr-[0-9a-f]{17}$")
+    zone: str
+    type: str
+    count: StrictInt = Field(ge=1)
+    match: Literal["open", "targeted"] = "open"
+    state: Literal["active", "pending", "expired", "cancelled"] = "active"
+    for_deployment: bool = True
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
 class MarketScenario(_Model):
     description: str = ""
     regions: dict[str, RegionMarket] = Field(default_factory=dict)
@@ -112,6 +128,8 @@ class MarketScenario(_Model):
     startup: Startup = Field(default_factory=Startup)
     # gpufill's extension: instances EC2 takes away at a modelled second (see Interruption).
     interruptions: list[Interruption] = Field(default_factory=list)
+    # gpufill's extension: On-Demand Capacity Reservations the account holds (see CapacityReservation).
+    capacity_reservations: list[CapacityReservation] = Field(default_factory=list)
 
     @field_validator("regions")
     @classmethod
@@ -133,6 +151,16 @@ class MarketScenario(_Model):
             for zone in market.zones:
                 if not zone.startswith(region) or len(zone) != len(region) + 1:
                     raise ValueError(f"regions.{region}.zones: {zone!r} is not an availability zone of {region}")
+        for i, held in enumerate(self.capacity_reservations):
+            region = held.zone[:-1]
+            if held.type not in self.regions.get(region, RegionMarket()).zones.get(held.zone, {}):
+                raise ValueError(
+                    f"capacity_reservations[{i}]: {held.zone} does not list {held.type}; list it under "
+                    f"regions.{region}.zones.{held.zone} (with spot and on_demand 0 if the reservation is all it has)"
+                )
+        ids = [held.id for held in self.capacity_reservations if held.id]
+        if len(set(ids)) != len(ids):
+            raise ValueError("capacity_reservations: an id is given twice")
         for i, event in enumerate(self.restock):
             region = event.zone[:-1]
             if event.type not in self.regions.get(region, RegionMarket()).zones.get(event.zone, {}):

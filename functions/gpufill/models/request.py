@@ -57,6 +57,8 @@ INSTANCE_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 # ones Step Functions refuses in a name (whitespace, brackets, wildcards, $, /, ...).
 REQUEST_ID_PATTERN = re.compile(r"^[^\s<>{}\[\]?*\"#%\\^|~`$&,;:/]{1,80}$")
 INSTANCE_ID_PATTERN = re.compile(r"^i-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+CAPACITY_RESERVATION_ID_PATTERN = re.compile(r"^cr-[0-9a-f]{17}$")
+MAX_CAPACITY_RESERVATION_IDS = 20
 MAX_TEARDOWN_IDS = 1000
 RESERVED_TAG_PREFIXES = ("gpufill:", "aws:")
 # The characters every AWS service accepts in a tag (EC2 itself is more lenient, but the same
@@ -71,12 +73,16 @@ Action = Literal["provision", "plan", "teardown", "status"]
 PROVISION_ONLY_FIELDS = (
     "instance_types", "instance_type", "count", "batch_max", "launch_mode", "market", "on_demand_strategy",
     "origin_region", "tags", "model_id", "image", "root_volume_gib", "scoring",
+    "capacity_reservations", "capacity_reservation_ids",
 )
 Market = Literal["spot", "on-demand", "spot-then-on-demand"]
 LaunchMode = Literal["partial", "exact", "fleet"]
 OnDemandStrategy = Literal["cost", "latency"]
 Scoring = Literal["price-capacity", "blended", "classic"]
 Placement = Literal["any", "same-region", "same-az"]
+# On-Demand Capacity Reservations (docs/capacity-reservations.md): "open" uses this deployment's
+# reservations with room before Spot/On-Demand, "only" launches into them alone, "none" ignores them.
+CapacityReservations = Literal["none", "open", "only"]
 
 
 class WaitForCapacity(BaseModel):
@@ -244,6 +250,23 @@ class Request(BaseModel):
             )
         return value
 
+    capacity_reservations: CapacityReservations = "open"
+    # Reservations to use besides the ones tagged for this deployment (open or targeted alike).
+    capacity_reservation_ids: list[StrictStr] | None = Field(default=None, min_length=1, max_length=MAX_CAPACITY_RESERVATION_IDS)
+
+    @field_validator("capacity_reservation_ids")
+    @classmethod
+    def _reservation_ids(cls, value: list[str] | None) -> list[str] | None:
+        bad = [i for i in value or [] if not CAPACITY_RESERVATION_ID_PATTERN.match(i)]
+        if bad:
+            raise ValueError(
+                f"not Capacity Reservation ids ('cr-' and 17 hexadecimal digits, such as cr-0123456789abcdef0): "
+                f"{', '.join(_shorten(i) for i in bad)}"
+            )
+        if value and len(set(value)) != len(value):
+            raise ValueError("lists a reservation more than once")
+        return value
+
     @field_validator("request_id")
     @classmethod
     def _execution_name(cls, value: str | None) -> str | None:
@@ -356,6 +379,7 @@ class Request(BaseModel):
             problems.append(("max_lifetime", f"only goes with action 'provision' (this request's action is {self.action!r})"))
         if self.trigger is not None and self.action != "teardown":
             problems.append(("trigger", f"only goes with action 'teardown' (this request's action is {self.action!r})"))
+        problems += self._reservation_problems()
         if problems:
             raise RequestProblems(problems)
         return self
@@ -407,6 +431,18 @@ class Request(BaseModel):
             return []
         given = [n for n, v in (("placement", self.placement != "any"), ("all_or_nothing", self.all_or_nothing)) if v]
         return [(name, f"only goes with action 'provision' (this request's action is {self.action!r})") for name in given]
+
+    def _reservation_problems(self) -> list[tuple[str, str]]:
+        problems: list[tuple[str, str]] = []
+        if self.capacity_reservation_ids and self.capacity_reservations == "none":
+            problems.append(
+                ("capacity_reservation_ids", 'names reservations while "capacity_reservations" is "none": give "open" or "only", or drop the ids')
+            )
+        if self.capacity_reservations == "only" and "market" in self.model_fields_set and self.market != "on-demand":
+            problems.append(
+                ("market", f'"capacity_reservations": "only" launches into On-Demand Capacity Reservations alone; drop market {self.market!r}')
+            )
+        return problems
 
     def _maintenance_problems(self) -> list[tuple[str, str]]:
         problems: list[tuple[str, str]] = []
@@ -540,6 +576,8 @@ class ProvisionRequest(BaseModel):
     max_lifetime_seconds: int | None = None
     expires_at: str | None = None
     trigger: str | None = None
+    capacity_reservations: CapacityReservations = "open"
+    capacity_reservation_ids: list[str] | None = None
 
     @property
     def owner_id(self) -> str:
@@ -581,6 +619,8 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
         refill=request.refill,
         max_lifetime_seconds=int(request.max_lifetime.total_seconds()) if request.max_lifetime else None,
         trigger=request.trigger,
+        capacity_reservations=request.capacity_reservations,
+        capacity_reservation_ids=list(request.capacity_reservation_ids) if request.capacity_reservation_ids else None,
     )
 
 

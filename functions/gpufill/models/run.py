@@ -80,10 +80,15 @@ class Pool(_Model):
     note: str | None = None
     # Found empty by another run moments ago (the capacity cache): tried last; a fleet asks for it apart.
     deferred: bool = False
+    # An On-Demand Capacity Reservation this pool launches into (market on-demand), and how many
+    # instances the plan gives it (policy/reservations.py): never more than it had room for.
+    capacity_reservation_id: str | None = None
+    reserved: int | None = None
 
     @property
     def key(self) -> str:
-        return f"{self.market}/{self.region}/{self.availability_zone}/{self.instance_type}"
+        base = f"{self.market}/{self.region}/{self.availability_zone}/{self.instance_type}"
+        return f"{base}/{self.capacity_reservation_id}" if self.capacity_reservation_id else base
 
 
 class Attempt(_Model):
@@ -97,6 +102,7 @@ class Attempt(_Model):
     outcome: Outcome
     reason: str | None = None
     note: str | None = None
+    capacity_reservation_id: str | None = None
 
 
 class Instance(_Model):
@@ -106,6 +112,8 @@ class Instance(_Model):
     instance_type: str
     market: MarketName
     hourly_price: float | None = None
+    # The On-Demand Capacity Reservation the instance runs in, when it runs in one.
+    capacity_reservation_id: str | None = None
     state: str | None = None
     private_ip: str | None = None
     connect: str | None = None
@@ -116,6 +124,19 @@ class Instance(_Model):
     serving_reason: str | None = None
 
 
+class ReservationSeen(_Model):
+    """An On-Demand Capacity Reservation as the plan found it, and what the plan gives it."""
+
+    capacity_reservation_id: str
+    region: str
+    availability_zone: str
+    instance_type: str
+    available: int
+    match: str  # EC2's InstanceMatchCriteria: "open" or "targeted"
+    planned: int = 0
+    why_not: str | None = None
+
+
 class Plan(_Model):
     request_id: str
     status: Literal["PLANNED"] = "PLANNED"
@@ -124,6 +145,7 @@ class Plan(_Model):
     regions: list[RegionScore] = Field(default_factory=list)
     pools: list[Pool] = Field(default_factory=list)
     pools_total: int | None = None  # set when a plan's output lists only the first pools
+    reservations: list[ReservationSeen] = Field(default_factory=list)
 
 
 class PlanRef(_Model):
@@ -139,6 +161,8 @@ class PlanRef(_Model):
     key: str
     pools: int
     regions: list[RegionScore] = Field(default_factory=list)
+    # The capacity reservations the run found, used or not (capacity_reservations "open"/"only").
+    reservations: list[ReservationSeen] = Field(default_factory=list)
 
 
 class RegionLaunch(_Model):
@@ -221,6 +245,9 @@ class Run(_Model):
     # launch_mode "fleet": the calls made again in this region for pools EC2 did not answer for
     # (RequestLimitExceeded, InternalError per override), bounded by policy/fleet.py.
     fleet_retries: int = 0
+    # Instances this plan put in each capacity reservation (id -> count): a reservation pool takes
+    # at most what the plan gave it. Cleared when the plan is done (the next try plans afresh).
+    reserved_taken: dict[str, int] = Field(default_factory=dict)
 
 
 class LaunchResult(_Model):

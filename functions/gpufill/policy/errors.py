@@ -10,6 +10,8 @@ CAPACITY_CODES = frozenset(
         "InsufficientHostCapacity",
         "InsufficientAddressCapacity",
         "InsufficientReservedInstanceCapacity",
+        # A launch into a capacity reservation that has no room left (another launch took it).
+        "ReservationCapacityExceeded",
         "Unsupported",
     }
 )

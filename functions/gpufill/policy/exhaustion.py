@@ -6,7 +6,7 @@ import json
 
 from gpufill import catalog
 from gpufill.models.request import ProvisionRequest
-from gpufill.models.run import Attempt, MarketName, Run
+from gpufill.models.run import Attempt, MarketName, ReservationSeen, Run
 
 # A Fail state's cause is capped at 32,768 characters; keep headroom for the JSON framing.
 CAUSE_BUDGET = 30_000
@@ -73,6 +73,40 @@ def exhaustion_cause(run: Run, attempts: list[Attempt], request: ProvisionReques
         "attempts": [a.model_dump(mode="json", exclude_none=True) for a in attempts],
     }
     return _within_budget(cause, attempts)
+
+
+def no_reservation_room_cause(
+    run: Run, attempts: list[Attempt], request: ProvisionRequest, seen: list[ReservationSeen]
+) -> str:
+    """capacity_reservations "only" and the reservations could not take the request: what the run
+    found, reservation by reservation, and why none (or not enough) took it."""
+    tried = [a for a in attempts if a.capacity_reservation_id]
+    if not seen:
+        message = (
+            f"No On-Demand Capacity Reservation of this deployment holds {', '.join(request.instance_types)} "
+            f"in {', '.join(request.regions)}: none is active and tagged gpufill:deployment for it, or named in "
+            "capacity_reservation_ids. Nothing was launched."
+        )
+    else:
+        usable = sum(s.planned for s in seen)
+        message = (
+            f"The capacity reservations found had room for {usable} of {request.count} "
+            f"{', '.join(request.instance_types)}; {run.launched} launched into them."
+        )
+    cause = {
+        "error": "NO_RESERVATION_ROOM",
+        "message": message,
+        "request_id": request.request_id,
+        "requested": request.count,
+        "launched": run.launched,
+        "reservations_found": [s.model_dump(mode="json", exclude_none=True) for s in seen],
+        "hint": (
+            'Free room in a reservation (end instances running in it), create or extend one, or rerun with '
+            '"capacity_reservations": "open" to go on to Spot and On-Demand when the reservations are full.'
+        ),
+        "attempts": [a.model_dump(mode="json", exclude_none=True) for a in tried],
+    }
+    return json.dumps(cause)
 
 
 def rejection_cause(run: Run, request: ProvisionRequest) -> str:

@@ -17,6 +17,7 @@ from gpufill.models.request import ProvisionRequest
 from gpufill.models.run import Attempt, LaunchResult, Pool, RegionLaunch, Run
 from gpufill.policy import gang
 from gpufill.policy.errors import is_rejection, is_stale_ami, not_visible_yet, quota_group, region_unusable
+from gpufill.policy.reservations import room_left
 
 # Launch calls one LaunchBatch step may make before handing back to the state machine. Several
 # calls a step keep a run at the maxima (15 regions x 10 types x every AZ, exact mode, both
@@ -38,7 +39,10 @@ def quota_key(pool: Pool) -> str:
 
 
 def fleet_key(pool: Pool) -> str:
-    """The pools one fleet covers: a region's in one market, its deferred pools apart (policy/fleet.py)."""
+    """The pools one fleet covers: a region's in one market, its deferred pools apart (policy/fleet.py);
+    a capacity reservation alone (its fleet targets that reservation and nothing else)."""
+    if pool.capacity_reservation_id:
+        return f"{pool.market}/{pool.region}/{pool.capacity_reservation_id}"
     return f"{pool.market}/{pool.region}/{'deferred' if pool.deferred else 'fresh'}"
 
 
@@ -53,13 +57,25 @@ def is_open(pool: Pool, blocked: list[str]) -> bool:
 
 
 def may_try(pool: Pool, run: Run, request: ProvisionRequest) -> bool:
-    return is_open(pool, run.blocked) and gang.allows(pool, run.gang, request.placement)
+    return is_open(pool, run.blocked) and gang.allows(pool, run.gang, request.placement) and reservation_room(pool, run) != 0
+
+
+def reservation_room(pool: Pool, run: Run) -> int | None:
+    """What a capacity reservation pool may still take (None: not a reservation)."""
+    return room_left(pool, run.reserved_taken)
+
+
+def fitted(batch: int, pool: Pool, run: Run) -> int:
+    """A batch for a reservation never asks for more than the plan gave the reservation: EC2
+    refuses a launch into a targeted reservation beyond its room."""
+    room = reservation_room(pool, run)
+    return batch if room is None else max(1, min(batch, room))
 
 
 def prepare(run: Run, pools: list[Pool], request: ProvisionRequest) -> Run:
     """Where the run stands when a region is about to be entered: an open pool to prepare, or nothing left."""
     if run.cursor < len(pools) and may_try(pools[run.cursor], run, request):
-        return run.model_copy(update={"next": "prepare"})
+        return run.model_copy(update={"next": "prepare", "batch": fitted(run.batch, pools[run.cursor], run)})
     return _advance_from(run.model_copy(update={"launch": None}), pools, request, run.cursor)
 
 
@@ -94,11 +110,17 @@ def record(run: Run, pool: Pool, result: LaunchResult) -> Run:
         launched=launched,
         outcome=result.outcome,
         reason=result.reason,
+        capacity_reservation_id=pool.capacity_reservation_id,
         note=result.note or (result.message[:MAX_NOTE] if result.message and _explained(result) else None) or pool.note,
     )
     spent = sum(i.hourly_price or 0.0 for i in result.instances)
+    taken = dict(run.reserved_taken)
+    for instance in result.instances:
+        if instance.capacity_reservation_id:
+            taken[instance.capacity_reservation_id] = taken.get(instance.capacity_reservation_id, 0) + 1
     return run.model_copy(
         update={
+            "reserved_taken": taken,
             "attempts_total": run.attempts_total + 1,
             "step_attempts": [*run.step_attempts, attempt],
             "instances": [*run.instances, *result.instances],
@@ -121,7 +143,9 @@ def _next_move(run: Run, pools: list[Pool], pool: Pool, result: LaunchResult, re
     if result.outcome == "launched":
         if request.launch_mode == "partial" and len(result.instances) < run.batch:
             return advance(run, pools, request)  # the pool gave what it had
-        return run.model_copy(update={"next": "launch", "batch": min(run.batch, run.remaining)})
+        if reservation_room(pool, run) == 0:
+            return advance(run, pools, request)  # the reservation's planned room is used
+        return run.model_copy(update={"next": "launch", "batch": fitted(min(run.batch, run.remaining), pool, run)})
     if is_rejection(code):
         return run.model_copy(update={"next": "rejected"})
     if is_stale_ami(code):
@@ -163,13 +187,17 @@ def _advance_from(run: Run, pools: list[Pool], request: ProvisionRequest, start_
         if may_try(pools[index], run, request):
             same_region = run.launch is not None and run.launch.region == pools[index].region
             return run.model_copy(
-                update={"cursor": index, "batch": fresh_batch, "next": "launch" if same_region else "prepare"}
+                update={
+                    "cursor": index,
+                    "batch": fitted(fresh_batch, pools[index], run),
+                    "next": "launch" if same_region else "prepare",
+                }
             )
     if gang.must_roll_back(run, request):
         return run.model_copy(update={"next": "rollback"})
     return run.model_copy(
         update={
-            "cursor": 0, "batch": fresh_batch, "next": "exhausted", "blocked": [], "launch": None,
+            "cursor": 0, "batch": fresh_batch, "next": "exhausted", "blocked": [], "launch": None, "reserved_taken": {},
             "gang": gang.for_next_market(run.gang),
         }
     )

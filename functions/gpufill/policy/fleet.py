@@ -56,9 +56,10 @@ def min_target(run: Run, request: ProvisionRequest) -> int | None:
     return None
 
 
-def begin_call(run: Run) -> Run:
-    """The call asks for everything still missing."""
-    return run.model_copy(update={"batch": run.remaining})
+def begin_call(run: Run, pool: Pool | None = None) -> Run:
+    """The call asks for everything still missing; a reservation's, for what the plan gave it."""
+    batch = run.remaining if pool is None else fill.fitted(run.remaining, pool, run)
+    return run.model_copy(update={"batch": batch})
 
 
 def after_fleet(run: Run, pools: list[Pool], answer: FleetAnswer, request: ProvisionRequest) -> Run:

@@ -104,6 +104,8 @@ def rolled_back(run: Run, request: ProvisionRequest, count: int) -> Run:
             "launched": 0,
             "remaining": request.count,
             "hourly_cost": 0.0,
+            # Terminated instances give their reservation slots back.
+            "reserved_taken": {},
             "gang": gang.model_copy(update={"anchor": None, "excluded": excluded, "rolled_back": gang.rolled_back + count}),
         }
     )

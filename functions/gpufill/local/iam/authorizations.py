@@ -104,6 +104,7 @@ def _ec2_kind(resource_id: str) -> str:
         "i": "instance", "vol": "volume", "eni": "network-interface", "sg": "security-group",
         "subnet": "subnet", "vpc": "vpc", "ami": "image", "lt": "launch-template", "fleet": "fleet",
         "sir": "spot-instances-request", "pg": "placement-group", "snap": "snapshot", "key": "key-pair",
+        "cr": "capacity-reservation",
     }
     prefix = resource_id.split("-", 1)[0]
     if prefix not in prefixes:
@@ -229,6 +230,10 @@ def _launch_checks(call: Call, world: World, launch: _Launch, *, action: str) ->
         checks.append(_created(as_run, "spot-instances-request", launch.tags.get("spot-instances-request", {})))
     if launch.data.get("KeyName"):
         checks.append(_existing(as_run, world, "key-pair", launch.data["KeyName"]))
+    target = ((launch.data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {})
+    if target.get("CapacityReservationId"):
+        # A launch naming a reservation needs the action on that reservation too.
+        checks.append(_existing(as_run, world, "capacity-reservation", target["CapacityReservationId"]))
     return _dedupe(checks)
 
 
@@ -316,6 +321,13 @@ def create_fleet(call: Call, world: World) -> list[Authorization]:
             )
             checks.extend(_launch_checks(call, world, launch, action="ec2:RunInstances"))
         role_checks.extend(_pass_role(world, data.get("IamInstanceProfile")))
+    # Reserved capacity names its reservations on the fleet: each is a resource of the fleet and of
+    # the launches into it.
+    target = ((p.get("ReservedCapacityOptions") or {}).get("CapacityReservationTarget") or {})
+    as_run = Call("ec2", "RunInstances", call.params, call.region, call.account, call.partition)
+    for reservation in target.get("CapacityReservationIds") or ():
+        checks.append(_existing(call, world, "capacity-reservation", reservation))
+        checks.append(_existing(as_run, world, "capacity-reservation", reservation))
     return _dedupe([*checks, *_tags_on_create(call, created_tags), *role_checks])
 
 

@@ -28,9 +28,10 @@ PATHS = [
     ("provision-exact.json", "first-az-sold-out.json", None),
     ("provision-gang-same-az.json", "first-az-sold-out.json", None),
     ("provision-spot-then-on-demand.json", "all-spot-sold-out.json", None),
+    ("reserved-capacity.json", "reserved-capacity.json", None),
 ]
 # Resource ids vary run by run; a need names its resource by type with a fixed id.
-_ID = re.compile(r"/(i|vol|eni|subnet|sg|lt|fleet|sir|ami|vpc)-[0-9a-f]+")
+_ID = re.compile(r"/(i|vol|eni|subnet|sg|lt|fleet|sir|ami|vpc|cr)-[0-9a-f]+")
 _ACCOUNT = re.compile(r":(\d{12}):")
 
 

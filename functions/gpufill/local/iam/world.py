@@ -12,11 +12,22 @@ from gpufill.local.iam.authorizations import Ec2Resource, Template
 PlacementGroups = Callable[[str, str], dict[str, Any] | None]
 
 
+# (region, id) -> the simulated account's capacity reservation (local/reservations.py) or None.
+CapacityReservations = Callable[[str, str], Any]
+
+
 class MotoWorld:
-    def __init__(self, account: str, partition: str = "aws", placement_groups: PlacementGroups | None = None):
+    def __init__(
+        self,
+        account: str,
+        partition: str = "aws",
+        placement_groups: PlacementGroups | None = None,
+        capacity_reservations: CapacityReservations | None = None,
+    ):
         self.account = account
         self.partition = partition
         self._placement_groups = placement_groups or (lambda region, name: None)
+        self._capacity_reservations = capacity_reservations or (lambda region, reservation_id: None)
 
     def _ec2(self, region: str):
         from moto.ec2.models import ec2_backends
@@ -99,6 +110,18 @@ class MotoWorld:
             attributes["ec2:PlacementGroupStrategy"] = group["strategy"]
         return Ec2Resource(dict(group.get("tags") or {}), attributes)
 
+    def _capacity_reservation(self, region: str, reservation_id: str) -> Ec2Resource | None:
+        held = self._capacity_reservations(region, reservation_id)
+        if held is None:
+            return None
+        attributes = {
+            "ec2:InstanceType": held.instance_type,
+            "ec2:AvailabilityZone": held.zone,
+            "ec2:InstanceMatchCriteria": held.match,
+            "ec2:Tenancy": "default",
+        }
+        return Ec2Resource(dict(held.tags), attributes)
+
     def _key_pair(self, region: str, name: str) -> Ec2Resource | None:
         return Ec2Resource({}, {"ec2:KeyPairName": name}) if name in self._ec2(region).keypairs else None
 
@@ -144,4 +167,8 @@ def engine_world(engine) -> MotoWorld:
     def placement_group(region: str, name: str) -> dict[str, Any] | None:
         return engine.market.groups._groups.get((region, name))
 
-    return MotoWorld(engine.account, placement_groups=placement_group)
+    def capacity_reservation(region: str, reservation_id: str):
+        held = engine.market.reservations.held.get(reservation_id)
+        return held if held is not None and held.region == region else None
+
+    return MotoWorld(engine.account, placement_groups=placement_group, capacity_reservations=capacity_reservation)
