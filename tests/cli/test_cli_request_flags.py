@@ -8,7 +8,7 @@ import json
 import pytest
 
 from gpufill.cli import main
-from tests.conftest import EXAMPLES
+from tests.support import EXAMPLES
 
 PLENTY = str(EXAMPLES / "markets/plenty.json")
 NOWHERE = ["--region", "us-east-1", "--endpoint-url", "http://127.0.0.1:9"]

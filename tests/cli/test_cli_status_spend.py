@@ -14,7 +14,7 @@ import pytest
 from gpufill.cli import aws, main
 from gpufill.policy import spend
 from tests.cli.endpoint import served
-from tests.conftest import EXAMPLES
+from tests.support import EXAMPLES
 
 PROVISION = str(EXAMPLES / "requests/provision-spot.json")
 MARKET = EXAMPLES / "markets/first-az-sold-out.json"

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from gpufill.local.iam.evaluator import Authorization, Evaluator
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 OPERATOR = f"arn:aws:iam::{ACCOUNT}:user/ana"

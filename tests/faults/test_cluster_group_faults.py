@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.faults.conftest import EAST, WEST, assert_exactly_once
+from tests.support.audit import EAST, WEST, assert_exactly_once
 
 EFA = "g6e.12xlarge"
 

@@ -10,7 +10,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 
 from gpufill import constants
 from gpufill.adapters import visibility
-from tests.faults.conftest import EAST, REQUEST, WEST, assert_exactly_once
+from tests.support.audit import EAST, REQUEST, WEST, assert_exactly_once
 
 FLEET = {**REQUEST, "launch_mode": "fleet"}
 

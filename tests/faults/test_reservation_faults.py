@@ -3,7 +3,7 @@ the launch is settled by the token, and the reservation's room is taken once."""
 
 import pytest
 
-from tests.faults.conftest import MARKET, REQUEST, WEST, assert_exactly_once
+from tests.support.audit import MARKET, REQUEST, WEST, assert_exactly_once
 
 RESERVED = "cr-0a1b2c3d4e5f60718"
 HELD = {**MARKET, "capacity_reservations": [{"id": RESERVED, "zone": "us-west-2a", "type": "g6.xlarge", "count": 3}]}

@@ -4,7 +4,7 @@ step that dies before making it makes it on the retry; no instance of the reques
 import pytest
 
 from gpufill import constants
-from tests.faults.conftest import REQUEST, assert_exactly_once
+from tests.support.audit import REQUEST, assert_exactly_once
 
 GUARDED = {**REQUEST, "max_lifetime": "PT4H", "ready_timeout": "PT0S"}
 GROUP = constants.schedule_group_name("local")

@@ -180,7 +180,7 @@ def test_a_launch_that_may_not_schedule_its_lifetime_fails_naming_what_runs(judg
 
 
 def test_a_scheduler_role_that_may_not_start_the_teardown_starts_nothing(judged_account):
-    from tests.iam.conftest import without_grant
+    from tests.support.grants import without_grant
 
     with judged_account(ONE_REGION) as (engine, judgements):
         role = engine.deployments["local"].app.scheduler_role

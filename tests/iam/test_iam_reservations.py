@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import zone
+from tests.support import zone
 
 RESERVED = "cr-0a1b2c3d4e5f60718"
 MARKET = {

@@ -2,8 +2,8 @@
 
 import boto3
 
-from tests.conftest import zone
-from tests.workflow.conftest import tried
+from tests.support import zone
+from tests.support import tried
 
 RESERVED = "cr-0a1b2c3d4e5f60718"
 TARGETED = "cr-0fedcba9876543210"
