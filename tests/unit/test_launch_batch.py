@@ -62,7 +62,7 @@ def test_a_batch_writes_its_intent_then_launches_with_the_regions_settings(aws, 
         return LaunchResult(outcome="launched", instances=[instance("i-1")])
 
     monkeypatch.setattr(launch_batch.ec2, "launch", launch)
-    result = launch_batch.launch(request(launch_mode="exact"), SETUP, B, 3, "tok-5")
+    result = launch_batch.launch(request(launch_mode="exact"), SETUP, B, 3, "tok-5", set())
     assert [i.instance_id for i in result.instances] == ["i-1"]
     assert aws == [("intent", {"request_id": "req-1", "region": REGION, "client_token": "tok-5"}), ("launch", B.key)]
     [kw] = sent
@@ -75,13 +75,13 @@ def test_a_batch_writes_its_intent_then_launches_with_the_regions_settings(aws, 
 def test_a_partial_request_takes_whatever_part_of_the_batch_ec2_has(aws, monkeypatch):
     sent = []
     monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: sent.append(kw) or LaunchResult(outcome="capacity"))
-    launch_batch.launch(request(launch_mode="partial"), SETUP, A, 4, "tok")
+    launch_batch.launch(request(launch_mode="partial"), SETUP, A, 4, "tok", set())
     assert (sent[0]["min_count"], sent[0]["max_count"]) == (1, 4)
 
 
 def test_a_pool_without_a_subnet_is_answered_without_an_intent_or_a_call(aws, monkeypatch):
     monkeypatch.setattr(launch_batch.ec2, "launch", lambda *a, **k: pytest.fail("launched without a subnet"))
-    result = launch_batch.launch(request(), SETUP, NO_SUBNET, 2, "tok")
+    result = launch_batch.launch(request(), SETUP, NO_SUBNET, 2, "tok", set())
     assert (result.outcome, result.reason, result.message) == ("error", "NoSubnet", "no subnet to launch into in us-west-2c")
     assert aws == []
 
@@ -89,12 +89,12 @@ def test_a_pool_without_a_subnet_is_answered_without_an_intent_or_a_call(aws, mo
 def test_a_same_az_gang_of_efa_types_launches_into_its_cluster_group_made_first(aws, monkeypatch):
     sent = []
     monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: sent.append(kw) or LaunchResult(outcome="capacity"))
-    launch_batch.launch(request(placement="same-az"), SETUP, EFA, 4, "tok")
+    launch_batch.launch(request(placement="same-az"), SETUP, EFA, 4, "tok", set())
     group = "gpufill-prod-req-1-us-west-2a"
     assert aws[0] == ("group", REGION, group, {"request_id": "req-1", "deployment": "prod"})
     assert aws[1][0] == "intent" and sent[0]["spec"].placement_group == group
     aws.clear()
-    launch_batch.launch(request(placement="same-az"), SETUP, A, 4, "tok")  # no EFA: no group
+    launch_batch.launch(request(placement="same-az"), SETUP, A, 4, "tok", set())  # no EFA: no group
     assert [a[0] for a in aws] == ["intent"]
 
 
@@ -122,16 +122,16 @@ def test_unset_settings_are_left_out_rather_than_sent_empty(aws, monkeypatch):
 
 
 def test_launched_instances_are_recorded_under_their_token_and_nothing_else_is_recorded(aws):
-    launch_batch.keep([], request(), "tok")
+    launch_batch.keep([], request(), "tok", "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-local")
     assert aws == []
-    launch_batch.keep([instance("i-1"), instance("i-2")], request(), "tok-3")
-    assert aws == [("record", ["i-1", "i-2"], {"request_id": "req-1", "client_token": "tok-3", "maintain": False, "replaces": None})]
+    launch_batch.keep([instance("i-1"), instance("i-2")], request(), "tok-3", "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-local")
+    assert aws == [("record", ["i-1", "i-2"], {"request_id": "req-1", "client_token": "tok-3", "maintain": False, "replaces": None, "lifetime_expires_at": None})]
 
 
 def test_a_refills_instances_belong_to_its_request_and_name_what_they_replace(aws):
     refill = request(maintain=True, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))
-    launch_batch.keep([instance("i-new")], refill, "tok")
-    assert aws == [("record", ["i-new"], {"request_id": "req-0", "client_token": "tok", "maintain": True, "replaces": ["i-0123456789abcdef0"]}),
+    launch_batch.keep([instance("i-new")], refill, "tok", "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-local")
+    assert aws == [("record", ["i-new"], {"request_id": "req-0", "client_token": "tok", "maintain": True, "replaces": ["i-0123456789abcdef0"], "lifetime_expires_at": None}),
                    ("replaced", ["i-0123456789abcdef0"], ["i-new"])]
 
 
@@ -157,10 +157,10 @@ def test_a_fleet_asks_for_everything_missing_over_the_regions_pools_and_records_
 
     monkeypatch.setattr(launch_batch.fleet_calls, "launch", launch)
     monkeypatch.setattr(launch_batch.fleet_calls, "retire_version", lambda region, version: aws.append(("retire", region, version)))
-    after = launch_batch.launch_fleet(step, req, [A, B], fill.begin_step(run))
+    after = launch_batch.launch_fleet(step, req, [A, B], fill.begin_step(run), set())
     token = client_token("arn:sm", "req-1", 7)
     assert aws == [("intent", {"request_id": "req-1", "region": REGION, "client_token": token}), ("fleet", token),
-                   ("record", ["i-1", "i-2"], {"request_id": "req-1", "client_token": token, "maintain": False, "replaces": None}),
+                   ("record", ["i-1", "i-2"], {"request_id": "req-1", "client_token": token, "maintain": False, "replaces": None, "lifetime_expires_at": None}),
                    ("full", B.key, {"request_id": "req-1", "reason": "capacity"}),
                    ("retire", REGION, ("lt-1", "7"))]
     [(call, spec)] = calls
@@ -182,7 +182,7 @@ def test_a_fleet_whose_records_fail_keeps_its_template_version_for_the_retry(aws
 
     monkeypatch.setattr(instances_table, "record_launched", unrecordable)
     with pytest.raises(instances_table.InstanceRecordError):
-        launch_batch.launch_fleet(step, req, [A, B], run)
+        launch_batch.launch_fleet(step, req, [A, B], run, set())
 
 
 def test_a_fleet_without_a_version_of_its_own_retires_nothing(aws, monkeypatch):
@@ -190,7 +190,7 @@ def test_a_fleet_without_a_version_of_its_own_retires_nothing(aws, monkeypatch):
     monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: FleetAnswer(
         failure=LaunchResult(outcome="error", reason="EndpointConnectionError")))
     monkeypatch.setattr(launch_batch.fleet_calls, "retire_version", lambda *a: pytest.fail("nothing to retire"))
-    after = launch_batch.launch_fleet(step, req, [A, B], run)
+    after = launch_batch.launch_fleet(step, req, [A, B], run, set())
     assert after.launched == 0 and [a[0] for a in aws] == ["intent"]
 
 
@@ -200,7 +200,7 @@ def test_an_all_or_nothing_same_az_gang_fleet_asks_one_zone_all_at_once_in_its_c
     twin = EFA.model_copy(update={"instance_type": "g6.48xlarge"})
     calls = []
     monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
-    launch_batch.launch_fleet(step, req, [EFA, twin, other], run)
+    launch_batch.launch_fleet(step, req, [EFA, twin, other], run, set())
     [call] = calls
     assert call.single_zone is True and call.min_target == 4
     assert call.placement_groups == {"us-west-2a": "gpufill-prod-req-1-us-west-2a", "us-west-2b": "gpufill-prod-req-1-us-west-2b"}
@@ -218,18 +218,18 @@ def test_the_user_data_is_the_startup_script_base64_encoded_once(aws):
 def test_every_recorded_launch_counts_toward_the_instances_launched_metric(aws, monkeypatch):
     counted = []
     monkeypatch.setattr(launch_batch.metrics, "add_metric", lambda **kw: counted.append(kw))
-    launch_batch.keep([], request(), "tok")
-    launch_batch.keep([instance("i-1"), instance("i-2")], request(), "tok")
+    launch_batch.keep([], request(), "tok", "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-local")
+    launch_batch.keep([instance("i-1"), instance("i-2")], request(), "tok", "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-local")
     assert counted == [{"name": "InstancesLaunched", "unit": "Count", "value": 2}]
 
 
 def test_without_a_deployment_name_the_gangs_cluster_group_has_an_empty_one(aws, monkeypatch):
     monkeypatch.delenv("GPUFILL_DEPLOYMENT")
     monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: LaunchResult(outcome="capacity"))
-    launch_batch.launch(request(placement="same-az"), SETUP, EFA, 4, "tok")
+    launch_batch.launch(request(placement="same-az"), SETUP, EFA, 4, "tok", set())
     step, req, run = fleet_step(placement="same-az", instance_types=["g6.12xlarge"])
     monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: FleetAnswer())
-    launch_batch.launch_fleet(step, req, [EFA], run)
+    launch_batch.launch_fleet(step, req, [EFA], run, set())
     groups = [a for a in aws if a[0] == "group"]
     assert [(g[1], g[2], g[3]["deployment"]) for g in groups] == [(REGION, "gpufill--req-1-us-west-2a", "")] * 2
 
@@ -240,7 +240,7 @@ def test_an_on_demand_fleet_asks_ec2_to_pick_as_the_request_says(aws, monkeypatc
     monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
     for strategy in ("cost", "latency"):
         step, req, run = fleet_step(market="on-demand", on_demand_strategy=strategy)
-        launch_batch.launch_fleet(step, req, on_demand, run)
+        launch_batch.launch_fleet(step, req, on_demand, run, set())
     assert [(c.market, c.strategy) for c in calls] == [("on-demand", "lowest-price"), ("on-demand", "prioritized")]
 
 
@@ -252,8 +252,8 @@ def test_what_a_fleet_answered_is_logged_for_the_operator(aws, monkeypatch, capl
         FleetAnswer(failure=LaunchResult(outcome="quota", reason="VcpuLimitExceeded")),
     ])
     monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: next(answers))
-    launch_batch.launch_fleet(step, req, [A, B], run)
-    launch_batch.launch_fleet(step, req, [A, B], run)
+    launch_batch.launch_fleet(step, req, [A, B], run, set())
+    launch_batch.launch_fleet(step, req, [A, B], run, set())
     logged = [r for r in caplog.records if r.getMessage() == "fleet answered"]
     assert [(r.region, r.pools, r.target, r.launched, r.failure) for r in logged] == [
         (REGION, 2, 4, 1, None), (REGION, 2, 4, 0, "VcpuLimitExceeded")]

@@ -250,34 +250,34 @@ def answer_verb(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _teardown_of(name: str, table) -> str:
-    """`name` when a teardown approval is on record under it; else the execution of the teardown
-    waiting for an answer about request `name` (gpufill approve REQUEST_ID)."""
+def _teardown_of(answered: str, table) -> str:
+    """`answered` when a teardown approval is on record under it; else the execution of the teardown
+    waiting for an answer about request `answered` (gpufill approve REQUEST_ID)."""
     from gpufill.adapters import approvals
     from gpufill.cli.status import approval_items, is_pending, target_of
 
-    if approvals.get(name, table) is not None:
-        return name
-    about = [i for i in approval_items(table, pending_only=False) if target_of(i).get("request_id") == name]
+    if approvals.get(answered, table) is not None:
+        return answered
+    about = [i for i in approval_items(table, pending_only=False) if target_of(i).get("request_id") == answered]
     waiting = [i for i in about if is_pending(i)]
     if len(waiting) > 1:
         listed = ", ".join(sorted(i["execution_name"] for i in waiting))
-        raise Failed(f"request {name!r} has {len(waiting)} teardowns waiting for an answer ({listed}); "
-                     "answer one by its execution name; nothing changed")
+        raise Failed(f"request {answered!r} has {len(waiting)} teardowns waiting for an answer ({listed}); "
+                     "answer one by its execution answered; nothing changed")
     if waiting:
         return waiting[0]["execution_name"]
     everything = sorted(i["execution_name"] for i in approval_items(table) if is_pending(i) and target_of(i).get("all"))
     if everything:
         # It would end every instance of the deployment, not only this request's: never answered by a request id.
         raise Failed(
-            f"request {name!r} has no teardown of its own waiting; {everything[0]} (every instance of the deployment) "
-            "waits for an answer: answer it by its name, as it ends more than this request; nothing changed"
+            f"request {answered!r} has no teardown of its own waiting; {everything[0]} (every instance of the deployment) "
+            "waits for an answer: answer it by its answered, as it ends more than this request; nothing changed"
         )
     if about:  # answered, decided or expired: approve.answer says which, naming the latest
         return max(about, key=lambda i: str(i.get("requested_at", "")))["execution_name"]
     raise Failed(
-        f"no teardown approval is on record for {name!r}, neither as a teardown's execution name nor as the "
-        "request a teardown is about: check the name, the region and --env (each deployment has its own table); "
+        f"no teardown approval is on record for {answered!r}, neither as a teardown's execution answered nor as the "
+        "request a teardown is about: check the answered, the region and --env (each deployment has its own table); "
         "nothing changed"
     )
 
