@@ -263,7 +263,7 @@ def _teardown_of(answered: str, table) -> str:
     if len(waiting) > 1:
         listed = ", ".join(sorted(i["execution_name"] for i in waiting))
         raise Failed(f"request {answered!r} has {len(waiting)} teardowns waiting for an answer ({listed}); "
-                     "answer one by its execution answered; nothing changed")
+                     "answer one by its execution name; nothing changed")
     if waiting:
         return waiting[0]["execution_name"]
     everything = sorted(i["execution_name"] for i in approval_items(table) if is_pending(i) and target_of(i).get("all"))
@@ -271,13 +271,13 @@ def _teardown_of(answered: str, table) -> str:
         # It would end every instance of the deployment, not only this request's: never answered by a request id.
         raise Failed(
             f"request {answered!r} has no teardown of its own waiting; {everything[0]} (every instance of the deployment) "
-            "waits for an answer: answer it by its answered, as it ends more than this request; nothing changed"
+            "waits for an answer: answer it by its name, as it ends more than this request; nothing changed"
         )
     if about:  # answered, decided or expired: approve.answer says which, naming the latest
         return max(about, key=lambda i: str(i.get("requested_at", "")))["execution_name"]
     raise Failed(
-        f"no teardown approval is on record for {answered!r}, neither as a teardown's execution answered nor as the "
-        "request a teardown is about: check the answered, the region and --env (each deployment has its own table); "
+        f"no teardown approval is on record for {answered!r}, neither as a teardown's execution name nor as the "
+        "request a teardown is about: check the name, the region and --env (each deployment has its own table); "
         "nothing changed"
     )
 
