@@ -196,7 +196,9 @@ def lambda_logs(*, verbose: bool, log_file: Path | None) -> Iterator[None]:
     service = logging.getLogger(SERVICE_NAME)
     # Powertools gives the service logger its own stdout handler on first import; each handler
     # module imports it lazily, so the stream is swapped both now and whenever one appears.
-    level = logging.INFO if verbose or log_file is not None else None
+    # Quiet is held at WARNING too: an earlier --verbose run in the same process leaves the
+    # service logger wherever Powertools last set it.
+    level = logging.INFO if verbose or log_file is not None else logging.WARNING
     try:
         with _StreamSwap(service, target, level):
             yield
