@@ -11,25 +11,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gpufill.cli import aws, main
+from gpufill.cli import main
 from gpufill.policy import spend
-from tests.cli.endpoint import served
 from tests.support import EXAMPLES
 
 PROVISION = str(EXAMPLES / "requests/provision-spot.json")
 MARKET = EXAMPLES / "markets/first-az-sold-out.json"
-
-
-@pytest.fixture(scope="module")
-def endpoint(tmp_path_factory):
-    with served(MARKET, tmp_path_factory.mktemp("serve") / "lambda.log") as endpoint:
-        yield endpoint
-
-
-@pytest.fixture
-def deployment(endpoint, monkeypatch):
-    monkeypatch.setattr(aws, "POLL_SECONDS", 0.05)
-    return ["--env", "local", "--region", "us-east-1", "--endpoint-url", endpoint.url]
 
 
 def provision(deployment, name: str, count: int, capsys) -> None:

@@ -5,26 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-import pytest
-from gpufill.cli import aws, main
+from gpufill.cli import main
 from gpufill.cli.doctor import Check, quota_verdict, render
-from tests.cli.endpoint import served
 from tests.support import EXAMPLES
 
 # Oregon's spot quota holds two g6.xlarge; the other regions set none.
 MARKET = EXAMPLES / "markets/tight-quota.json"
-
-
-@pytest.fixture(scope="module")
-def endpoint(tmp_path_factory):
-    with served(MARKET, tmp_path_factory.mktemp("doctor") / "lambda.log") as endpoint:
-        yield endpoint
-
-
-@pytest.fixture
-def deployment(endpoint, monkeypatch):
-    monkeypatch.setattr(aws, "POLL_SECONDS", 0.05)
-    return ["--env", "local", "--region", "us-east-1", "--endpoint-url", endpoint.url]
 
 
 def checks(capsys, deployment) -> tuple[int, dict]:

@@ -16,24 +16,10 @@ import pytest
 
 from gpufill import constants
 from gpufill.cli import aws, main
-from tests.cli.endpoint import served
 from tests.support import EXAMPLES
 
 PROVISION = str(EXAMPLES / "requests/provision-spot.json")
 MARKET = EXAMPLES / "markets/first-az-sold-out.json"
-
-
-@pytest.fixture(scope="module")
-def endpoint(tmp_path_factory):
-    # As `gpufill local serve` runs it: the handlers' log lines kept off stdout.
-    with served(MARKET, tmp_path_factory.mktemp("serve") / "lambda.log") as endpoint:
-        yield endpoint
-
-
-@pytest.fixture
-def deployment(endpoint, monkeypatch):
-    monkeypatch.setattr(aws, "POLL_SECONDS", 0.05)
-    return ["--env", "local", "--region", "us-east-1", "--endpoint-url", endpoint.url]
 
 
 def test_the_endpoint_listens_on_loopback_only(endpoint):
