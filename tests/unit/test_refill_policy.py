@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from gpufill.models.request import REQUEST_ID_PATTERN, Request, normalise
 from gpufill.policy import refill
@@ -347,6 +348,30 @@ def test_the_refill_keeps_the_requests_own_waits():
     assert (asked["ready_timeout"], asked["wait_for_capacity"]) == ("PT0S", {"deadline": "PT7200S"})
     accepted = Request.model_validate(asked)
     assert (accepted.ready_timeout.total_seconds(), accepted.wait_for_capacity.deadline.total_seconds()) == (0, 7200)
+
+
+def test_the_refill_keeps_the_requests_expiry_and_counts_no_new_lifetime():
+    stored = normalise(
+        Request(instance_type="g6.xlarge", count=2, maintain=True, max_lifetime="PT8H"),
+        request_id="guarded", default_regions=["us-east-1"], home_region="us-east-1",
+    ).model_copy(update={"expires_at": "2026-12-04T20:00:00+00:00"}).model_dump(mode="json")
+    asked = refill.refill_input(stored, request_id="guarded", instance_id=OLD, pool="spot/us-east-1/us-east-1a/g6.xlarge")
+    assert "max_lifetime" not in asked  # a lifetime counted from the refill would outlive the request
+    normalised = normalise(Request.model_validate(asked), request_id=f"guarded-refill-{OLD}", default_regions=[], home_region="us-east-1")
+    assert normalised.expires_at == "2026-12-04T20:00:00+00:00"
+    assert normalised.max_lifetime_seconds is None
+
+
+def test_a_refill_of_a_request_without_a_lifetime_has_no_expiry():
+    asked = refill.refill_input(STORED, request_id="serve", instance_id=OLD, pool="spot/us-east-1/us-east-1a/g6.xlarge")
+    assert "expires_at" not in asked["refill"]
+    assert normalise(Request.model_validate(asked), request_id="r", default_regions=[], home_region="us-east-1").expires_at is None
+
+
+@pytest.mark.parametrize("moment", ["2026-12-04T20:00:00", "tomorrow"])
+def test_a_refill_expiry_must_be_a_moment_with_its_zone(moment):
+    with pytest.raises(ValidationError, match="refill.expires_at"):
+        Request.model_validate({"maintain": True, "refill": {"request_id": "serve", "replaces": [OLD], "expires_at": moment}})
 
 
 def test_a_teardown_asked_and_not_yet_approved_already_stops_the_refill():

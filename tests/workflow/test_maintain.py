@@ -265,3 +265,23 @@ def test_an_instance_reclaimed_at_launch_is_refilled_when_the_request_maintains(
         refill = account.follow(name)
         assert refill.output["status"] == "FULFILLED"
         assert record(lost["instance_id"])["replaced_by"] == [refill.output["instances"][0]["instance_id"]]
+
+
+def test_a_replacement_is_guarded_by_the_requests_own_lifetime():
+    with engine([{"at_seconds": 600, "instance": 1}]) as account:
+        first = account.run({**REQUEST, "ready_timeout": "PT0S", "max_lifetime": "PT8H"}, name="guarded")
+        [old] = first.output["instances"]
+        account.advance(600)
+        account.settle()
+        [name] = refills(account)
+        refill = account.follow(name)
+        assert refill.status == "SUCCEEDED", refill.cause
+        [new] = refill.output["instances"]
+
+        # The same moment as the request's, not eight hours from the refill: the spend guard's one
+        # schedule ends the replacement with the rest.
+        assert refill.output["expires_at"] == first.output["expires_at"]
+        assert record(new["instance_id"])[constants.LIFETIME_ATTRIBUTE] == first.output["expires_at"]
+        sched = account.client("scheduler")
+        names = [s["Name"] for s in sched.list_schedules(GroupName=constants.schedule_group_name("local"))["Schedules"]]
+        assert names == ["life-guarded"]

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -130,6 +131,9 @@ class Refill(BaseModel):
     replaces: list[StrictStr] = Field(min_length=1, max_length=MAX_COUNT)
     # The pool the instance was reclaimed from ("market/region/zone/type"): tried last.
     reclaimed_pool: StrictStr | None = None
+    # The request's max_lifetime moment, fixed when it was accepted: the replacement is guarded by
+    # the same moment, never by a new lifetime counted from the refill.
+    expires_at: AwareDatetime | None = None
 
     @field_validator("request_id")
     @classmethod
@@ -618,6 +622,7 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
         maintain=request.maintain,
         refill=request.refill,
         max_lifetime_seconds=int(request.max_lifetime.total_seconds()) if request.max_lifetime else None,
+        expires_at=request.refill.expires_at.isoformat() if request.refill and request.refill.expires_at else None,
         trigger=request.trigger,
         capacity_reservations=request.capacity_reservations,
         capacity_reservation_ids=list(request.capacity_reservation_ids) if request.capacity_reservation_ids else None,

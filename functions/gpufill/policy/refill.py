@@ -131,12 +131,11 @@ def refill_input(stored_request: dict, *, request_id: str, instance_id: str, poo
         carried["ready_timeout"] = f"PT{int(stored_request['ready_timeout_seconds'])}S"
     if stored_request.get("wait_for_capacity_seconds") is not None:
         carried["wait_for_capacity"] = {"deadline": f"PT{int(stored_request['wait_for_capacity_seconds'])}S"}
-    return {
-        **carried,
-        "action": "provision",
-        "count": 1,
-        "refill": {"request_id": request_id, "replaces": [instance_id], "reclaimed_pool": pool},
-    }
+    refill: dict[str, Any] = {"request_id": request_id, "replaces": [instance_id], "reclaimed_pool": pool}
+    if stored_request.get("expires_at"):
+        # The replacement lives no longer than the instance it replaces: same moment, same schedule.
+        refill["expires_at"] = stored_request["expires_at"]
+    return {**carried, "action": "provision", "count": 1, "refill": refill}
 
 
 def _ignore(reason: Ignored, detail: str) -> Decision:
