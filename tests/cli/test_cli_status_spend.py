@@ -46,7 +46,7 @@ def test_status_prints_one_line_per_request_with_its_rate_and_spend(deployment, 
     assert f"teardown waiting for an answer: {teardown}" in four
     assert re.search(r"2 running +0\.8760 ", two) and "teardown waiting" not in two
     assert "i-" not in out.split("Pending teardowns")[0]  # no per-instance rows unless --instances
-    assert "Paying now: 6 running instance(s), $2.6760/h; spent so far by the live instances: $" in out
+    assert "Paying now: 6 running instance(s), $2.6760/h; spent so far by the requests shown: $" in out
     pending = out.split("Pending teardowns: 1, waiting for an answer")[1]
     assert f"gpufill approve {teardown} --env local --region us-east-1 --endpoint-url http://127.0.0.1:" in pending
     assert f"gpufill reject {teardown} --env local" in pending
@@ -80,7 +80,11 @@ def test_approve_takes_the_request_id_and_ended_requests_are_hidden_then(deploym
     assert "  sp-four " not in out and "(1 ended request(s) hidden; --all shows them)" in out
     assert "Pending teardowns" not in out
     assert main(["status", "--all", *deployment]) == 0
-    assert re.search(r"4 terminated +0\.0000 +0\.0000", request_line(capsys.readouterr().out, "sp-four"))
+    # What it cost from launch to the teardown stays on the line once nothing is paid for by the hour.
+    assert re.search(r"4 terminated +0\.0000 +\d+\.\d{4}", request_line(capsys.readouterr().out, "sp-four"))
+    assert main(["status", "sp-four", "--json", *deployment]) == 0
+    [ended] = json.loads(capsys.readouterr().out)["requests"]
+    assert ended["hourly_cost"] == 0 and ended["spent"] > 0 and ended["ended"] is True
     assert main(["status", "sp-four", "--json", *deployment]) == 0  # asked for by id: shown though ended
     assert [r["request_id"] for r in json.loads(capsys.readouterr().out)["requests"]] == ["sp-four"]
 
@@ -121,7 +125,7 @@ def pending(deployment, capsys) -> list[dict]:
     return json.loads(capsys.readouterr().out)["pending_teardowns"]
 
 
-def test_spend_counts_an_unpriced_instance_at_the_catalog_price_and_ended_ones_not_at_all():
+def test_spend_counts_an_unpriced_instance_at_the_catalog_price_and_ended_ones_from_launch_to_end():
     now = datetime(2026, 12, 1, 12, tzinfo=UTC)
     two_hours_ago = (now - timedelta(hours=2)).isoformat()
     view = {
@@ -133,10 +137,24 @@ def test_spend_counts_an_unpriced_instance_at_the_catalog_price_and_ended_ones_n
             {"request_id": "r1", "state": "running", "hourly_price": None, "launched_at": two_hours_ago,
              "instance_type": "g6.xlarge", "region": "us-west-2"},
             {"request_id": "old", "state": "terminated", "hourly_price": 0.5, "launched_at": two_hours_ago,
+             "ended_at": (now - timedelta(minutes=30)).isoformat(), "instance_type": "g6.xlarge", "region": "us-west-2"},
+            # Ended unseen (EC2 no longer shows it, nothing recorded its end): no known spend.
+            {"request_id": "old", "state": "gone", "hourly_price": 0.5, "launched_at": two_hours_ago,
              "instance_type": "g6.xlarge", "region": "us-west-2"},
         ],
     }
     r1, old = spend.requests(view)
     # 0.984 $/h: the catalog's on-demand price of g6.xlarge in us-west-2.
     assert (r1["hourly_cost"], r1["spent"], r1["estimated"]) == (1.484, 2.968, True)
-    assert (old["hourly_cost"], old["spent"], old["ended"]) == (0.0, 0.0, True)
+    # 1.5 h at 0.5 $/h until the teardown; nothing is paid for by the hour once it ended.
+    assert (old["hourly_cost"], old["spent"], old["ended"], old["estimated"]) == (0.0, 0.75, True, False)
+
+
+def test_an_ended_unpriced_instance_is_spend_at_the_catalog_price_and_marked_estimated():
+    now = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    view = {"generated_at": now.isoformat(), "instances": [
+        {"request_id": "r", "state": "terminated", "hourly_price": None, "instance_type": "g6.xlarge", "region": "us-west-2",
+         "launched_at": (now - timedelta(hours=3)).isoformat(), "ended_at": (now - timedelta(hours=2)).isoformat()},
+    ]}
+    [entry] = spend.requests(view)
+    assert (entry["spent"], entry["estimated"], entry["ended"]) == (0.984, True, True)

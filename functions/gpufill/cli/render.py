@@ -546,7 +546,7 @@ def render_requests(result: dict, shown: list[dict], hidden: int) -> list[str]:
     total_rate = sum(r["hourly_cost"] for r in shown)
     total_spent = sum(r["spent"] for r in shown)
     lines += ["", f"Paying now: {result.get('running', 0)} running instance(s), ${total_rate:.4f}/h; "
-                  f"spent so far by the live instances: ${total_spent:.4f}"]
+                  f"spent so far by the requests shown: ${total_spent:.4f}"]
     if any(r["estimated"] for r in shown):
         lines.append("  ~ : counts an instance without a recorded price at the catalog's on-demand price (the most it costs)")
     if result.get("note"):

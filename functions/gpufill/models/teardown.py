@@ -150,6 +150,8 @@ class StatusEntry(_InstanceFacts):
     replaced_by: list[str] | None = None
     # max_lifetime: when the instance's request expires and its teardown asks for approval.
     expires_at: str | None = None
+    # An ended instance: when gpufill saw it end (its teardown, or EC2's reclaim), so its spend is known.
+    ended_at: str | None = None
 
 
 class StatusReport(_Model):

@@ -2,8 +2,10 @@
 
 The rate of an instance is the price recorded at launch; an instance found without a record has
 none, and is counted at the catalog's on-demand price for its type and region (the most it can
-cost), marked as estimated. Spend so far is rate x time since launch, for the instances still
-billed: an ended instance's end time is not in the view, so its spend is not counted.
+cost), marked as estimated. Spend so far is rate x time since launch for the instances still
+billed, and rate x time from launch to end for the ended ones whose end gpufill saw (`ended_at`:
+a teardown, a rollback, EC2's reclaim); an instance that vanished unseen (`gone`) has no known end
+and is not counted.
 """
 
 from __future__ import annotations
@@ -47,13 +49,11 @@ def requests(status: Mapping, now: datetime | None = None) -> list[dict]:
         price, estimated = rate(instance)
         if instance["state"] in BILLED_STATES and price is not None:
             entry["hourly_cost"] += price
-        if instance["state"] in ACCRUING_STATES and price is not None:
-            launched = _parse(instance.get("launched_at"))
-            if launched is not None:
-                entry["spent"] += price * max((now - launched).total_seconds(), 0.0) / 3600
+        spent = _spent(instance, price, now)
+        entry["spent"] += spent
         if instance["state"] in BILLED_STATES and price is None:
             entry["price_unknown"] += 1
-        entry["estimated"] = entry["estimated"] or (estimated and instance["state"] in ACCRUING_STATES)
+        entry["estimated"] = entry["estimated"] or (estimated and (instance["state"] in ACCRUING_STATES or spent > 0))
         launched_at = instance.get("launched_at")
         if launched_at and (entry["first_launch"] is None or launched_at < entry["first_launch"]):
             entry["first_launch"] = launched_at
@@ -64,6 +64,22 @@ def requests(status: Mapping, now: datetime | None = None) -> list[dict]:
         entry["spent"] = round(entry["spent"], 4)
         entry["ended"] = all(state in ENDED_STATES for state in entry["counts"])
     return sorted(entries.values(), key=lambda e: (e["ended"], -e["hourly_cost"], e["request_id"]))
+
+
+def _spent(instance: Mapping, price: float | None, now: datetime) -> float:
+    """$ so far: launch to now while billed, launch to its end once ended (0 without the times)."""
+    launched = _parse(instance.get("launched_at"))
+    if price is None or launched is None:
+        return 0.0
+    if instance["state"] in ACCRUING_STATES:
+        until = now
+    elif instance["state"] in ENDED_STATES:
+        until = _parse(instance.get("ended_at"))
+        if until is None:
+            return 0.0
+    else:
+        return 0.0  # stopped: an instance's EBS volumes bill on, but not at its hourly price
+    return price * max((until - launched).total_seconds(), 0.0) / 3600
 
 
 def _entry(request_id: str, counts: dict) -> dict:

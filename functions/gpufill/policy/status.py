@@ -186,7 +186,14 @@ def _recorded_entry(instance_id: str, record: dict, *, state: str, finding: str)
         finding=finding,
         replaced_by=record.get("replaced_by") or None,
         expires_at=record.get(LIFETIME_ATTRIBUTE),
+        ended_at=_ended_at(record) if state == "terminated" else None,
     )
+
+
+def _ended_at(record: Mapping) -> str | None:
+    """A teardown or rollback writes terminated_at; a reclaimed instance's end is its interruption
+    (EC2 ends it at most two minutes later)."""
+    return record.get("terminated_at") or record.get("interrupted_at")
 
 
 def _entry(instance: LiveInstance, record: dict | None, finding: str, now: datetime) -> StatusEntry:
@@ -207,6 +214,7 @@ def _entry(instance: LiveInstance, record: dict | None, finding: str, now: datet
         startup_step=instance.tags.get(TAG_STARTUP_STEP),
         replaced_by=record.get("replaced_by") or None,
         expires_at=record.get(LIFETIME_ATTRIBUTE),
+        ended_at=_ended_at(record) if instance.state == "terminated" else None,
     )
 
 
