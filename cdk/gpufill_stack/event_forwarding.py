@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Aws, Duration, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -64,6 +64,9 @@ class EventForwarding(Construct):
         self.role = iam.Role(
             self,
             "ForwardingRole",
+            # Named, so `gpufill doctor` finds each region's role without reading the region's stack.
+            # AWS::Region, not the stack's region: every region deploys the same template.
+            role_name=constants.forwarding_role_name(env, Aws.REGION),
             assumed_by=iam.ServicePrincipal("events.amazonaws.com"),
             description=f"gpufill {env}: EventBridge puts EC2 interruption events on {home_region}'s default bus",
         )

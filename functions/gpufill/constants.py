@@ -301,6 +301,16 @@ def interruption_rule_name(env: str, kind: str) -> str:
 def forwarding_stack_name(env: str, region: str) -> str:
     return f"gpufill-{env}-events-{region}"
 
+
+# How iam_needs.json and `gpufill doctor` name those roles together (one template, one set of needs).
+FORWARDING_PRINCIPAL = "EventForwarding"
+
+
+def forwarding_role_name(env: str, region: str) -> str:
+    """The role EventBridge uses to forward a region's events home (IAM role names are per account,
+    so the region is part of it; at most 8 + 20 + 8 + 14 of IAM's 64 characters)."""
+    return f"gpufill-{env}-events-{region}"
+
 # --- Spend guard (request field `max_lifetime`) -------------------------------------------
 # When a request's lifetime passes, an EventBridge Scheduler one-time schedule starts the
 # teardown of that request (still behind the approval). Bounds of max_lifetime: at least 15

@@ -24,7 +24,11 @@ def test_a_deployed_stack_passes_every_check_its_runs_need(deployment, capsys):
     by_check = {(c["check"], c["target"]): c for c in report["checks"]}
     # Every principal the local runs recorded, asked of IAM on the deployed role, allowed.
     iam = {target: c for (check, target), c in by_check.items() if check == "iam"}
-    assert {"LaunchBatch", "StateMachine", "PrepareRegion", "TerminateRegionInstances"} <= set(iam)
+    assert {"LaunchBatch", "StateMachine", "PrepareRegion", "TerminateRegionInstances", "Instance", "Scheduler"} <= set(iam)
+    # Each region's event-forwarding role, found by its name, asked what the home bus needs.
+    assert {t for t in iam if t.startswith("EventForwarding ")} == {
+        f"EventForwarding {r}" for r in ("us-east-2", "us-west-2", "eu-central-1", "ap-northeast-1")
+    }
     assert all(c["verdict"] == "ok" and c["detail"].endswith("calls allowed") for c in iam.values())
     # The scenario's quota is what Service Quotas reports: 8 vCPUs hold two G instances of 4.
     oregon = by_check[("vcpu quota", "us-west-2 G spot")]
@@ -59,3 +63,19 @@ def test_a_quota_too_small_for_one_instance_warns_with_the_increase_command():
     assert "--quota-code L-7212CCBC" in check.fix
     assert render([check, replace(check, verdict="ok")]).splitlines()[-1] == "2 checks: 0 failed, 1 warnings"
     assert render([Check("ami", "us-east-1", "ok", "ami-1")]).endswith("1 checks: all ok")
+
+
+def test_a_region_whose_forwarding_role_is_missing_fails_the_doctor(endpoint, deployment, capsys):
+    from gpufill import constants
+
+    engine = endpoint.engine
+    [(arn, role)] = [(a, r) for a, r in engine.roles.items() if r.name == constants.forwarding_role_name("local", "us-east-2")]
+    saved = engine.roles.pop(arn)
+    try:
+        code, report = checks(capsys, deployment)
+    finally:
+        engine.roles[arn] = saved
+    [failed] = [c for c in report["checks"] if c["verdict"] == "fail"]
+    assert code == 1 and (failed["check"], failed["target"]) == ("iam", "EventForwarding us-east-2")
+    assert failed["detail"] == "no role gpufill-local-events-us-east-2: us-east-2's EC2 interruptions never reach StartRefill"
+    assert failed["fix"].endswith("gpufill-local-events-us-east-2: npx cdk deploy --all")

@@ -207,10 +207,18 @@ def iam_checks(deployment: aws.Deployment) -> list[Check]:
     needs = json.loads(IAM_NEEDS.read_text())
     iam = deployment.client("iam")
     account = deployment.state_machine_arn.split(":")[4]
-    names = {"${Account}": account, "${Env}": deployment.env,
+    names = {"${Account}": account, "${Env}": deployment.env, "${HomeRegion}": deployment.state_machine_arn.split(":")[3],
              "${StartupBucket}": deployment.outputs.get(constants.OUTPUT_STARTUP_BUCKET, "")}
     checks = []
     for principal, calls in sorted(needs["principals"].items()):
+        if principal == constants.FORWARDING_PRINCIPAL:
+            # One role per region other than home, each made from the same template.
+            regions = _guarded(checks, "iam", principal, lambda: _regions(deployment)["regions"]) or []
+            for region in regions:
+                if region != deployment.region:
+                    checks.append(_guarded_check("iam", f"{principal} {region}", partial(
+                        _forwarding_check, deployment, iam, names, region, calls)))
+            continue
 
         def one(principal=principal, calls=calls) -> Check:
             role_arn = principal_role_arn(deployment, principal)
@@ -218,22 +226,7 @@ def iam_checks(deployment: aws.Deployment) -> list[Check]:
                 names["${InstanceRoleArn}"] = principal_role_arn(deployment, "Instance")
             if "${SchedulerRoleArn}" not in names:
                 names["${SchedulerRoleArn}"] = principal_role_arn(deployment, "Scheduler")
-            fill = partial(_filled, names)
-            denied = []
-            for call in calls:
-                answer = iam.simulate_principal_policy(
-                    PolicySourceArn=role_arn,
-                    ActionNames=[call["action"]],
-                    ResourceArns=[fill(call["resource"])],
-                    ContextEntries=[
-                        {"ContextKeyName": k, "ContextKeyValues": [fill(x) for x in v] if isinstance(v, list) else [fill(v)],
-                         "ContextKeyType": "stringList" if isinstance(v, list) else "string"}
-                        for k, v in call.get("context", {}).items()
-                    ],
-                )
-                decision = answer["EvaluationResults"][0]["EvalDecision"]
-                if decision != "allowed":
-                    denied.append(f"{call['action']} on {call['resource']} ({decision})")
+            denied = _denied(iam, role_arn, partial(_filled, names), calls)
             if denied:
                 return Check("iam", principal, FAIL, f"{len(denied)} of {len(calls)} calls denied: " + "; ".join(denied[:3]),
                              "deploy this version of gpufill: npx cdk deploy --all")
@@ -241,6 +234,45 @@ def iam_checks(deployment: aws.Deployment) -> list[Check]:
 
         checks.append(_guarded_check("iam", principal, one))
     return checks
+
+
+def _forwarding_check(deployment: aws.Deployment, iam, names: dict[str, str], region: str, calls: list[dict]) -> Check:
+    partition, account = deployment.state_machine_arn.split(":")[1], names["${Account}"]
+    from botocore.exceptions import ClientError
+
+    role = constants.forwarding_role_name(deployment.env, region)
+    target = f"{constants.FORWARDING_PRINCIPAL} {region}"
+    try:
+        denied = _denied(iam, f"arn:{partition}:iam::{account}:role/{role}", partial(_filled, names), calls)
+    except ClientError as error:
+        if error.response["Error"]["Code"] != "NoSuchEntity":
+            raise
+        return Check("iam", target, FAIL, f"no role {role}: {region}'s EC2 interruptions never reach StartRefill",
+                     f"deploy the region's stack {constants.forwarding_stack_name(deployment.env, region)}: npx cdk deploy --all")
+    if denied:
+        return Check("iam", target, FAIL, f"{len(denied)} of {len(calls)} calls denied: " + "; ".join(denied[:3]),
+                     "deploy this version of gpufill: npx cdk deploy --all")
+    return Check("iam", target, OK, f"{len(calls)} calls allowed")
+
+
+def _denied(iam, role_arn: str, fill: Callable[[str], str], calls: list[dict]) -> list[str]:
+    """The calls IAM would refuse the role, each as `<action> on <resource> (<decision>)`."""
+    denied = []
+    for call in calls:
+        answer = iam.simulate_principal_policy(
+            PolicySourceArn=role_arn,
+            ActionNames=[call["action"]],
+            ResourceArns=[fill(call["resource"])],
+            ContextEntries=[
+                {"ContextKeyName": k, "ContextKeyValues": [fill(x) for x in v] if isinstance(v, list) else [fill(v)],
+                 "ContextKeyType": "stringList" if isinstance(v, list) else "string"}
+                for k, v in call.get("context", {}).items()
+            ],
+        )
+        decision = answer["EvaluationResults"][0]["EvalDecision"]
+        if decision != "allowed":
+            denied.append(f"{call['action']} on {call['resource']} ({decision})")
+    return denied
 
 
 def principal_role_arn(deployment: aws.Deployment, principal: str) -> str:

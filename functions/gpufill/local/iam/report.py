@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufill import constants
 from gpufill.local.iam.enforcement import Judgement
 
 REPO = Path(__file__).resolve().parents[4]
@@ -32,6 +33,11 @@ PATHS = [
 ]
 # Resource ids vary run by run; a need names its resource by type with a fixed id.
 _ID = re.compile(r"/(i|vol|eni|subnet|sg|lt|fleet|sir|ami|vpc|cr)-[0-9a-f]+")
+# The same ids where a condition key holds them (an instance's own id, the fleet and launch
+# template that made it), and a launch's ClientToken tag: the file stays the same run after run.
+_BARE_ID = re.compile(r"\b(i|lt|sir|cr|subnet|sg|vpc|vol|eni)-[0-9a-f]{8,17}\b")
+_FLEET_ID = re.compile(r"\bfleet-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+_LAUNCH_TOKEN = re.compile(r"\bgpufill-[0-9a-f]{40}-\d+\b")
 _ACCOUNT = re.compile(r":(\d{12}):")
 
 
@@ -141,16 +147,24 @@ def measure(results) -> dict[str, RoleUse]:
             # One question per action, resource and condition keys: the values (a request's own
             # name, an instance's id) differ run by run and decide nothing the keys do not.
             key = (j.action, _ID.sub("/*", need["resource"]), tuple(sorted(need["context"])))
-            use.needs.setdefault(key, need)
+            # Parallel branches run in any order: the same representative every run.
+            if key not in use.needs or _order(need) < _order(use.needs[key]):
+                use.needs[key] = need
     return {arn: use for arn, use in uses.items() if use.used or use.granted}
 
 
 def needs_document(uses: dict[str, RoleUse]) -> dict:
+    # Roles that play one principal (each region's event-forwarding role) pool their needs.
+    pooled: dict[str, dict[tuple, dict]] = defaultdict(dict)
+    for use in uses.values():
+        for key, need in use.needs.items():
+            if key not in pooled[use.principal] or _order(need) < _order(pooled[use.principal][key]):
+                pooled[use.principal][key] = need
     return {
         "about": "Calls gpufill's runs were granted on the local engine (make iam-report); gpufill doctor asks IAM the same.",
         "principals": {
-            use.principal: sorted(use.needs.values(), key=lambda n: (n["action"], n["resource"]))
-            for use in sorted(uses.values(), key=lambda u: u.principal) if use.needs
+            principal: sorted(needs.values(), key=lambda n: (n["action"], n["resource"], json.dumps(n["context"], sort_keys=True)))
+            for principal, needs in sorted(pooled.items()) if needs
         },
     }
 
@@ -170,12 +184,19 @@ def render(uses: dict[str, RoleUse]) -> str:
 # --- helpers -----------------------------------------------------------------------------------
 
 
+def _order(need: dict) -> str:
+    return json.dumps(need, sort_keys=True)
+
+
 def _principal_names(engine) -> dict[str, str]:
     names = {f.role.arn: f.task for f in engine.functions.values()}
     for deployment in engine.deployments.values():
         names[deployment.app.state_machine_role.arn] = "StateMachine"
         names[deployment.app.instance_role.arn] = "Instance"
         names[deployment.app.scheduler_role.arn] = "Scheduler"
+        for arn, role in engine.roles.items():
+            if role.name.startswith(constants.forwarding_role_name(deployment.env, "")):
+                names[arn] = constants.FORWARDING_PRINCIPAL  # one per region, from one template
     return names
 
 
@@ -217,14 +238,24 @@ class _Generic:
             deployment.app.scheduler_role.arn: "${SchedulerRoleArn}",
         }
         self.names.pop("", None)
+        # What lives in the home region only (tables, topic, state machine, schedules, the bus the
+        # regions forward to) is asked of the deployment's own home region, whichever it is; EC2's
+        # ARNs keep their region, a candidate region like any other.
+        self.home = re.compile(
+            rf"(?<=^arn:aws:)(dynamodb|sns|sqs|states|scheduler|events|ssm|lambda|logs):{re.escape(deployment.app.home.region)}:"
+        )
 
     def __call__(self, text: str) -> str:
         for name, placeholder in self.names.items():
             text = text.replace(name, placeholder)
+        text = self.home.sub(lambda m: f"{m.group(1)}:${{HomeRegion}}:", text)
         text = _ACCOUNT.sub(":${Account}:", text)
         text = re.sub(rf"(?<=[-/]){re.escape(self.env)}(?=$|[-/:])", "${Env}", text)
         text = "${Env}" if text == self.env else text
-        return _ID.sub(lambda m: f"/{m.group(1)}-0123456789abcdef0", text)
+        text = _ID.sub(lambda m: f"/{m.group(1)}-0123456789abcdef0", text)
+        text = _FLEET_ID.sub("fleet-00000000-0000-0000-0000-000000000000", text)
+        text = _LAUNCH_TOKEN.sub("gpufill-" + "0" * 40 + "-1", text)
+        return _BARE_ID.sub(lambda m: f"{m.group(1)}-0123456789abcdef0", text)
 
     def context(self, context: dict) -> dict:
         return {k: (self(v) if isinstance(v, str) else [self(x) for x in v])
