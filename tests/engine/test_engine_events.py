@@ -175,8 +175,8 @@ def test_eventbridge_delivers_only_as_the_deployed_permissions_and_roles_allow(a
         account.deployments["local"] = deployment
     assert permissions  # the stack gives StartRefill's rules their permissions
 
-    [forwarding] = [arn for arn, role in account.roles.items()
-                    if f"-events-{WEST}-" in role.name and "events:PutEvents" in json.dumps(role.policies)]
+    [forwarding] = [arn for arn, role in account.roles.items() if role.name == constants.forwarding_role_name("local", WEST)]
+    assert "events:PutEvents" in json.dumps(account.roles[forwarding].policies)
     saved = account.roles[forwarding]
     account.roles[forwarding] = without_grant(saved, "events:PutEvents", "event-bus")
     try:
