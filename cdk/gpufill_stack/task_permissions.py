@@ -681,6 +681,8 @@ TASKS: dict[str, TaskSpec] = {
             # the groups a gang made in a region it leaves without launching there
             delete_cluster_groups,
             schedule_lifetime_end,
+            # a refill's own new instances, when its request's teardown was asked while it ran
+            terminate_managed_instances,
         ),
     ),
     "WaitUntilRunningFunctionArn": TaskSpec(

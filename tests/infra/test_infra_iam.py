@@ -38,8 +38,9 @@ def _env(synthesized):
 def test_terminate_only_this_deployments_managed_instances(synthesized, task_functions):
     by_task = _all_function_statements(synthesized, task_functions)
     holders = {p for p, statements in by_task.items() if statements_with(statements, "ec2:TerminateInstances")}
-    # The approved teardown, and an all_or_nothing run ending its own gang.
-    assert holders == {"TerminateRegionInstancesFunctionArn", "RollBackGangFunctionArn"}
+    # The approved teardown, an all_or_nothing run ending its own gang, and a refill ending its own
+    # new instance when its request's teardown was asked while it ran.
+    assert holders == {"TerminateRegionInstancesFunctionArn", "RollBackGangFunctionArn", "LaunchBatchFunctionArn"}
     for statement in [s for task in sorted(holders) for s in statements_with(by_task[task], "ec2:TerminateInstances")]:
         assert statement["Condition"] == {
             "StringEquals": {MANAGED: constants.TAG_MANAGED_VALUE, DEPLOYMENT: _env(synthesized)}

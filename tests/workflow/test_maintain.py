@@ -5,6 +5,8 @@ CDK app deploys, as the local engine delivers them."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gpufill import constants
@@ -285,3 +287,73 @@ def test_a_replacement_is_guarded_by_the_requests_own_lifetime():
         sched = account.client("scheduler")
         names = [s["Name"] for s in sched.list_schedules(GroupName=constants.schedule_group_name("local"))["Schedules"]]
         assert names == ["life-guarded"]
+
+
+def _teardown_asked_as(account, when):
+    """A teardown of the request asked at a chosen moment of its refill: the mark FindTeardownInstances
+    writes first, written by the test where the two runs can interleave on AWS."""
+    from unittest import mock
+
+    from gpufill.adapters import executions, run_store
+
+    if when == "before-launch":  # just after StartRefill decided to refill, before the run launches
+        original = executions.start
+
+        def start(name, body):
+            run_store.end_maintenance(body["refill"]["request_id"], by="serve-teardown")
+            return original(name, body)
+
+        return mock.patch.object(executions, "start", start)
+    original = instances_table.record_launched  # after the refill recorded its instance
+
+    def record_launched(instances, **kwargs):
+        original(instances, **kwargs)
+        if kwargs.get("replaces"):
+            run_store.end_maintenance(kwargs["request_id"], by="serve-teardown")
+
+    return mock.patch.object(instances_table, "record_launched", record_launched)
+
+
+@pytest.mark.parametrize("when", ["before-launch", "after-recording"])
+def test_a_refill_racing_its_requests_teardown_leaves_no_instance_running(when):
+    with engine([{"at_seconds": 600, "instance": 1}]) as account:
+        [old] = account.run(REQUEST, name="serve").output["instances"]
+        with _teardown_asked_as(account, when):
+            account.advance(600)
+            account.settle()
+            [name] = refills(account)
+            refill = account.follow(name)
+
+        assert refill.status == "SUCCEEDED", refill.cause
+        assert (refill.output["status"], refill.output["request_id"], refill.output["launched"]) == ("REFILL_STOPPED", "serve", 0)
+        assert refill.output["reason"].startswith(
+            "teardown serve-teardown of request serve was asked while this refill ran: nothing more is launched"
+        )
+        second = account.market.launched_instance(2)
+        if when == "before-launch":
+            assert second is None  # nothing was launched at all
+        else:
+            new = second[2].id
+            assert f"were terminated unused: {new}" in refill.output["reason"]
+            assert record(new)["rolled_back"] is True and record(new)["state"] == "terminated"
+            [reservation] = account.client("ec2", EAST).describe_instances(InstanceIds=[new])["Reservations"]
+            assert reservation["Instances"][0]["State"]["Name"] in ("shutting-down", "terminated")
+
+
+def test_a_refill_cannot_end_its_own_instances_without_the_grant():
+    from tests.support.grants import remove_grant
+
+    with engine([{"at_seconds": 600, "instance": 1}]) as account:
+        remove_grant(account, "LaunchBatch", "ec2:TerminateInstances", "instance/*")
+        launch = next(f for f in account.functions.values() if f.task == "LaunchBatch")
+        [old] = account.run(REQUEST, name="serve").output["instances"]
+        with _teardown_asked_as(account, "after-recording"):
+            account.advance(600)
+            account.settle()
+            [name] = refills(account)
+            refill = account.follow(name)
+        assert any(j.action == "ec2:TerminateInstances" and j.role_arn == launch.role.arn for j in account.iam.refusals)
+        # The run ends on gpufill's own failure naming what it launched, never on a raw error name.
+        assert refill.status == "FAILED" and refill.error == "PROVISIONING_FAILED"
+        new = account.market.launched_instance(2)[2].id
+        assert new in json.dumps(refill.cause) and record(new)["request_id"] == "serve"

@@ -314,6 +314,8 @@ def render_summary(execution: Any) -> str:
         )
     elif result and result.get("status") == "WAIT_ENDED":
         lines.append(f"WAIT_ENDED: {result['reason']}; {result['launched']} of {result['requested']} launched, after {result['tries']} tries")
+    elif result and result.get("status") == "REFILL_STOPPED":
+        lines.append(f"REFILL_STOPPED: {result['reason']}")
     elif result and result.get("status") == "PLANNED":
         lines.append(f"Plan: {len(result.get('pools', []))} pool(s) in order; nothing launched.")
     elif result:

@@ -25,6 +25,10 @@ def handler(event: dict, context: LambdaContext) -> dict:
         found = inventory.gather(request_id=None, request_regions=request.regions, everything=True, now=clock.now())
         records, live, deployment = found.records, found.live, found.deployment
     elif target.request_id is not None:
+        # Maintenance ends before the request's records are read: a refill running now either
+        # recorded its instances before this (they are listed below) or reads this mark after
+        # recording them, and terminates what it launched (handlers/launch_batch.py).
+        run_store.end_maintenance(target.request_id, by=request.request_id)
         # Every region the request could have launched in: an instance tagged for it whose record
         # was never written is still its own (and is recorded now).
         found = inventory.gather(

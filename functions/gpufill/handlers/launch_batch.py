@@ -19,7 +19,17 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
-from gpufill.adapters import capacity_cache, ec2, instances_table, placement_groups, run_store, schedules, visibility
+from gpufill.adapters import (
+    capacity_cache,
+    clock,
+    ec2,
+    instances_table,
+    managed_instances,
+    placement_groups,
+    run_store,
+    schedules,
+    visibility,
+)
 from gpufill.adapters import fleet as fleet_calls
 from gpufill.adapters.aws import TransientAwsError
 from gpufill.constants import (
@@ -54,9 +64,45 @@ def handler(event: dict, context: LambdaContext) -> dict:
         # Kept before anything launches, so every instance that can be reclaimed has a request to refill.
         run_store.save_request(request.request_id, request.model_dump(mode="json", exclude_none=True))
     run = fill.begin_step(step.run)
+    if request.refill is not None and (stopped_by := run_store.maintenance_stopped_by(request.owner_id)):
+        return refill_stopped(run, request, stopped_by).model_dump(mode="json", exclude_none=True)
     # A resource created a moment ago is waited for only while the step keeps its reserve.
     with visibility.time_left(lambda: (context.get_remaining_time_in_millis() - RESERVED_MILLIS) / 1000):
-        return launch_step(step, request, plan, pools, run, context)
+        answer = launch_step(step, request, plan, pools, run, context)
+    if request.refill is not None and answer.get("instances"):
+        # Asked again after the records are written: a teardown that stops maintenance writes its
+        # mark before it lists the request's records, so either it listed this refill's instances
+        # or this read sees its mark (both are strongly consistent).
+        if stopped_by := run_store.maintenance_stopped_by(request.owner_id):
+            return refill_stopped(Run.model_validate(answer), request, stopped_by).model_dump(mode="json", exclude_none=True)
+    return answer
+
+
+def refill_stopped(run: Run, request: ProvisionRequest, stopped_by: str) -> Run:
+    """A teardown of the request was asked while this refill ran: the refill launches nothing more,
+    and what it launched (never used, perhaps never listed by the teardown) is terminated now,
+    as a gang's rollback is: nothing outlived the run."""
+    by_region: dict[str, list[str]] = {}
+    for instance in run.instances:
+        by_region.setdefault(instance.region, []).append(instance.instance_id)
+    now = clock.now()
+    for region, ids in sorted(by_region.items()):
+        try:
+            managed_instances.terminate(region, sorted(ids))
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "InvalidInstanceID.NotFound":
+                raise
+            # Launched a moment ago and not visible yet: the retried step finds them by token.
+            raise TransientAwsError(f"TerminateInstances in {region}: not visible yet: {error}") from error
+        for instance_id in sorted(ids):
+            instances_table.mark_rolled_back(instance_id, region=region, request_id=request.owner_id, terminated_at=now)
+    ended = sorted(i.instance_id for i in run.instances)
+    logger.info("refill stopped by a teardown", extra={"teardown": stopped_by, "terminated": ended})
+    metrics.add_metric(name="RefillsStopped", unit="Count", value=1)
+    said = f"teardown {stopped_by} of request {request.owner_id} was asked while this refill ran: nothing more is launched"
+    if ended:
+        said += f"; the {len(ended)} instance(s) it launched were terminated unused: {', '.join(ended)}"
+    return run.model_copy(update={"next": "stopped", "cause": said, "instances": [], "launched": 0, "hourly_cost": 0.0})
 
 
 def launch_step(step: LoopEvent, request: ProvisionRequest, plan, pools: list[Pool], run: Run, context: LambdaContext) -> dict:
