@@ -257,3 +257,70 @@ def test_what_a_fleet_answered_is_logged_for_the_operator(aws, monkeypatch, capl
     logged = [r for r in caplog.records if r.getMessage() == "fleet answered"]
     assert [(r.region, r.pools, r.target, r.launched, r.failure) for r in logged] == [
         (REGION, 2, 4, 1, None), (REGION, 2, 4, 0, "VcpuLimitExceeded")]
+
+
+# --- a refill whose request's teardown was asked while it ran --------------------------------------
+
+
+def refill_run(*instances: Instance) -> tuple:
+    req = request(maintain=True, count=1, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))
+    run = Run(batch=1, remaining=0, next="done", launched=len(instances), instances=list(instances), hourly_cost=0.4)
+    return req, run
+
+
+@pytest.fixture
+def ended(monkeypatch):
+    """What refill_stopped terminated and recorded, in order."""
+    from datetime import UTC, datetime
+
+    done: list[tuple] = []
+    monkeypatch.setattr(launch_batch.clock, "now", lambda: datetime(2026, 12, 4, 12, tzinfo=UTC))
+    monkeypatch.setattr(launch_batch.managed_instances, "terminate", lambda region, ids: done.append(("terminate", region, ids)))
+    monkeypatch.setattr(instances_table, "mark_rolled_back", lambda iid, **kw: done.append(("rolled_back", iid, kw)))
+    return done
+
+
+def test_a_stopped_refill_terminates_what_it_launched_and_records_it_under_its_request(ended):
+    east = Pool(region="us-east-1", availability_zone="us-east-1a", instance_type="g6.xlarge", market="spot", price=0.4)
+    req, run = refill_run(instance("i-b"), instance("i-e", east), instance("i-a"))
+    stopped = launch_batch.refill_stopped(run, req, "req-0-teardown")
+    at = {"terminated_at": launch_batch.clock.now()}
+    assert ended == [
+        ("terminate", "us-east-1", ["i-e"]),
+        ("rolled_back", "i-e", {"region": "us-east-1", "request_id": "req-0", **at}),
+        ("terminate", REGION, ["i-a", "i-b"]),
+        ("rolled_back", "i-a", {"region": REGION, "request_id": "req-0", **at}),
+        ("rolled_back", "i-b", {"region": REGION, "request_id": "req-0", **at}),
+    ]
+    assert (stopped.next, stopped.instances, stopped.launched, stopped.hourly_cost) == ("stopped", [], 0, 0.0)
+    assert stopped.cause == (
+        "teardown req-0-teardown of request req-0 was asked while this refill ran: nothing more is launched; "
+        "the 3 instance(s) it launched were terminated unused: i-a, i-b, i-e"
+    )
+
+
+def test_a_refill_stopped_before_it_launched_terminates_nothing(ended):
+    req, run = refill_run()
+    stopped = launch_batch.refill_stopped(run, req, "td")
+    assert ended == [] and stopped.next == "stopped"
+    assert stopped.cause == "teardown td of request req-0 was asked while this refill ran: nothing more is launched"
+
+
+def test_an_instance_ec2_does_not_show_yet_retries_the_step_and_other_refusals_are_raised(ended, monkeypatch):
+    from botocore.exceptions import ClientError
+
+    from gpufill.adapters.aws import TransientAwsError
+
+    def refuse(code):
+        def terminate(region, ids):
+            raise ClientError({"Error": {"Code": code, "Message": "no"}}, "TerminateInstances")
+        return terminate
+
+    req, run = refill_run(instance("i-a"))
+    monkeypatch.setattr(launch_batch.managed_instances, "terminate", refuse("InvalidInstanceID.NotFound"))
+    with pytest.raises(TransientAwsError, match="not visible yet"):
+        launch_batch.refill_stopped(run, req, "td")
+    monkeypatch.setattr(launch_batch.managed_instances, "terminate", refuse("UnauthorizedOperation"))
+    with pytest.raises(ClientError, match="UnauthorizedOperation"):
+        launch_batch.refill_stopped(run, req, "td")
+    assert ended == []  # nothing is recorded ended that EC2 did not end
