@@ -226,6 +226,11 @@ OUTPUT_APPROVAL_TOPIC_ARN = "ApprovalTopicArn"
 OUTPUT_START_EXECUTION_COMMAND = "StartExecutionCommand"
 
 
+# --- Capacity Blocks for ML (capacity_block) ---------------------------------------------
+# A sanity bound on max_upfront_usd: 64 of the largest GPU instances for 182 days cost less.
+MAX_CAPACITY_BLOCK_UPFRONT_USD = 20_000_000
+
+
 # --- Waiting for capacity (wait_for_capacity) -------------------------------------------
 # The longest a run may wait: Step Functions keeps an execution for up to a year, but a wait
 # past a week is a reservation, not a fill.

@@ -223,7 +223,7 @@ def test_a_request_that_is_not_an_object_says_what_it_got(value, kind):
      ({"tags": {"team": 7}}, "tags.team", "must be a string, got a number"),
      ({"instance_type": None, "origin_region": 5}, "origin_region", "must be a string, got a number"),
      ({"instance_types": []}, "instance_types", "must have at least 1 item, not 0"),
-     ({"market": "reserved"}, "market", "must be 'spot', 'on-demand' or 'spot-then-on-demand'"),
+     ({"market": "reserved"}, "market", "must be 'spot', 'on-demand', 'spot-then-on-demand' or 'capacity-block'"),
      ({"instance_typs": ["g6.xlarge"]}, "instance_typs", "unknown field; did you mean 'instance_types'?"),
      ({"colour": "red"}, "colour", "unknown field")],
 )

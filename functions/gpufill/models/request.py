@@ -33,6 +33,7 @@ from gpufill.constants import (
     EC2_MAX_TAGS,
     GPUFILL_TAG_COUNT,
     MAX_APPROVAL_TIMEOUT_SECONDS,
+    MAX_CAPACITY_BLOCK_UPFRONT_USD,
     MAX_COUNT,
     MAX_MAX_LIFETIME_SECONDS,
     MAX_READY_TIMEOUT_SECONDS,
@@ -74,9 +75,10 @@ Action = Literal["provision", "plan", "teardown", "status"]
 PROVISION_ONLY_FIELDS = (
     "instance_types", "instance_type", "count", "batch_max", "launch_mode", "market", "on_demand_strategy",
     "origin_region", "tags", "model_id", "image", "root_volume_gib", "scoring",
-    "capacity_reservations", "capacity_reservation_ids",
+    "capacity_reservations", "capacity_reservation_ids", "capacity_block",
 )
-Market = Literal["spot", "on-demand", "spot-then-on-demand"]
+# "capacity-block": straight to a Capacity Block for ML (docs/capacity-blocks.md).
+Market = Literal["spot", "on-demand", "spot-then-on-demand", "capacity-block"]
 LaunchMode = Literal["partial", "exact", "fleet"]
 OnDemandStrategy = Literal["cost", "latency"]
 Scoring = Literal["price-capacity", "blended", "classic"]
@@ -108,6 +110,52 @@ class WaitForCapacity(BaseModel):
             raise ValueError("must be at least one second, such as 'PT6H'")
         if value > timedelta(seconds=MAX_WAIT_FOR_CAPACITY_SECONDS):
             raise ValueError(f"may be at most 7 days ('P7D'), got {value.total_seconds() / 86400:g} days")
+        return value
+
+
+class CapacityBlock(BaseModel):
+    """`capacity_block`: a Capacity Block for ML the run may buy, behind a person's approval
+    (docs/capacity-blocks.md). AWS's rules are in policy/capacity_blocks.py."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_upfront_usd: float = Field(gt=0, le=MAX_CAPACITY_BLOCK_UPFRONT_USD)
+    duration_hours: StrictInt
+    start_within: timedelta
+
+    @field_validator("max_upfront_usd", mode="before")
+    @classmethod
+    def _a_number(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"must be a number of US dollars such as 60000, got {json_kind(value)}")
+        return value
+
+    @field_validator("duration_hours")
+    @classmethod
+    def _aws_duration(cls, value: int) -> int:
+        from gpufill.policy.capacity_blocks import duration_problem
+
+        problem = duration_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("start_within", mode="before")
+    @classmethod
+    def _iso_duration(cls, value: Any) -> Any:
+        if not isinstance(value, str) or not value.startswith("P"):
+            raise ValueError(f"must be an ISO 8601 duration such as 'P14D' or 'P2W', got {_shown(value)}")
+        return value
+
+    @field_validator("start_within")
+    @classmethod
+    def _within_eight_weeks(cls, value: timedelta) -> timedelta:
+        from gpufill.policy.capacity_blocks import MAX_START_WITHIN
+
+        if value < timedelta(hours=1):
+            raise ValueError("must be at least an hour ('PT1H'): a block starts at a whole hour at the earliest")
+        if value > MAX_START_WITHIN:
+            raise ValueError(f"may be at most 8 weeks ('P56D'): AWS sells blocks starting within 8 weeks, got {_duration_words(value.total_seconds())}")
         return value
 
 
@@ -257,6 +305,9 @@ class Request(BaseModel):
     capacity_reservations: CapacityReservations = "open"
     # Reservations to use besides the ones tagged for this deployment (open or targeted alike).
     capacity_reservation_ids: list[StrictStr] | None = Field(default=None, min_length=1, max_length=MAX_CAPACITY_RESERVATION_IDS)
+    # provision only: buy a Capacity Block for ML when the earlier paths cannot fill (or at once
+    # with market "capacity-block"), only after a person approves the purchase.
+    capacity_block: CapacityBlock | None = None
 
     @field_validator("capacity_reservation_ids")
     @classmethod
@@ -384,6 +435,7 @@ class Request(BaseModel):
         if self.trigger is not None and self.action != "teardown":
             problems.append(("trigger", f"only goes with action 'teardown' (this request's action is {self.action!r})"))
         problems += self._reservation_problems()
+        problems += self._capacity_block_problems()
         if problems:
             raise RequestProblems(problems)
         return self
@@ -446,6 +498,31 @@ class Request(BaseModel):
             problems.append(
                 ("market", f'"capacity_reservations": "only" launches into On-Demand Capacity Reservations alone; drop market {self.market!r}')
             )
+        return problems
+
+    def _capacity_block_problems(self) -> list[tuple[str, str]]:
+        from gpufill.policy.capacity_blocks import count_problem
+
+        problems: list[tuple[str, str]] = []
+        if self.action not in ("provision", "plan"):
+            return problems
+        if self.market == "capacity-block" and self.capacity_block is None:
+            problems.append(
+                ("capacity_block", 'market "capacity-block" needs capacity_block: {"max_upfront_usd", "duration_hours", "start_within"}')
+            )
+        if self.capacity_block is None:
+            return problems
+        problem = count_problem(self.count)
+        if problem:
+            problems.append(("count", f"with capacity_block, {problem}"))
+        if self.capacity_reservations == "only":
+            problems.append(
+                ("capacity_block", '"capacity_reservations": "only" launches into reservations alone; drop one or the other')
+            )
+        if self.maintain:
+            problems.append(("capacity_block", "does not go with maintain yet: a refill would run outside the block"))
+        if self.placement != "any" or self.all_or_nothing:
+            problems.append(("capacity_block", "does not go with a gang (placement other than 'any', or all_or_nothing) yet"))
         return problems
 
     def _maintenance_problems(self) -> list[tuple[str, str]]:
@@ -542,6 +619,16 @@ class RequestProblems(ValueError):
         super().__init__("; ".join(f"{field}: {text}" for field, text in problems))
 
 
+class CapacityBlockAsk(BaseModel):
+    """capacity_block with its duration in seconds (the run fixes the window's end when it asks)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_upfront_usd: float
+    duration_hours: int
+    start_within_seconds: int
+
+
 class ProvisionRequest(BaseModel):
     """The request with every default resolved: what the rest of the workflow reads."""
 
@@ -582,6 +669,7 @@ class ProvisionRequest(BaseModel):
     trigger: str | None = None
     capacity_reservations: CapacityReservations = "open"
     capacity_reservation_ids: list[str] | None = None
+    capacity_block: CapacityBlockAsk | None = None
 
     @property
     def owner_id(self) -> str:
@@ -626,6 +714,15 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
         trigger=request.trigger,
         capacity_reservations=request.capacity_reservations,
         capacity_reservation_ids=list(request.capacity_reservation_ids) if request.capacity_reservation_ids else None,
+        capacity_block=(
+            CapacityBlockAsk(
+                max_upfront_usd=float(request.capacity_block.max_upfront_usd),
+                duration_hours=request.capacity_block.duration_hours,
+                start_within_seconds=int(request.capacity_block.start_within.total_seconds()),
+            )
+            if request.capacity_block
+            else None
+        ),
     )
 
 

@@ -1,0 +1,205 @@
+"""Capacity Blocks for ML: AWS's rules for what a block may be, and which offering a run buys.
+
+AWS's rules (EC2 User Guide, "Capacity Blocks for ML"):
+- a block holds 1, 2, 4, 8, 16, 32 or 64 instances of one type in one Availability Zone;
+- it lasts 1 to 14 days in 1-day steps, then 7-day steps up to 182 days (always whole days);
+- it starts within 8 weeks.
+
+The pick: among the offerings that fit (a requested type, the block's count, the duration, a start
+inside the request's window, an upfront fee in US dollars within `max_upfront_usd`), the lowest
+upfront fee; a tie goes to the earliest start, then to the request's type and region order.
+Everything offered is kept with the reason it was not picked, for the NO_CAPACITY_BLOCK cause and
+the approval message. Pure Python: the offerings come from adapters/capacity_blocks.py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+
+BLOCK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+HOURS_PER_DAY = 24
+DAILY_STEPS_UP_TO_DAYS = 14
+WEEKLY_STEPS_UP_TO_DAYS = 182
+MAX_START_WITHIN = timedelta(weeks=8)
+# What a NO_CAPACITY_BLOCK cause lists at most (a state's output stays far under 256 KB).
+MAX_LISTED = 40
+
+
+def allowed_durations_hours() -> tuple[int, ...]:
+    """Every duration AWS sells a block for, in hours: 24..336 by 24, then 504..4368 by 168."""
+    daily = range(1, DAILY_STEPS_UP_TO_DAYS + 1)
+    weekly = range(DAILY_STEPS_UP_TO_DAYS + 7, WEEKLY_STEPS_UP_TO_DAYS + 1, 7)
+    return tuple(d * HOURS_PER_DAY for d in (*daily, *weekly))
+
+
+ALLOWED_DURATIONS_HOURS = allowed_durations_hours()
+
+
+def duration_problem(hours: int) -> str | None:
+    """Why AWS would not sell a block of this many hours, or None."""
+    if hours in ALLOWED_DURATIONS_HOURS:
+        return None
+    if hours % HOURS_PER_DAY:
+        return f"must be whole days (a multiple of 24 hours) from 24 to {ALLOWED_DURATIONS_HOURS[-1]}, got {hours}"
+    days = hours // HOURS_PER_DAY
+    if 1 <= days <= WEEKLY_STEPS_UP_TO_DAYS:
+        below = max(h for h in ALLOWED_DURATIONS_HOURS if h < hours)
+        above = min(h for h in ALLOWED_DURATIONS_HOURS if h > hours)
+        return (
+            f"{hours} hours ({days} days) is not a Capacity Block duration: past 14 days blocks come in 7-day steps "
+            f"(the nearest are {below} and {above})"
+        )
+    return f"must be from 24 (1 day) to {ALLOWED_DURATIONS_HOURS[-1]} ({WEEKLY_STEPS_UP_TO_DAYS} days), got {hours}"
+
+
+def count_problem(count: int) -> str | None:
+    if count in BLOCK_COUNTS:
+        return None
+    return f"a Capacity Block holds {', '.join(map(str, BLOCK_COUNTS[:-1]))} or {BLOCK_COUNTS[-1]} instances, got {count}"
+
+
+def block_count(needed: int) -> int | None:
+    """The smallest block that holds `needed` instances (a run that filled part of its count buys
+    for the rest), or None when no block is that large."""
+    return next((c for c in BLOCK_COUNTS if c >= needed), None)
+
+
+@dataclass(frozen=True)
+class Offering:
+    """One offering as DescribeCapacityBlockOfferings tells it."""
+
+    offering_id: str
+    region: str
+    availability_zone: str
+    instance_type: str
+    instance_count: int
+    start: datetime
+    end: datetime
+    duration_hours: int
+    upfront_fee: float
+    currency: str = "USD"
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What the run asks for: the block's count and duration, the window its start must fall in,
+    and the budget."""
+
+    instance_types: tuple[str, ...]
+    regions: tuple[str, ...]
+    count: int
+    duration_hours: int
+    earliest_start: datetime
+    latest_start: datetime
+    max_upfront_usd: float
+
+
+@dataclass(frozen=True)
+class Seen:
+    """An offering and why it was not picked (None: it was)."""
+
+    offering: Offering
+    why_not: str | None
+
+
+@dataclass(frozen=True)
+class Choice:
+    picked: Offering | None
+    seen: tuple[Seen, ...]
+
+
+def why_not(o: Offering, ask: Ask) -> str | None:
+    """Why an offering does not fit the ask, or None when it does."""
+    if o.instance_type not in ask.instance_types:
+        return f"holds {o.instance_type}, not a requested type"
+    if o.region not in ask.regions:
+        return f"in {o.region}, not a candidate region"
+    if o.instance_count != ask.count:
+        return f"holds {o.instance_count} instances, the run needs a block of {ask.count}"
+    if o.duration_hours != ask.duration_hours:
+        return f"lasts {o.duration_hours} hours, the request asks for {ask.duration_hours}"
+    if o.start < ask.earliest_start:
+        return f"starts {_iso(o.start)}, before the run could use it"
+    if o.start > ask.latest_start:
+        return f"starts {_iso(o.start)}, after start_within (by {_iso(ask.latest_start)})"
+    if o.currency != "USD":
+        return f"priced in {o.currency}, max_upfront_usd is in US dollars"
+    if o.upfront_fee > ask.max_upfront_usd:
+        return f"upfront fee ${o.upfront_fee:,.2f} is above max_upfront_usd ${ask.max_upfront_usd:,.2f}"
+    return None
+
+
+def choose(offerings: list[Offering], ask: Ask) -> Choice:
+    """The fitting offering with the lowest upfront fee (ties: earliest start, then the request's
+    type and region order, then the offering id), and every offering with why it was not picked."""
+    unique = list({o.offering_id: o for o in offerings}.values())
+    fitting = [o for o in unique if why_not(o, ask) is None]
+    picked = min(fitting, key=lambda o: _order(o, ask), default=None)
+    seen = []
+    for o in sorted(unique, key=lambda o: _order(o, ask)):
+        reason = why_not(o, ask)
+        if reason is None and o is not picked:
+            reason = (
+                f"fits, but ${picked.upfront_fee:,.2f} in {picked.availability_zone} starting {_iso(picked.start)} "
+                "was picked (lower fee or earlier start)"
+            )
+        seen.append(Seen(o, reason))
+    return Choice(picked, tuple(seen))
+
+
+def _order(o: Offering, ask: Ask) -> tuple:
+    def index(items: tuple[str, ...], item: str) -> int:
+        return items.index(item) if item in items else len(items)
+
+    return (o.upfront_fee, o.start, index(ask.instance_types, o.instance_type), index(ask.regions, o.region), o.offering_id)
+
+
+def shown(o: Offering) -> dict:
+    """An offering as a cause, a result or an approval message shows it."""
+    found = asdict(o)
+    found["start"] = _iso(o.start)
+    found["end"] = _iso(o.end)
+    return found
+
+
+def no_capacity_block_cause(choice: Choice, ask: Ask, *, request_id: str, regions_failed: dict[str, str] | None = None) -> str:
+    """NO_CAPACITY_BLOCK: what was asked, and every offering seen with why it did not fit."""
+    seen = list(choice.seen)
+    if not seen:
+        message = (
+            f"No Capacity Block of {ask.count} x {' or '.join(ask.instance_types)} for {ask.duration_hours} hours "
+            f"was offered in {', '.join(ask.regions)} starting by {_iso(ask.latest_start)}. Nothing was bought."
+        )
+    else:
+        cheapest = min(s.offering.upfront_fee for s in seen)
+        message = (
+            f"{len(seen)} Capacity Block offering(s) seen, none fits: the cheapest was ${cheapest:,.2f} "
+            f"against max_upfront_usd ${ask.max_upfront_usd:,.2f}, and each one's reason is listed. Nothing was bought."
+        )
+    cause = {
+        "error": "NO_CAPACITY_BLOCK",
+        "message": message,
+        "request_id": request_id,
+        "asked": {
+            "instance_types": list(ask.instance_types),
+            "regions": list(ask.regions),
+            "instance_count": ask.count,
+            "duration_hours": ask.duration_hours,
+            "start_by": _iso(ask.latest_start),
+            "max_upfront_usd": ask.max_upfront_usd,
+        },
+        "offered": [{**shown(s.offering), "why_not": s.why_not} for s in seen[:MAX_LISTED]],
+        "offered_not_listed": max(0, len(seen) - MAX_LISTED),
+        "regions_not_answering": dict(regions_failed or {}),
+        "hint": (
+            "Raise max_upfront_usd to at least the fee of an offering listed, widen start_within (up to P56D), "
+            "choose another duration, or add regions and instance types."
+        ),
+    }
+    return json.dumps(cause)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
