@@ -29,6 +29,7 @@ from gpufill.local.fleet import FleetApi
 from gpufill import catalog, constants
 from gpufill.constants import STARTUP_STEP_FAILED_PREFIX, TAG_STARTUP_STEP
 from gpufill.local import filters
+from gpufill.local import capacity_blocks
 from gpufill.local.reservations import Reservations
 from gpufill.local.scenario import STARTUP_TIMELINE, MarketScenario, Startup
 
@@ -148,6 +149,7 @@ class SimulatedMarket:
         self.scenario = scenario
         # The account's On-Demand Capacity Reservations; `deployment` is whom the scenario's are tagged for.
         self.reservations = Reservations(scenario, deployment)
+        self.blocks = capacity_blocks.for_market(self)  # Capacity Blocks for ML, in the same store
         # The instance's own calls (startup.sh), judged by its role when the engine sets these:
         # may(region, instance, service, operation, params) and the startup bucket of an instance.
         self.instance_may: InstanceMay | None = None
@@ -367,6 +369,7 @@ class SimulatedMarket:
                 visibility.check(self.faults, region, "security-group", group_id)
             self._check_quota(region, market, itype, high)
             target = response._get_param("CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId")
+            self.blocks.check_launch(region, response.current_account, response._get_param("InstanceMarketOptions.MarketType"), target)
             if market == "on-demand" and target:
                 return self._launch_reserved(response, launch_in_moto, target, zone, itype, low, high, token, fingerprint)
             zone = zone or self.roomiest_zone(region, itype, market)
@@ -611,6 +614,8 @@ class SimulatedMarket:
         stack.enter_context(
             mock.patch.object(EC2Response, "describe_capacity_reservations", describe_capacity_reservations, create=True)
         )
+        for name, method in capacity_blocks.api(market.blocks).items():
+            stack.enter_context(mock.patch.object(EC2Response, name, method, create=True))
         for name, method in market.groups.api().items():
             stack.enter_context(mock.patch.object(EC2Response, name, method, create=True))
         from moto.ec2.responses.security_groups import SecurityGroups

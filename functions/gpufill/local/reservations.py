@@ -44,6 +44,10 @@ class Held:
     tags: dict[str, str]
     instances: list = field(default_factory=list)
 
+    def described(self) -> dict:
+        """What DescribeCapacityReservations adds for this kind of reservation (a Capacity Block its dates)."""
+        return {}
+
     def available(self) -> int:
         if self.state != "active":
             return 0
@@ -82,7 +86,7 @@ class Reservations:
                     "InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{unknown[0]}' does not exist"
                 )
             found = [h for h in found if h.id in ids]
-        return [self._shape(h, account) for h in found if self._matches(h, filters)]
+        return [self.shape(h, account) for h in found if self._matches(h, filters)]
 
     @staticmethod
     def _matches(held: Held, filters: dict[str, list[str]]) -> bool:
@@ -105,7 +109,7 @@ class Reservations:
                 return False
         return True
 
-    def _shape(self, held: Held, account: str) -> dict:
+    def shape(self, held: Held, account: str) -> dict:
         return {
             "CapacityReservationId": held.id,
             "OwnerId": account,
@@ -121,6 +125,7 @@ class Reservations:
             "InstanceMatchCriteria": held.match,
             "ReservationType": "default",
             "Tags": [{"Key": k, "Value": v} for k, v in held.tags.items()],
+            **held.described(),
         }
 
     # --- where a launch runs ------------------------------------------------------------------

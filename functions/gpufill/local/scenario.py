@@ -119,6 +119,20 @@ class CapacityReservation(_Model):
     tags: dict[str, str] = Field(default_factory=dict)
 
 
+class CapacityBlockOffer(_Model):
+    """gpufill's extension: a Capacity Block for ML offered for sale (local/capacity_blocks.py):
+    `count` instances of `type` in `zone`, starting `start_in_hours` after the engine starts, for
+    `duration_hours`, at `upfront_fee` US dollars."""
+
+    id: str | None = Field(default=None, pattern=r"^cb-[0-9a-f]{17}$")
+    zone: str
+    type: str
+    count: StrictInt = Field(ge=1)
+    start_in_hours: NonNegativeFloat = 0
+    duration_hours: StrictInt = Field(ge=1)
+    upfront_fee: NonNegativeFloat
+
+
 class MarketScenario(_Model):
     description: str = ""
     regions: dict[str, RegionMarket] = Field(default_factory=dict)
@@ -130,6 +144,8 @@ class MarketScenario(_Model):
     interruptions: list[Interruption] = Field(default_factory=list)
     # gpufill's extension: On-Demand Capacity Reservations the account holds (see CapacityReservation).
     capacity_reservations: list[CapacityReservation] = Field(default_factory=list)
+    # gpufill's extension: Capacity Block offerings for sale (see CapacityBlockOffer).
+    capacity_blocks: list[CapacityBlockOffer] = Field(default_factory=list)
 
     @field_validator("regions")
     @classmethod

@@ -349,6 +349,12 @@ def create_tags(call: Call, world: World) -> list[Authorization]:
     )
 
 
+def purchase_capacity_block(call: Call, world: World) -> list[Authorization]:
+    """The block is a capacity-reservation created by the call; its tags need ec2:CreateTags on create."""
+    tags = _tags_by_type(call.params.get("TagSpecifications"))
+    return [_created(call, "capacity-reservation", tags.get("capacity-reservation", {})), *_tags_on_create(call, tags)]
+
+
 def create_launch_template(call: Call, world: World) -> list[Authorization]:
     tags = _tags_by_type(call.params.get("TagSpecifications"))
     return [_created(call, "launch-template", tags.get("launch-template", {})), *_tags_on_create(call, tags)]
@@ -481,6 +487,7 @@ WILDCARD_ONLY_EC2 = (
     "DescribeImages", "DescribeVpcs", "DescribeSubnets", "DescribeSecurityGroups", "DescribePlacementGroups",
     "DescribeFleets", "DescribeLaunchTemplates", "DescribeLaunchTemplateVersions", "DescribeInstanceTypes",
     "DescribeTags", "DescribeCapacityReservations", "GetSpotPlacementScores", "DescribeRegions",
+    "DescribeCapacityBlockOfferings",
 )
 
 BUILDERS: dict[tuple[str, str], Builder] = {
@@ -489,6 +496,7 @@ BUILDERS: dict[tuple[str, str], Builder] = {
     ("ec2", "CreateFleet"): create_fleet,
     ("ec2", "TerminateInstances"): terminate_instances,
     ("ec2", "CreateTags"): create_tags,
+    ("ec2", "PurchaseCapacityBlock"): purchase_capacity_block,
     ("ec2", "CreateLaunchTemplate"): create_launch_template,
     ("ec2", "CreateLaunchTemplateVersion"): create_launch_template_version,
     ("ec2", "DeleteLaunchTemplateVersions"): delete_launch_template_versions,

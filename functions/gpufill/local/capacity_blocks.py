@@ -1,0 +1,303 @@
+"""Capacity Blocks for ML in the simulated EC2 (moto 5.2.5 has none): the scenario's
+`capacity_blocks` offerings, DescribeCapacityBlockOfferings, PurchaseCapacityBlock, and the block
+as a capacity reservation on the engine's modelled clock.
+
+As on EC2 (User Guide, "Capacity Blocks for ML"; API reference):
+- DescribeCapacityBlockOfferings needs InstanceType, InstanceCount and CapacityDurationHours and
+  answers the offerings of exactly that type, count and duration whose start falls between
+  StartDateRange and EndDateRange (the end no later than EndDateRange), each with its id, AZ,
+  StartDate, EndDate, UpfrontFee (a string) and CurrencyCode. A count other than 1-64 in powers of
+  two, or a duration AWS does not sell, is refused with InvalidParameterValue.
+- PurchaseCapacityBlock takes CapacityBlockOfferingId, InstancePlatform and TagSpecifications
+  (resource type capacity-reservation); it has no ClientToken: EC2 promises no idempotency, so a
+  repeated purchase of another offering buys another block. A bought offering is no longer
+  offered (InvalidCapacityBlockOfferingId.NotFound when bought again).
+- The block is a targeted capacity reservation (ReservationType capacity-block) in the account
+  that bought it, in the same store as the On-Demand Capacity Reservations
+  (local/reservations.py), so DescribeCapacityReservations shows it: `scheduled` with no room
+  before its start, `active` from its start, `expired` at its end.
+- A launch into it names it (CapacityReservationTarget) with InstanceMarketOptions.MarketType
+  `capacity-block`; it fits only while the block is active, only in the block's AZ and type; a
+  capacity-block launch naming no block, or an On-Demand launch naming a block, is refused
+  (InvalidParameterCombination). Another account does not see the block (NotFound).
+- Thirty minutes before the end EC2 begins to terminate the instances still running in it.
+
+Offerings in a scenario are given relative to the engine's start (`start_in_hours`), so a scenario
+file never goes stale; the simulated account's modelled clock places them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from moto.ec2.exceptions import EC2ClientError
+
+from gpufill.local.reservations import LIVE_ENDED, Held, Reservations
+from gpufill.policy.capacity_blocks import ALLOWED_DURATIONS_HOURS, BLOCK_COUNTS
+
+# EC2 begins to terminate a block's instances this long before its end.
+ENDING_BEFORE = timedelta(minutes=30)
+RESERVATION_TYPE = "capacity-block"
+
+
+@dataclass
+class Block(Held):
+    """A bought Capacity Block: a capacity reservation with a start, an end and an owner."""
+
+    start: datetime | None = None
+    end: datetime | None = None
+    account: str = ""
+    offering_id: str = ""
+    upfront_fee: float = 0.0
+    ended_instances: list = field(default_factory=list)
+
+    def described(self) -> dict:
+        return {
+            "ReservationType": RESERVATION_TYPE,
+            "StartDate": self.start,
+            "EndDate": self.end,
+            "EndDateType": "limited",
+            "CapacityBlockId": "cb-" + self.id[3:],
+        }
+
+
+@dataclass(frozen=True)
+class Offer:
+    offering_id: str
+    region: str
+    zone: str
+    instance_type: str
+    count: int
+    start: datetime
+    end: datetime
+    hours: int
+    fee: float
+
+    def shape(self) -> dict:
+        return {
+            "CapacityBlockOfferingId": self.offering_id,
+            "InstanceType": self.instance_type,
+            "AvailabilityZone": self.zone,
+            "InstanceCount": self.count,
+            "StartDate": self.start,
+            "EndDate": self.end,
+            "CapacityBlockDurationHours": self.hours,
+            "UpfrontFee": f"{self.fee:.2f}",
+            "CurrencyCode": "USD",
+            "Tenancy": "default",
+        }
+
+
+def _offering_id(n: int, zone: str, instance_type: str) -> str:
+    return "cb-" + hashlib.sha256(f"offering/{n}/{zone}/{instance_type}".encode()).hexdigest()[:17]
+
+
+def _reservation_id(offering_id: str) -> str:
+    return "cr-" + hashlib.sha256(f"block/{offering_id}".encode()).hexdigest()[:17]
+
+
+class CapacityBlocks:
+    """The account's Capacity Block market and the blocks it bought. `now()` is the modelled clock,
+    `seconds_from_now(moment)` how many modelled seconds until a moment (the engine's schedule)."""
+
+    def __init__(self, scenario, reservations: Reservations, *, now, anchor: datetime):
+        self._lock = threading.RLock()
+        self.reservations = reservations
+        self.now = now
+        self.offers: dict[str, Offer] = {}
+        self.purchases: list[tuple[str, str]] = []  # (region, offering id), every purchase EC2 accepted
+        for n, o in enumerate(scenario.capacity_blocks):
+            start = anchor + timedelta(hours=o.start_in_hours)
+            offer = Offer(
+                offering_id=o.id or _offering_id(n, o.zone, o.type), region=o.zone[:-1], zone=o.zone, instance_type=o.type,
+                count=o.count, start=start, end=start + timedelta(hours=o.duration_hours), hours=o.duration_hours,
+                fee=o.upfront_fee,
+            )
+            self.offers[offer.offering_id] = offer
+        # Set by the market: schedule(modelled second, action), elapsed(), end(region, account, instance ids).
+        self.schedule = lambda seconds, action: None
+        self.elapsed = lambda: 0.0
+        self.terminate = lambda region, account, instance_ids: None
+
+    # --- DescribeCapacityBlockOfferings -------------------------------------------------------
+
+    def describe(self, region: str, instance_type: str | None, count, hours, start_range, end_range) -> list[dict]:
+        if not instance_type or count is None or hours is None:
+            raise EC2ClientError(
+                "MissingParameter", "InstanceType, InstanceCount and CapacityDurationHours are required."
+            )
+        count, hours = int(count), int(hours)
+        if count not in BLOCK_COUNTS:
+            raise EC2ClientError("InvalidParameterValue", f"The instance count {count} is not valid for a Capacity Block.")
+        if hours not in ALLOWED_DURATIONS_HOURS:
+            raise EC2ClientError("InvalidParameterValue", f"The capacity duration {hours} hours is not valid for a Capacity Block.")
+        now = self.now()
+        earliest = max(_moment(start_range) or now, now)
+        latest_end = _moment(end_range)
+        with self._lock:
+            found = [
+                o for o in self.offers.values()
+                if o.region == region and o.instance_type == instance_type and o.count == count and o.hours == hours
+                and o.start >= earliest and (latest_end is None or o.end <= latest_end)
+            ]
+        return [o.shape() for o in sorted(found, key=lambda o: (o.start, o.zone, o.offering_id))]
+
+    # --- PurchaseCapacityBlock ----------------------------------------------------------------
+
+    def purchase(self, region: str, account: str, offering_id: str, platform: str | None, tags: dict[str, str]) -> dict:
+        if not offering_id or not platform:
+            raise EC2ClientError("MissingParameter", "CapacityBlockOfferingId and InstancePlatform are required.")
+        with self._lock:
+            offer = self.offers.get(offering_id)
+            if offer is None or offer.region != region or offer.start < self.now():
+                raise EC2ClientError(
+                    "InvalidCapacityBlockOfferingId.NotFound", f"The Capacity Block offering '{offering_id}' does not exist."
+                )
+            del self.offers[offering_id]
+            self.purchases.append((region, offering_id))
+            block = Block(
+                id=_reservation_id(offering_id), region=region, zone=offer.zone, instance_type=offer.instance_type,
+                total=offer.count, match="targeted", state="scheduled", tags=dict(tags), start=offer.start, end=offer.end,
+                account=account, offering_id=offering_id, upfront_fee=offer.fee,
+            )
+            self.reservations.held[block.id] = block
+        self._on_the_clock(block)
+        return self.reservations.shape(block, account)
+
+    def _on_the_clock(self, block: Block) -> None:
+        """scheduled -> active at the start; instances ended 30 minutes before the end; expired at the end."""
+        base = self.elapsed() - self.now().timestamp()
+
+        def at(moment: datetime, action) -> None:
+            self.schedule(base + moment.timestamp(), action)
+
+        def activate() -> None:
+            if block.state == "scheduled":
+                block.state = "active"
+
+        def end_instances() -> None:
+            live = [i for i in block.instances if i.state not in LIVE_ENDED]
+            if live:
+                block.ended_instances.extend(i.id for i in live)
+                self.terminate(block.region, block.account, [i.id for i in live])
+
+        def expire() -> None:
+            block.state = "expired"
+
+        at(block.start, activate)
+        at(block.end - ENDING_BEFORE, end_instances)
+        at(block.end, expire)
+
+    # --- launches -----------------------------------------------------------------------------
+
+    def is_block(self, reservation_id: str | None) -> bool:
+        return isinstance(self.reservations.held.get(reservation_id or ""), Block)
+
+    def check_launch(self, region: str, account: str, market_type: str | None, target: str | None) -> None:
+        """EC2's refusals of a launch that names a block, or asks for the capacity-block market."""
+        block = self.reservations.held.get(target or "")
+        if market_type == RESERVATION_TYPE and not isinstance(block, Block):
+            raise EC2ClientError(
+                "InvalidParameterCombination",
+                "A launch with MarketType capacity-block must target a Capacity Block reservation "
+                "(CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId).",
+            )
+        if not isinstance(block, Block):
+            return
+        if block.account != account or block.region != region:
+            raise EC2ClientError(
+                "InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{target}' does not exist"
+            )
+        if market_type != RESERVATION_TYPE:
+            raise EC2ClientError(
+                "InvalidParameterCombination",
+                f"Capacity Reservation {target} is a Capacity Block: launch into it with InstanceMarketOptions.MarketType capacity-block.",
+            )
+        if block.state != "active":
+            raise EC2ClientError(
+                "ReservationCapacityExceeded",
+                f"The Capacity Block {target} is {block.state} (from {_iso(block.start)} to {_iso(block.end)}): "
+                "instances launch into it only while it is active.",
+            )
+
+
+def _moment(value) -> datetime | None:
+    if value in (None, ""):
+        return None
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _iso(moment: datetime | None) -> str:
+    return moment.isoformat().replace("+00:00", "Z") if moment else "?"
+
+
+def for_market(market) -> CapacityBlocks:
+    """The Capacity Block market of a SimulatedMarket, on its modelled clock (set by the engine
+    after the market is made, so read when a block is bought)."""
+    from moto.ec2.models import ec2_backends
+
+    from gpufill.adapters import clock
+
+    blocks = CapacityBlocks(market.scenario, market.reservations, now=clock.now, anchor=clock.now())
+    blocks.schedule = lambda seconds, action: market.schedule(seconds, action)
+    blocks.elapsed = lambda: market.elapsed()
+    blocks.terminate = lambda region, account, ids: ec2_backends[account][region].terminate_instances(ids)
+    return blocks
+
+
+def _tag_specifications(querystring: dict) -> dict[str, dict[str, str]]:
+    """TagSpecification.N.ResourceType / .Tag.M.Key / .Tag.M.Value, per resource type."""
+    specs: dict[str, dict] = {}
+    for key, value in querystring.items():
+        parts = key.split(".")
+        value = value[0] if isinstance(value, list) and value else value
+        if parts[0] != "TagSpecification" or len(parts) < 3:
+            continue
+        spec = specs.setdefault(parts[1], {"type": None, "tags": {}})
+        if parts[2] == "ResourceType":
+            spec["type"] = value
+        elif parts[2] == "Tag" and len(parts) == 5:
+            spec["tags"].setdefault(parts[3], {})[parts[4]] = value
+    return {
+        spec["type"] or "": {t.get("Key", ""): t.get("Value", "") for t in spec["tags"].values()}
+        for spec in specs.values()
+    }
+
+
+def api(blocks: CapacityBlocks) -> dict:
+    """The EC2Response methods moto lacks."""
+    from moto.core.responses import ActionResult
+
+    from gpufill.local.market import check_tags
+
+    def describe_capacity_block_offerings(response) -> ActionResult:
+        found = blocks.describe(
+            response.region,
+            response._get_param("InstanceType"),
+            response._get_param("InstanceCount"),
+            response._get_param("CapacityDurationHours"),
+            response._get_param("StartDateRange"),
+            response._get_param("EndDateRange"),
+        )
+        return ActionResult({"CapacityBlockOfferings": found, "NextToken": None})
+
+    def purchase_capacity_block(response) -> ActionResult:
+        specs = _tag_specifications(response.querystring)
+        wrong = [kind for kind in specs if kind != "capacity-reservation"]
+        if wrong:
+            raise EC2ClientError("InvalidParameterValue", f"'{wrong[0]}' is not a valid taggable resource type for this operation.")
+        check_tags(specs)
+        made = blocks.purchase(
+            response.region, response.current_account, response._get_param("CapacityBlockOfferingId"),
+            response._get_param("InstancePlatform"), specs.get("capacity-reservation", {}),
+        )
+        return ActionResult({"CapacityReservation": made})
+
+    return {
+        "describe_capacity_block_offerings": describe_capacity_block_offerings,
+        "purchase_capacity_block": purchase_capacity_block,
+    }
