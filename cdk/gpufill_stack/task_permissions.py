@@ -316,6 +316,48 @@ def launch_into_reservations(r: TaskResources) -> Grant:
     )
 
 
+def describe_capacity_block_offerings(r: TaskResources) -> Grant:
+    """The Capacity Block offerings of each candidate region (adapters.capacity_blocks.offerings)."""
+    return Grant(
+        [iam.PolicyStatement(actions=["ec2:DescribeCapacityBlockOfferings"], resources=["*"])],
+        {"Resource::*": _EC2_DESCRIBE},
+    )
+
+
+def purchase_tagged_capacity_blocks(r: TaskResources) -> Grant:
+    """PurchaseCapacityBlock, only of a block tagged gpufill:managed=true and gpufill:deployment=<env>
+    at purchase (aws:RequestTag, which the action supports), tags only on that create; and
+    DescribeCapacityReservations, to find a block an earlier try bought (adapters.capacity_blocks)."""
+    reservations = r.ec2_arn("capacity-reservation/*")
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=["ec2:PurchaseCapacityBlock"],
+                resources=[reservations],
+                conditions={
+                    "StringEquals": {
+                        f"aws:RequestTag/{constants.TAG_MANAGED}": constants.TAG_MANAGED_VALUE,
+                        f"aws:RequestTag/{constants.TAG_DEPLOYMENT}": r.env,
+                    }
+                },
+            ),
+            iam.PolicyStatement(
+                actions=["ec2:CreateTags"],
+                resources=[reservations],
+                conditions={"StringEquals": {"ec2:CreateAction": "PurchaseCapacityBlock"}},
+            ),
+            iam.PolicyStatement(actions=["ec2:DescribeCapacityReservations"], resources=["*"]),
+        ],
+        {
+            nag.wildcard_resource(r.scope, reservations): (
+                "A block's reservation id does not exist before the purchase, which goes to whichever candidate "
+                "region offers the cheapest block; the purchase must carry this deployment's tags."
+            ),
+            "Resource::*": _EC2_DESCRIBE,
+        },
+    )
+
+
 def query_request_instances(r: TaskResources) -> Grant:
     """A request's instances, through the by-request index, by its exact ARN (instances_table.records_for_request)."""
     index = f"{r.table.table_arn}/index/{constants.INSTANCES_BY_REQUEST_INDEX}"
@@ -775,6 +817,36 @@ TASKS: dict[str, TaskSpec] = {
         memory_mb=256,
         timeout_seconds=30,
         grants=(read_instance_record, update_instance_records, read_instance_records_by_id, describe_own_executions),
+    ),
+    # capacity_block (docs/capacity-blocks.md).
+    "FindCapacityBlocksFunctionArn": TaskSpec(
+        summary="One region: the Capacity Block offerings for the types, count and duration asked",
+        memory_mb=256,
+        timeout_seconds=60,
+        grants=(describe_capacity_block_offerings,),
+    ),
+    "ChooseCapacityBlockFunctionArn": TaskSpec(
+        summary="Picks the fitting Capacity Block with the lowest upfront fee, or says what was offered",
+        memory_mb=256,
+        timeout_seconds=15,
+    ),
+    "RequestPurchaseApprovalFunctionArn": TaskSpec(
+        summary="Records the pending purchase approval and asks for it on the approval topic",
+        memory_mb=256,
+        timeout_seconds=30,
+        grants=(put_instance_records, publish_approval_request),
+    ),
+    "PurchaseCapacityBlockFunctionArn": TaskSpec(
+        summary="Buys the approved Capacity Block exactly once (finds the block an earlier try bought)",
+        memory_mb=256,
+        timeout_seconds=90,
+        grants=(purchase_tagged_capacity_blocks,),
+    ),
+    "PlanBlockLaunchFunctionArn": TaskSpec(
+        summary="Lays out the started Capacity Block as the pool the fill loop launches into",
+        memory_mb=256,
+        timeout_seconds=15,
+        grants=(put_instance_records,),
     ),
 }
 

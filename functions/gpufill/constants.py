@@ -131,6 +131,12 @@ LAMBDA_TASKS = {
     "ReportInstanceStatusFunctionArn": "gpufill.handlers.report_instance_status.handler",
     # wait_for_capacity: PlanNextTry and StartNextTry (one function, two phases).
     "WaitForCapacityFunctionArn": "gpufill.handlers.wait_for_capacity.handler",
+    # capacity_block: find, choose, ask a person, buy exactly once, launch into it (docs/capacity-blocks.md).
+    "FindCapacityBlocksFunctionArn": "gpufill.handlers.find_capacity_blocks.handler",
+    "ChooseCapacityBlockFunctionArn": "gpufill.handlers.choose_capacity_block.handler",
+    "RequestPurchaseApprovalFunctionArn": "gpufill.handlers.request_purchase_approval.handler",
+    "PurchaseCapacityBlockFunctionArn": "gpufill.handlers.purchase_capacity_block.handler",
+    "PlanBlockLaunchFunctionArn": "gpufill.handlers.plan_block_launch.handler",
 }
 
 # --- Teardown approval ------------------------------------------------------------------

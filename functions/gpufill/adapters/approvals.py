@@ -71,6 +71,36 @@ def record_pending(
     _table().put_item(Item=item, ConditionExpression="attribute_not_exists(decided_at)")
 
 
+def record_pending_purchase(
+    *,
+    execution_name: str,
+    execution_arn: str,
+    task_token: str,
+    request_id: str,
+    offering: dict,
+    requested_at: datetime,
+    deadline: datetime,
+) -> None:
+    """A pending Capacity Block purchase: the same item as a teardown's, answered the same way."""
+    item = {
+        "instance_id": approval_key(execution_name),
+        "kind": "approval",
+        "approval_for": "capacity-block-purchase",
+        "status": "PENDING",
+        "execution_name": execution_name,
+        "execution_arn": execution_arn,
+        "task_token": task_token,
+        "target": json.dumps({"request_id": request_id}),
+        "requested_by": request_id,
+        "purchase": json.dumps(offering),
+        "instances": "[]",
+        "requested_at": requested_at.isoformat(timespec="seconds"),
+        "deadline": deadline.isoformat(timespec="seconds"),
+        INSTANCES_TTL_ATTRIBUTE: int(deadline.timestamp()) + APPROVAL_RETENTION_SECONDS,
+    }
+    _table().put_item(Item=item, ConditionExpression="attribute_not_exists(decided_at)")
+
+
 def record_decision(
     execution_name: str, *, decision: str, answer_raw: str | None, approver: str, reason: str | None, decided_at: datetime
 ) -> dict:

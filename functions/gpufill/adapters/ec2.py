@@ -121,6 +121,12 @@ def run_instances(pool: Pool, *, min_count: int, max_count: int, client_token: s
             "MarketType": "spot",
             "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
         }
+    elif pool.capacity_block:
+        # A Capacity Block takes only launches that say so and name it.
+        params["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+        params["CapacityReservationSpecification"] = {
+            "CapacityReservationTarget": {"CapacityReservationId": pool.capacity_reservation_id}
+        }
     elif pool.capacity_reservation_id:
         # Targeting the reservation by id works for open and targeted ones alike, and EC2 answers
         # ReservationCapacityExceeded rather than launching outside it.

@@ -108,3 +108,43 @@ class ApprovalAnswerEvent(_Event):
 class TerminateRegionEvent(_Event):
     teardown_id: str
     batch: RegionBatch
+
+
+# --- Capacity Blocks for ML (docs/capacity-blocks.md) -------------------------------------
+
+
+class BlockRegionEvent(_Event):
+    """DescribeCapacityBlockOfferings: one candidate region (an item of FindCapacityBlocks)."""
+
+    region: str
+    request: ProvisionRequest
+    launched: int = 0
+
+
+class ChooseBlockEvent(_Event):
+    request: ProvisionRequest
+    found: list[dict]
+    launched: int = 0
+
+
+class PurchaseApprovalEvent(_Event):
+    """AwaitPurchaseApproval's payload: the task token to park, and the offering to buy."""
+
+    task_token: str
+    execution_arn: str
+    execution_name: str
+    entered_at: str
+    approval_timeout_seconds: int
+    request: ProvisionRequest
+    block: dict
+
+
+class PurchaseEvent(_Event):
+    request: ProvisionRequest
+    block: dict
+
+
+class BlockLaunchEvent(_Event):
+    request: ProvisionRequest
+    run: Run
+    block: dict

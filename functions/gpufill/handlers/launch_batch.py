@@ -107,7 +107,7 @@ def refill_stopped(run: Run, request: ProvisionRequest, stopped_by: str) -> Run:
 
 def launch_step(step: LoopEvent, request: ProvisionRequest, plan, pools: list[Pool], run: Run, context: LambdaContext) -> dict:
     grouped: set[str] = set()  # regions where this step made a cluster placement group
-    if request.launch_mode == "fleet":
+    if request.launch_mode == "fleet" and not any(p.capacity_block for p in pools):  # a block: RunInstances
         run = launch_fleet(step, request, pools, run, grouped)
         tidy_groups(grouped, run, pools, request)
         return finish_step(run, request, plan.market, plan).model_dump(mode="json", exclude_none=True)

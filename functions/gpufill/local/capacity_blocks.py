@@ -168,28 +168,27 @@ class CapacityBlocks:
         return self.reservations.shape(block, account)
 
     def _on_the_clock(self, block: Block) -> None:
-        """scheduled -> active at the start; instances ended 30 minutes before the end; expired at the end."""
+        """scheduled -> active at the start; instances ended 30 minutes before the end; expired at
+        the end. Scheduled on the engine's clock, and settled again whenever EC2 is asked about
+        blocks (refresh), since the modelled clock also moves with the wall clock between steps."""
         base = self.elapsed() - self.now().timestamp()
+        for moment in (block.start, block.end - ENDING_BEFORE, block.end):
+            self.schedule(base + moment.timestamp(), self.refresh)
 
-        def at(moment: datetime, action) -> None:
-            self.schedule(base + moment.timestamp(), action)
-
-        def activate() -> None:
-            if block.state == "scheduled":
+    def refresh(self) -> None:
+        now = self.now()
+        with self._lock:
+            blocks = [b for b in self.reservations.held.values() if isinstance(b, Block)]
+        for block in blocks:
+            if block.state == "scheduled" and now >= block.start:
                 block.state = "active"
-
-        def end_instances() -> None:
-            live = [i for i in block.instances if i.state not in LIVE_ENDED]
-            if live:
-                block.ended_instances.extend(i.id for i in live)
-                self.terminate(block.region, block.account, [i.id for i in live])
-
-        def expire() -> None:
-            block.state = "expired"
-
-        at(block.start, activate)
-        at(block.end - ENDING_BEFORE, end_instances)
-        at(block.end, expire)
+            if now >= block.end - ENDING_BEFORE:
+                live = [i for i in block.instances if i.state not in LIVE_ENDED]
+                if live:
+                    block.ended_instances.extend(i.id for i in live)
+                    self.terminate(block.region, block.account, [i.id for i in live])
+            if now >= block.end:
+                block.state = "expired"
 
     # --- launches -----------------------------------------------------------------------------
 
@@ -198,6 +197,7 @@ class CapacityBlocks:
 
     def check_launch(self, region: str, account: str, market_type: str | None, target: str | None) -> None:
         """EC2's refusals of a launch that names a block, or asks for the capacity-block market."""
+        self.refresh()
         block = self.reservations.held.get(target or "")
         if market_type == RESERVATION_TYPE and not isinstance(block, Block):
             raise EC2ClientError(
@@ -242,7 +242,9 @@ def for_market(market) -> CapacityBlocks:
 
     from gpufill.adapters import clock
 
-    blocks = CapacityBlocks(market.scenario, market.reservations, now=clock.now, anchor=clock.now())
+    # AWS's blocks start at set times of day; the simulated ones on a whole minute after the engine starts.
+    anchor = (clock.now() + timedelta(minutes=1)).replace(second=0, microsecond=0)
+    blocks = CapacityBlocks(market.scenario, market.reservations, now=clock.now, anchor=anchor)
     blocks.schedule = lambda seconds, action: market.schedule(seconds, action)
     blocks.elapsed = lambda: market.elapsed()
     blocks.terminate = lambda region, account, ids: ec2_backends[account][region].terminate_instances(ids)

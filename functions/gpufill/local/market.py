@@ -605,6 +605,7 @@ class SimulatedMarket:
         stack.enter_context(mock.patch.object(InstanceResponse, "run_instances", run_instances))
 
         def describe_capacity_reservations(response) -> ActionResult:
+            market.blocks.refresh()  # a Capacity Block's state on the modelled clock
             found = market.reservations.describe(
                 response.region, response.current_account, response._get_param("CapacityReservationIds", []),
                 response._filters_from_querystring(),

@@ -84,6 +84,8 @@ class Pool(_Model):
     # instances the plan gives it (policy/reservations.py): never more than it had room for.
     capacity_reservation_id: str | None = None
     reserved: int | None = None
+    # The reservation is a Capacity Block for ML: launches say MarketType capacity-block.
+    capacity_block: bool = False
 
     @property
     def key(self) -> str:

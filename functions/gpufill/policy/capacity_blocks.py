@@ -203,3 +203,75 @@ def no_capacity_block_cause(choice: Choice, ask: Ask, *, request_id: str, region
 
 def _iso(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
+
+
+def ask_for(request, *, now: datetime, launched: int = 0) -> Ask | None:
+    """What a run asks the block market for: a block for what is still missing (None when no block
+    is that large), starting between now and start_within from now."""
+    block = request.capacity_block
+    count = block_count(max(1, request.count - launched))
+    if block is None or count is None:
+        return None
+    return Ask(
+        instance_types=tuple(request.instance_types),
+        regions=tuple(request.regions),
+        count=count,
+        duration_hours=block.duration_hours,
+        earliest_start=now,
+        latest_start=now + timedelta(seconds=block.start_within_seconds),
+        max_upfront_usd=block.max_upfront_usd,
+    )
+
+
+def from_shown(found: dict) -> Offering:
+    """An offering as shown() wrote it, back (the state carries it between tasks)."""
+    fields = {k: found[k] for k in Offering.__dataclass_fields__}
+    fields["start"] = datetime.fromisoformat(str(fields["start"]).replace("Z", "+00:00"))
+    fields["end"] = datetime.fromisoformat(str(fields["end"]).replace("Z", "+00:00"))
+    return Offering(**fields)
+
+
+def describe_block(o: dict) -> str:
+    return (
+        f"{o['instance_count']} x {o['instance_type']} in {o['availability_zone']} ({o['region']}), "
+        f"from {o['start']} to {o['end']} ({o['duration_hours']} h), upfront fee ${o['upfront_fee']:,.2f}"
+    )
+
+
+def purchase_message(block: dict, *, request_id: str, commands: dict[str, str], expires: datetime) -> tuple[str, str]:
+    """(subject, body) of the purchase approval published to the approval topic."""
+    subject = f"gpufill: approve buying a Capacity Block ${block['upfront_fee']:,.0f} for {request_id}"[:99]
+    lines = [
+        f"Request {request_id} asks to BUY a Capacity Block for ML, paid upfront and not refundable:",
+        f"  region:         {block['region']}",
+        f"  zone:           {block['availability_zone']}",
+        f"  instance type:  {block['instance_type']}",
+        f"  instances:      {block['instance_count']}",
+        f"  start:          {block['start']}",
+        f"  end:            {block['end']}",
+        f"  upfront fee:    ${block['upfront_fee']:,.2f} {block.get('currency', 'USD')}",
+        f"  offering:       {block['offering_id']}",
+        f"This approval expires at {expires.isoformat(timespec='seconds')}; after that nothing is bought.",
+        "",
+        "To approve:",
+        f"  {commands['approve']}",
+        "To reject:",
+        f"  {commands['reject']}",
+    ]
+    return subject, "\n".join(lines)
+
+
+def purchase_ended_cause(error: str, block: dict, *, request_id: str) -> str:
+    """PURCHASE_REJECTED / PURCHASE_EXPIRED: what was proposed, and that nothing was bought."""
+    said = "the purchase approval was answered with something other than \"approved\"" if error == "PURCHASE_REJECTED" else (
+        "nobody answered the purchase approval before its deadline"
+    )
+    return json.dumps(
+        {
+            "error": error,
+            "message": f"{said}: nothing was bought. Proposed: {describe_block(block)}.",
+            "request_id": request_id,
+            "proposed": block,
+            "hint": "Run the request again to be asked again (offerings change); approve with gpufill approve EXECUTION.",
+        }
+    )

@@ -1,0 +1,45 @@
+"""PlanBlockLaunch: the bought Capacity Block has started; lay it out as the one pool the fill
+loop launches into (RunInstances with MarketType capacity-block, targeting the block), so the
+launch, its ClientToken, the records and the readiness are the ones every other launch uses."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from gpufill.adapters import run_store
+from gpufill.handlers.events import BlockLaunchEvent
+from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
+from gpufill.models.run import Plan, PlanRef, Pool
+
+
+@logger.inject_lambda_context(correlation_id_path="request.request_id")
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@transient_aws_errors
+def handler(event: dict, context: LambdaContext) -> dict:
+    step = parse(event=event, model=BlockLaunchEvent)
+    request, run, held = step.request, step.run, step.block["reservation"]
+    hours = max(1, step.block["offering"]["duration_hours"])
+    pool = Pool(
+        region=held["region"],
+        availability_zone=held["availability_zone"],
+        instance_type=held["instance_type"],
+        market="on-demand",
+        # What an instance-hour of the block costs: its upfront fee spread over its instances and hours.
+        price=round(held["upfront_fee"] / (held["instance_count"] * hours), 4),
+        capacity_reservation_id=held["capacity_reservation_id"],
+        reserved=held["instance_count"],
+        capacity_block=True,
+        note=f"capacity block {held['capacity_reservation_id']} until {held['end']}",
+    )
+    plan = Plan(request_id=request.request_id, market="on-demand", scoring="capacity-block", pools=[pool])
+    key = run_store.save_plan(plan)
+    missing = request.count - run.launched
+    ready = run.model_copy(
+        update={"cursor": 0, "next": "prepare", "batch": max(1, min(request.batch_max, missing)), "remaining": missing,
+                "launch": None, "blocked": [], "reserved_taken": {}, "cause": None}
+    )
+    logger.info("launching into the capacity block", extra={"pool": pool.key, "missing": missing})
+    ref = PlanRef(request_id=request.request_id, market="on-demand", scoring="capacity-block", key=key, pools=1)
+    return {"plan": ref.model_dump(mode="json", exclude_none=True), "run": ready.model_dump(mode="json", exclude_none=True)}
