@@ -1,0 +1,111 @@
+"""Capacity Blocks for ML end to end on the local engine: the cheapest fitting block across regions,
+bought only after a person approves, exactly once, waited for, launched into, and ended by EC2 at
+the block's end (docs/capacity-blocks.md)."""
+
+from gpufill.adapters import clock
+
+import pytest
+
+P5 = "p5.48xlarge"
+OHIO, VIRGINIA = "us-east-2", "us-east-1"
+BLOCK = {"max_upfront_usd": 2000, "duration_hours": 24, "start_within": "P7D"}
+
+
+def zone_of(region):
+    return {f"{region}a": {P5: {"spot": 0, "on_demand": 0}}}
+
+
+def offer(region, fee, *, start_in_hours=3, count=2, hours=24):
+    return {"zone": f"{region}a", "type": P5, "count": count, "start_in_hours": start_in_hours,
+            "duration_hours": hours, "upfront_fee": fee}
+
+
+def market(*offers):
+    return {"regions": {OHIO: {"zones": zone_of(OHIO)}, VIRGINIA: {"zones": zone_of(VIRGINIA)}},
+            "capacity_blocks": list(offers)}
+
+
+def request(**fields):
+    return {"instance_type": P5, "count": 2, "regions": [OHIO, VIRGINIA], "market": "capacity-block",
+            "capacity_block": BLOCK, "ready_timeout": "PT0S", **fields}
+
+
+def blocks_held(engine):
+    return {b.id: b for b in engine.market.reservations.held.values() if getattr(b, "offering_id", None)}
+
+
+def test_the_cheapest_fitting_block_across_regions_is_bought_after_approval_and_launched_into(local_account):
+    with local_account(market(offer(OHIO, 1800, start_in_hours=2), offer(VIRGINIA, 1500, start_in_hours=5))) as engine:
+        execution = engine.run(request(), name="cb-cheapest", decision="approved")
+        held = blocks_held(engine)
+        elapsed = engine.elapsed
+    assert execution.status == "SUCCEEDED", execution.cause
+    [block] = held.values()
+    assert (block.region, block.upfront_fee) == (VIRGINIA, 1500)
+    result = execution.output
+    assert result["status"] == "FULFILLED"
+    assert {(i["region"], i["capacity_reservation_id"]) for i in result["instances"]} == {(VIRGINIA, block.id)}
+    # It waited for the block's start (5 modelled hours), then launched once, into the block.
+    assert elapsed >= 5 * 3600
+    entered = execution.entered()
+    assert entered.index("AwaitPurchaseApproval") < entered.index("PurchaseCapacityBlock") < entered.index("WaitForBlockStart")
+    assert entered.count("PurchaseCapacityBlock") == 1
+    assert block.tags["gpufill:request-id"] == "cb-cheapest" and block.tags["gpufill:deployment"] == "local"
+
+
+def test_over_budget_ends_no_capacity_block_naming_every_offer_and_buys_nothing(local_account):
+    with local_account(market(offer(OHIO, 2500), offer(VIRGINIA, 3100))) as engine:
+        execution = engine.run(request(), name="cb-over-budget", decision="approved")
+        bought = engine.market.blocks.purchases
+    assert execution.error == "NO_CAPACITY_BLOCK"
+    assert sorted(o["upfront_fee"] for o in execution.cause["offered"]) == [2500, 3100]
+    assert all("above max_upfront_usd" in o["why_not"] for o in execution.cause["offered"])
+    assert bought == [] and "AwaitPurchaseApproval" not in execution.entered()
+
+
+@pytest.mark.parametrize(("decision", "error"), [("rejected", "PURCHASE_REJECTED"), ("timeout", "PURCHASE_EXPIRED")])
+def test_a_rejected_or_unanswered_purchase_buys_nothing(local_account, decision, error):
+    with local_account(market(offer(OHIO, 1800))) as engine:
+        execution = engine.run(request(), name=f"cb-{decision}", decision=decision)
+        bought = engine.market.blocks.purchases
+    assert execution.error == error
+    assert "nothing was bought" in execution.cause["message"] and execution.cause["proposed"]["upfront_fee"] == 1800
+    assert bought == []
+
+
+@pytest.mark.parametrize("fault", ["reply lost", "step retried"])
+def test_a_purchase_whose_reply_is_lost_or_whose_step_is_retried_buys_one_block(local_account, fault):
+    with local_account(market(offer(OHIO, 1800), offer(OHIO, 1900, start_in_hours=4))) as engine:
+        if fault == "reply lost":
+            engine.faults.aws("ec2", "PurchaseCapacityBlock", error="ReadTimeout", after=True)
+        else:
+            engine.faults.lambda_invoke("PurchaseCapacityBlock", after_handler=True)
+        execution = engine.run(request(), name=f"cb-{fault.replace(' ', '-')}", decision="approved")
+        bought = engine.market.blocks.purchases
+        injected = engine.faults.injected
+    assert injected, "the planned fault did not happen"
+    assert execution.status == "SUCCEEDED", execution.cause
+    assert len(bought) == 1
+    assert execution.output["launched"] == 2
+
+
+def test_the_blocks_instances_are_ended_by_ec2_at_its_end(local_account):
+    with local_account(market(offer(OHIO, 1800, start_in_hours=1))) as engine:
+        execution = engine.run(request(), name="cb-ends", decision="approved")
+        [block] = blocks_held(engine).values()
+        ids = [i["instance_id"] for i in execution.output["instances"]]
+        left = (block.end - clock.now()).total_seconds()
+        engine.advance(left)
+        ec2 = engine.client("ec2", OHIO)
+        states = {i["State"]["Name"] for r in ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in r["Instances"]}
+        described = ec2.describe_capacity_reservations(CapacityReservationIds=[block.id])["CapacityReservations"][0]
+    assert states <= {"shutting-down", "terminated"}
+    assert described["State"] == "expired"
+
+
+def test_spot_and_on_demand_come_first_and_the_block_only_when_they_cannot_fill(local_account):
+    with local_account(market(offer(OHIO, 1800))) as engine:
+        execution = engine.run(request(market="spot-then-on-demand"), name="cb-after", decision="approved")
+    entered = execution.entered()
+    assert execution.status == "SUCCEEDED", execution.cause
+    assert entered.index("RankOnDemandPools") < entered.index("FindCapacityBlocks")
