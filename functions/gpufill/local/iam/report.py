@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parents[4]
 NEEDS_FILE = REPO / "functions" / "gpufill" / "catalog" / "iam_needs.json"
 # (request file, market file, decision): provision by fleet and by RunInstances, spot falling back
 # to On-Demand, a same-AZ gang, a request with max_lifetime, then status and an approved teardown
-# of the first; then time passes to the lifetime's end, and its teardown is approved.
+# of the first; then time passes to the lifetime's end, and its teardown is approved. A Capacity
+# Block bought behind an approved purchase.
 PATHS = [
     ("provision-spot.json", "first-az-sold-out.json", None),
     ("provision-max-lifetime.json", "first-az-sold-out.json", None),
@@ -30,6 +31,7 @@ PATHS = [
     ("provision-gang-same-az.json", "first-az-sold-out.json", None),
     ("provision-spot-then-on-demand.json", "all-spot-sold-out.json", None),
     ("reserved-capacity.json", "reserved-capacity.json", None),
+    ("provision-capacity-block.json", "capacity-blocks.json", "approved"),
 ]
 # Resource ids vary run by run; a need names its resource by type with a fixed id.
 _ID = re.compile(r"/(i|vol|eni|subnet|sg|lt|fleet|sir|ami|vpc|cr)-[0-9a-f]+")
