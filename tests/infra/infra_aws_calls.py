@@ -20,6 +20,8 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "describe_instance_type_offerings": ("ec2:DescribeInstanceTypeOfferings",),
     "describe_spot_price_history": ("ec2:DescribeSpotPriceHistory",),
     "describe_capacity_reservations": ("ec2:DescribeCapacityReservations",),
+    "describe_capacity_block_offerings": ("ec2:DescribeCapacityBlockOfferings",),
+    "purchase_capacity_block": ("ec2:PurchaseCapacityBlock", "ec2:CreateTags"),
     "describe_availability_zones": ("ec2:DescribeAvailabilityZones",),
     "describe_instances": ("ec2:DescribeInstances",),
     "describe_images": ("ec2:DescribeImages",),

@@ -163,10 +163,13 @@ def test_the_result_task_only_reads_the_attempt_log(synthesized, task_functions)
 
 
 def test_only_the_approval_tasks_publish(synthesized, task_functions):
-    """The approval request (and its reminders), and the notice that it expired unanswered."""
+    """The approval requests (a teardown's with its reminders, a Capacity Block purchase's), and the
+    notice that a teardown's expired unanswered."""
     by_task = _all_function_statements(synthesized, task_functions)
     publishers = {p for p, s in by_task.items() if statements_with(s, "sns:Publish")}
-    assert publishers == {"RequestTeardownApprovalFunctionArn", "RecordApprovalDecisionFunctionArn"}
+    assert publishers == {
+        "RequestTeardownApprovalFunctionArn", "RecordApprovalDecisionFunctionArn", "RequestPurchaseApprovalFunctionArn"
+    }
 
 
 def test_function_roles_hold_no_wildcard_actions_and_no_managed_policies(synthesized, task_functions):
