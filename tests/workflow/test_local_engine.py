@@ -48,9 +48,12 @@ def plenty():
 # (examples/markets/reserved-capacity.json); the "only" cases of tests/workflow/test_capacity_reservations.py
 # cover that path.
 NEEDS_RESERVATIONS = {"provision-reservations-only.json"}
+# A Capacity Block is bought from a market that offers one (examples/markets/capacity-blocks.json),
+# after an approval; tests/workflow/test_capacity_blocks.py covers that path.
+NEEDS_CAPACITY_BLOCKS = {"provision-capacity-block.json"}
 
 
-@pytest.mark.parametrize("example", sorted(p.name for p in (EXAMPLES / "requests").glob("*.json") if p.name not in NEEDS_RESERVATIONS))
+@pytest.mark.parametrize("example", sorted(p.name for p in (EXAMPLES / "requests").glob("*.json") if p.name not in NEEDS_RESERVATIONS | NEEDS_CAPACITY_BLOCKS))
 def test_every_example_request_runs_on_a_plentiful_market(plenty, example):
     request = json.loads((EXAMPLES / "requests" / example).read_text())
     execution = plenty.run(request, name=example.removesuffix(".json"))
