@@ -43,7 +43,7 @@ def add_parser(verbs) -> None:
         "--decision",
         choices=DECISIONS,
         default=None,
-        help="how the person asked to approve a teardown answers: approved, rejected, or timeout (no answer in time)",
+        help="how the person asked to approve a teardown or a Capacity Block purchase answers: approved, rejected, or timeout (no answer in time)",
     )
     sim.add_argument(
         "--then",
@@ -121,6 +121,11 @@ def simulate(args: argparse.Namespace) -> int:
     if args.decision is None and any(_action(r) == "teardown" for r in (request, follow) if r is not None):
         raise UsageError(
             "a teardown waits for a person to approve it; say what they answer: --decision approved|rejected|timeout"
+        )
+    if args.decision is None and any(isinstance(r, dict) and r.get("capacity_block") for r in (request, follow)):
+        raise UsageError(
+            "a Capacity Block is bought only after a person approves the purchase; say what they answer: "
+            "--decision approved|rejected|timeout"
         )
     if args.decision is None and _lifetime_passes(request, getattr(args, "advance", None)):
         raise UsageError(
