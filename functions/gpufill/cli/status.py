@@ -55,6 +55,8 @@ def status_verb(args: argparse.Namespace) -> int:
             print(render_summary(view))
         return EXIT_FAILED
     pending = pending_teardowns(deployment, args.request_id)
+    purchases = [p for p in pending or [] if p.get("purchase")]
+    pending = None if pending is None else [p for p in pending if not p.get("purchase")]
     every = spend.requests(view.output)
     waiting = {p["target"]["request_id"]: p["execution"] for p in pending or [] if p["target"].get("request_id")}
     # A teardown of the whole deployment waits for every request's instances.
@@ -65,12 +67,13 @@ def status_verb(args: argparse.Namespace) -> int:
     shown = [r for r in every if args.all or args.request_id or not r["ended"]]
     hidden = len(every) - len(shown)
     if args.json:
-        print_json({**view.output, "requests": shown, "ended_hidden": hidden, "pending_teardowns": pending})
+        print_json({**view.output, "requests": shown, "ended_hidden": hidden, "pending_teardowns": pending,
+                    "pending_purchases": purchases})
         return EXIT_OK
     lines = render_requests(view.output, shown, hidden)
     if args.instances:
         lines += [""] + render_status(view.output)
-    print("\n".join(lines + render_pending(pending)))
+    print("\n".join(lines + render_pending(pending) + render_purchases(purchases)))
     return EXIT_OK
 
 
@@ -105,6 +108,8 @@ def pending_teardowns(deployment: aws.Deployment, request_id: str | None = None)
             "deadline": item.get("deadline"),
             "who_answers": who,
             **answer_commands(name, deployment),
+            # A Capacity Block purchase waiting for its approval (docs/capacity-blocks.md), not a teardown.
+            **({"purchase": _purchase_of(item)} if item.get("approval_for") == "capacity-block-purchase" else {}),
         })
     return sorted(pending, key=lambda p: p["requested_at"] or "")
 
@@ -160,6 +165,31 @@ def _who_answers(deployment: aws.Deployment) -> str:
         endpoints = []
     name = topic.rsplit(":", 1)[-1]
     return f"the subscribers of {name} ({', '.join(endpoints)})" if endpoints else f"the subscribers of {name}"
+
+
+def _purchase_of(item: dict) -> dict:
+    try:
+        return json.loads(item.get("purchase") or "{}")
+    except ValueError:
+        return {}
+
+
+def render_purchases(purchases: list[dict]) -> list[str]:
+    """Capacity Block purchases waiting for a person's answer, with the commands that answer them."""
+    if not purchases:
+        return []
+    lines = ["", f"Pending Capacity Block purchases: {len(purchases)}, waiting for an answer (nothing is bought until one is approved)"]
+    for p in purchases:
+        block = p["purchase"]
+        lines += [
+            f"  {p['execution']}: request {p['target'].get('request_id', '?')} asks to buy {block.get('instance_count')} x "
+            f"{block.get('instance_type')} in {block.get('availability_zone')} from {block.get('start')} to {block.get('end')}, "
+            f"upfront ${float(block.get('upfront_fee', 0)):,.2f}; expires {p['deadline']}",
+            f"    who answers: {p['who_answers']}",
+            f"    {p['approve']}",
+            f"    {p['reject']}",
+        ]
+    return lines
 
 
 def render_pending(pending: list[dict] | None) -> list[str]:

@@ -1,0 +1,39 @@
+"""`gpufill status` shows a Capacity Block purchase waiting for its approval, with the commands that
+answer it, apart from the teardowns; `gpufill approve` answers it and the block is bought."""
+
+from __future__ import annotations
+
+import json
+
+from gpufill.cli import main
+from tests.support import EXAMPLES
+
+MARKET = EXAMPLES / "markets/capacity-blocks.json"
+REQUEST = str(EXAMPLES / "requests/provision-capacity-block.json")
+
+
+def test_a_pending_purchase_is_shown_with_its_commands_and_approve_buys_it(deployment, capsys):
+    assert main(["run", REQUEST, "--name", "cb-cli", "--yes", "--json", *deployment]) == 0
+    capsys.readouterr()
+    purchases: list[dict] = []
+    for _ in range(400):  # until the run reaches AwaitPurchaseApproval
+        assert main(["status", "--json", *deployment]) == 0
+        document = json.loads(capsys.readouterr().out)
+        purchases = document["pending_purchases"]
+        if purchases:
+            break
+    [pending] = purchases
+    assert document["pending_teardowns"] == []
+    assert pending["purchase"]["upfront_fee"] == 1390.0 and pending["target"] == {"request_id": "cb-cli"}
+
+    assert main(["status", *deployment]) == 0
+    out = capsys.readouterr().out.split("Pending Capacity Block purchases: 1")[1]
+    assert "asks to buy 2 x p5.48xlarge in us-east-2b" in out and "upfront $1,390.00" in out
+    assert f"gpufill approve {pending['execution']} --env local" in out and f"gpufill reject {pending['execution']}" in out
+
+    assert main(["approve", pending["execution"], *deployment]) == 0
+    capsys.readouterr()
+    assert main(["watch", pending["execution"], "--json", *deployment]) == 0
+    output = json.loads(capsys.readouterr().out)["execution"]["output"]
+    assert output["status"] == "FULFILLED"
+    assert output["launched"] == 2 and all(i["capacity_reservation_id"].startswith("cr-") for i in output["instances"])
