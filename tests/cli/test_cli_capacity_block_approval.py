@@ -32,7 +32,7 @@ def test_a_pending_purchase_is_shown_with_its_commands_and_approve_buys_it(deplo
     assert f"gpufill approve {pending['execution']} --env local" in out and f"gpufill reject {pending['execution']}" in out
 
     assert main(["approve", pending["execution"], *deployment]) == 0
-    capsys.readouterr()
+    assert "approved the Capacity Block purchase of cb-cli" in capsys.readouterr().out
     assert main(["watch", pending["execution"], "--json", *deployment]) == 0
     output = json.loads(capsys.readouterr().out)["execution"]["output"]
     assert output["status"] == "FULFILLED"

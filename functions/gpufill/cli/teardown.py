@@ -244,6 +244,11 @@ def answer_verb(args: argparse.Namespace) -> int:
             "follow": follow,
         })
         return EXIT_OK
+    if item.get("approval_for") == "capacity-block-purchase":  # a Capacity Block purchase, not a teardown
+        outcome = "will now be bought" if args.decision == "approved" else "is not bought"
+        print(f"{args.decision} the Capacity Block purchase of {ref.name} as {approver}: the block {outcome}.")
+        print(f"Follow it: {follow}")
+        return EXIT_OK
     outcome = "will now be terminated" if args.decision == "approved" else "stay as they are"
     print(f"{args.decision} teardown {ref.name} as {approver}: its {len(instance_ids)} instance(s) {outcome}.")
     print(f"Follow it: {follow}")
