@@ -51,6 +51,10 @@ def test_the_cheapest_fitting_block_across_regions_is_bought_after_approval_and_
     assert entered.index("AwaitPurchaseApproval") < entered.index("PurchaseCapacityBlock") < entered.index("WaitForBlockStart")
     assert entered.count("PurchaseCapacityBlock") == 1
     assert block.tags["gpufill:request-id"] == "cb-cheapest" and block.tags["gpufill:deployment"] == "local"
+    # The result says which block, where, and when it ends.
+    shown = result["capacity_block"]
+    assert (shown["capacity_reservation_id"], shown["availability_zone"], shown["upfront_fee"]) == (block.id, f"{VIRGINIA}a", 1500)
+    assert shown["end"] == block.end.isoformat().replace("+00:00", "Z")
 
 
 def test_over_budget_ends_no_capacity_block_naming_every_offer_and_buys_nothing(local_account):

@@ -38,7 +38,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
     missing = request.count - run.launched
     ready = run.model_copy(
         update={"cursor": 0, "next": "prepare", "batch": max(1, min(request.batch_max, missing)), "remaining": missing,
-                "launch": None, "blocked": [], "reserved_taken": {}, "cause": None}
+                "launch": None, "blocked": [], "reserved_taken": {}, "cause": None, "capacity_block": held}
     )
     logger.info("launching into the capacity block", extra={"pool": pool.key, "missing": missing})
     ref = PlanRef(request_id=request.request_id, market="on-demand", scoring="capacity-block", key=key, pools=1)

@@ -250,6 +250,8 @@ class Run(_Model):
     # Instances this plan put in each capacity reservation (id -> count): a reservation pool takes
     # at most what the plan gave it. Cleared when the plan is done (the next try plans afresh).
     reserved_taken: dict[str, int] = Field(default_factory=dict)
+    # The Capacity Block the run bought and launches into: its reservation, AZ, start and end, fee.
+    capacity_block: dict | None = None
 
 
 class LaunchResult(_Model):

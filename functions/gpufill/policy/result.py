@@ -40,6 +40,8 @@ def fill_result(request: ProvisionRequest, run: Run, attempts: list[Attempt], st
         result["expires_at"] = request.expires_at
     if request.refill is not None:  # a refill run answers for its request, and says what it replaced
         result["refill"] = {"run": request.request_id, **request.refill.model_dump(mode="json", exclude_none=True)}
+    if run.capacity_block is not None:  # the block bought: EC2 ends its instances 30 minutes before its end
+        result["capacity_block"] = run.capacity_block
     if len(attempts) > len(listed):
         result["attempts_note"] = f"the last {len(listed)} of {len(attempts)} attempts; `gpufill status` lists the instances"
     return result
