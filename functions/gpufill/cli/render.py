@@ -77,6 +77,8 @@ REPORTED_ON_EXIT = {"FindTeardownInstances", "RecordApprovalDecision", "RecordAp
 # wait_for_capacity: the loop's steps report on exit, with the wait, the next try and the deadline.
 QUIET_STATES |= {"WaitOrGiveUp", "TryAgain", "WaitForCapacity", "HandedOver"}
 WAIT_STEPS = {"PlanNextTry", "StartNextTry"}
+# capacity_block: the choices route on what ChooseCapacityBlock and the decision reported.
+QUIET_STATES |= {"CapacityBlockFound", "IsPurchaseApproved"}
 
 
 def _details(event: dict, kind: str) -> dict:
