@@ -738,7 +738,7 @@ TASKS: dict[str, TaskSpec] = {
             update_instance_records,
         ),
     ),
-    "RequestTeardownApprovalFunctionArn": TaskSpec(
+    "AwaitTeardownApprovalFunctionArn": TaskSpec(
         summary="Records the pending approval and asks for it on the approval topic",
         memory_mb=256,
         timeout_seconds=30,
