@@ -75,7 +75,7 @@ QUIET_STATES |= {"AnythingToTerminate", "IsTeardownApproved"}
 QUIET_STATES |= {"ShouldCheckServing", "CheckServing", "ModelsServing", "PauseForServing"}
 REPORTED_ON_EXIT = {"FindTeardownInstances", "RecordApprovalDecision", "RecordApprovalExpiry", "TerminateRegionInstances"}
 # wait_for_capacity: the loop's steps report on exit, with the wait, the next try and the deadline.
-QUIET_STATES |= {"WaitOrGiveUp", "TryAgain", "WaitForCapacity", "HandedOver"}
+QUIET_STATES |= {"WaitOrGiveUp", "TryAgain", "PauseForCapacity", "HandedOver"}
 WAIT_STEPS = {"PlanNextTry", "StartNextTry"}
 
 
@@ -110,7 +110,7 @@ class Progress:
         """A long wait: what is being waited for, and since when."""
         what = {
             "AwaitTeardownApproval": "an answer to the teardown approval (gpufill approve|reject)",
-            "WaitForCapacity": "the next try for capacity (wait_for_capacity)",
+            "PauseForCapacity": "the next try for capacity (wait_for_capacity)",
             "PauseForServing": "the model servers to answer (ready_timeout; checked once a minute)",
         }.get(state or "", f"{state or 'the next step'} to finish")
         self._line(f"    still waiting for {what}, since {since:%H:%M:%S %Z}")

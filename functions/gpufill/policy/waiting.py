@@ -27,7 +27,7 @@ from gpufill.models.run import Attempt, Run, Waiting
 # The share of a delay that jitter may take off: a delay lies in [3/4, 1] of its nominal value.
 JITTER_SHARE = 0.25
 # History events of one try, measured on the local engine (docs/state-machine.md): the wait
-# loop's own states (MarketExhausted, PlanNextTry, WaitOrGiveUp, WaitForCapacity, StartNextTry,
+# loop's own states (MarketExhausted, PlanNextTry, WaitOrGiveUp, PauseForCapacity, StartNextTry,
 # TryAgain), the ScoreRegions Map's frame and RankPools come to 29; each region adds 7 to score
 # (a Map iteration) and at most 7 per market to prepare (PrepareRegion and NextMove); each
 # LaunchBatch step adds 7 and makes at least one attempt; spot-then-on-demand's second market
