@@ -1,7 +1,7 @@
 """LaunchBatch: launch calls for the pools under the cursor, each recorded before the step returns.
 
 With launch_mode "fleet" the step makes one CreateFleet over every open pool of the region
-(policy/fleet.py); otherwise RunInstances calls, one pool at a time.
+(policy/fleet_moves.py); otherwise RunInstances calls, one pool at a time.
 
 One step makes up to fill.MAX_PROBES_PER_STEP calls in one region, halving the batch and moving
 the cursor between them as the policy says. Every call is exactly-once: its ClientToken comes
@@ -45,7 +45,7 @@ from gpufill.handlers.observability import logger, metrics, tracer, transient_aw
 from gpufill.launch.user_data import render_user_data
 from gpufill.models.request import ProvisionRequest
 from gpufill.models.run import Instance, LaunchResult, Pool, RegionLaunch, Run
-from gpufill.policy import fill, fleet, gang
+from gpufill.policy import fill, fleet_moves, gang
 from gpufill.policy.tokens import client_token
 
 # Stop starting calls when less than this is left of the function's time: a call may take 20 s.
@@ -170,8 +170,8 @@ def keep(instances: list[Instance], request: ProvisionRequest, token: str, state
 def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], run: Run, grouped: set[str]) -> Run:
     """One CreateFleet over the region's open pools, for everything still missing."""
     here = pools[run.cursor]
-    run = fleet.begin_call(run, here)
-    indices = fleet.overrides(run, pools, request)
+    run = fleet_moves.begin_call(run, here)
+    indices = fleet_moves.overrides(run, pools, request)
     deployment = os.environ.get(ENV_DEPLOYMENT, "")
     groups = {}
     for index in indices:
@@ -185,10 +185,10 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
         market=here.market,
         pools=[(index, pools[index]) for index in indices],
         target=run.batch,
-        strategy=fleet.allocation_strategy(here.market, request),
+        strategy=fleet_moves.allocation_strategy(here.market, request),
         subnets=run.launch.subnets,
-        single_zone=fleet.single_zone(request),
-        min_target=fleet.min_target(run, request),
+        single_zone=fleet_moves.single_zone(request),
+        min_target=fleet_moves.min_target(run, request),
         placement_groups=groups,
         capacity_reservation_id=here.capacity_reservation_id,
     )
@@ -197,7 +197,7 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
     spec = launch_spec(request, run.launch, reservations_off=request.capacity_reservations == "none" and here.market == "on-demand")
     answer = fleet_calls.launch(call, spec, token)
     keep([i for item in answer.answers for i in item.result.instances], request, token, step.state_machine)
-    for index in fleet.pools_found_empty(answer):
+    for index in fleet_moves.pools_found_empty(answer):
         if pools[index].capacity_reservation_id is not None:
             continue
         capacity_cache.remember_full(pools[index].key, request_id=request.request_id, reason="capacity")
@@ -214,7 +214,7 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
             "failure": answer.failure.reason if answer.failure else None,
         },
     )
-    return fleet.after_fleet(run, pools, answer, request)
+    return fleet_moves.after_fleet(run, pools, answer, request)
 
 
 def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: int, token: str, grouped: set[str]) -> LaunchResult:

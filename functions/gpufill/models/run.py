@@ -243,7 +243,7 @@ class Run(_Model):
     ready_rounds: int = 0
     ready_pause: int | None = None
     # launch_mode "fleet": the calls made again in this region for pools EC2 did not answer for
-    # (RequestLimitExceeded, InternalError per override), bounded by policy/fleet.py.
+    # (RequestLimitExceeded, InternalError per override), bounded by policy/fleet_moves.py.
     fleet_retries: int = 0
     # Instances this plan put in each capacity reservation (id -> count): a reservation pool takes
     # at most what the plan gave it. Cleared when the plan is done (the next try plans afresh).

@@ -39,7 +39,7 @@ def quota_key(pool: Pool) -> str:
 
 
 def fleet_key(pool: Pool) -> str:
-    """The pools one fleet covers: a region's in one market, its deferred pools apart (policy/fleet.py);
+    """The pools one fleet covers: a region's in one market, its deferred pools apart (policy/fleet_moves.py);
     a capacity reservation alone (its fleet targets that reservation and nothing else)."""
     if pool.capacity_reservation_id:
         return f"{pool.market}/{pool.region}/{pool.capacity_reservation_id}"
