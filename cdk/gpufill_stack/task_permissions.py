@@ -172,7 +172,7 @@ def run_tagged_instances(r: TaskResources) -> Grant:
 
 def create_fleets(r: TaskResources) -> Grant:
     """CreateFleet (type instant) from this deployment's launch templates: the templates are created
-    tagged for the deployment and only those get new versions (adapters.fleet); the fleet's
+    tagged for the deployment and only those get new versions (adapters.fleet_launch); the fleet's
     instances are launched under run_tagged_instances' RunInstances conditions."""
     fleets = r.ec2_arn("fleet/*")
     templates = r.ec2_arn("launch-template/*")
@@ -218,7 +218,7 @@ def create_fleets(r: TaskResources) -> Grant:
                 resources=[fleet_role],
                 conditions={"StringEquals": {"iam:AWSServiceName": "ec2fleet.amazonaws.com"}},
             ),
-            # A replayed or unsettled fleet is read back by its id (adapters.fleet); the Service
+            # A replayed or unsettled fleet is read back by its id (adapters.fleet_launch); the Service
             # Authorization Reference lists no resource type for DescribeFleets.
             iam.PolicyStatement(actions=["ec2:DescribeFleets"], resources=["*"]),
         ],

@@ -298,7 +298,7 @@ def test_pools_ec2_was_too_busy_to_answer_for_are_asked_again_alone_and_only_twi
 
 
 def test_a_fleet_answer_invents_no_capacity_for_a_pool_ec2_named_no_answer_for():
-    from gpufill.adapters.fleet import FleetCall, _answers
+    from gpufill.adapters.fleet_launch import FleetCall, _answers
 
     a, b = pool("us-west-2", "a"), pool("us-west-2", "b")
     call = FleetCall(region="us-west-2", market="spot", pools=[(0, a), (1, b)], target=2, strategy="price-capacity-optimized",

@@ -37,7 +37,7 @@ STAGING = ROOT / "build" / "mutation"
 BASELINE = Path(__file__).with_name("baseline.json")
 MUTATED = ["src/gpufill/models/request.py", "src/gpufill/policy/*",
            # Where a run launches, records, settles and classifies: the code that loses money when wrong.
-           "src/gpufill/adapters/aws.py", "src/gpufill/adapters/ec2.py", "src/gpufill/adapters/fleet.py",
+           "src/gpufill/adapters/aws.py", "src/gpufill/adapters/ec2.py", "src/gpufill/adapters/fleet_launch.py",
            "src/gpufill/adapters/instances_table.py", "src/gpufill/adapters/run_store.py",
            "src/gpufill/handlers/launch_batch.py"]
 # mutmut runs the unit tests that reach each mutated function. The bad-request workflow tests

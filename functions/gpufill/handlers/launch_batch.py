@@ -30,7 +30,7 @@ from gpufill.adapters import (
     schedules,
     visibility,
 )
-from gpufill.adapters import fleet as fleet_calls
+from gpufill.adapters import fleet_launch
 from gpufill.adapters.aws import TransientAwsError
 from gpufill.constants import (
     ENV_DEPLOYMENT,
@@ -180,7 +180,7 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
             placement_groups.ensure(here.region, group, request_id=request.request_id, deployment=deployment)
             groups[pools[index].availability_zone] = group
             grouped.add(here.region)
-    call = fleet_calls.FleetCall(
+    call = fleet_launch.FleetCall(
         region=here.region,
         market=here.market,
         pools=[(index, pools[index]) for index in indices],
@@ -195,7 +195,7 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
     token = client_token(step.state_machine, request.request_id, run.attempts_total + 1)
     run_store.record_intent(request_id=request.owner_id, region=here.region, client_token=token)
     spec = launch_spec(request, run.launch, reservations_off=request.capacity_reservations == "none" and here.market == "on-demand")
-    answer = fleet_calls.launch(call, spec, token)
+    answer = fleet_launch.launch(call, spec, token)
     keep([i for item in answer.answers for i in item.result.instances], request, token, step.state_machine)
     for index in fleet_moves.pools_found_empty(answer):
         if pools[index].capacity_reservation_id is not None:
@@ -203,7 +203,7 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
         capacity_cache.remember_full(pools[index].key, request_id=request.request_id, reason="capacity")
     if answer.template_version:
         # Only now: the fleet answered and what it launched is recorded.
-        fleet_calls.retire_version(here.region, answer.template_version)
+        fleet_launch.retire_version(here.region, answer.template_version)
     logger.info(
         "fleet answered",
         extra={
