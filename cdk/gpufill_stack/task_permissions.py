@@ -276,7 +276,7 @@ def read_full_pools(r: TaskResources) -> Grant:
 
 
 def read_placement_scores(r: TaskResources) -> Grant:
-    """Spot placement scores for the candidate regions, shared by every run through the capacity table (adapters.placement)."""
+    """Spot placement scores for the candidate regions, shared by every run through the capacity table (adapters.placement_scores)."""
     return Grant(
         [
             iam.PolicyStatement(actions=["ec2:GetSpotPlacementScores"], resources=["*"]),

@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill import catalog
-from gpufill.adapters import capacity_cache, clock, placement, reservations, run_store
+from gpufill.adapters import capacity_cache, clock, placement_scores, reservations, run_store
 from gpufill.constants import ENV_DEPLOYMENT, LOCAL_HOME_REGION
 from gpufill.handlers.events import RankEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
@@ -99,7 +99,7 @@ def _with_region_scores(scores: list[RegionScore], request: ProvisionRequest) ->
     """Without AWS's region scores the order is by price alone: price per fill at the lowest score."""
     home = os.environ.get("AWS_REGION", LOCAL_HOME_REGION)
     regions = sorted({s.region for s in scores if s.dropped is None})
-    found = placement.region_scores(request.instance_types, request.count, regions, home_region=home) if regions else {}
+    found = placement_scores.region_scores(request.instance_types, request.count, regions, home_region=home) if regions else {}
     scoring = "price-capacity" if found else (
         "price-capacity (spot placement scores unavailable: by price)" if found is None
         else "price-capacity (no placement score in AWS's answer: by price)"
@@ -110,7 +110,7 @@ def _with_region_scores(scores: list[RegionScore], request: ProvisionRequest) ->
 def _with_placement_scores(facts: list[RegionFacts], request: ProvisionRequest) -> tuple[list[RegionFacts], str]:
     home = os.environ.get("AWS_REGION", LOCAL_HOME_REGION)
     regions = [r.region for r in facts if r.error is None]
-    found = placement.scores(request.instance_types, request.count, regions, home_region=home)
+    found = placement_scores.scores(request.instance_types, request.count, regions, home_region=home)
     if found is None:
         return facts, "classic (spot placement scores unavailable)"
     if not found:

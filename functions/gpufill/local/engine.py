@@ -351,10 +351,10 @@ class LocalEngine:
         path.write_text(json.dumps(usage_of(self)))
 
     def _forget_caches(self) -> None:
-        from gpufill.adapters import ami, aws, network, placement, regions_config, run_store, spot_advisor
+        from gpufill.adapters import ami, aws, network, placement_scores, regions_config, run_store, spot_advisor
 
         aws.forget_clients()
-        placement.reset()
+        placement_scores.reset()
         network.forget()
         regions_config.forget()
         ami.image_for.cache_clear()
