@@ -40,12 +40,12 @@ from gpufill.constants import (
     LOCAL_HOME_REGION,
 )
 from gpufill.handlers.events import LoopEvent
-from gpufill.handlers.launch_step import finish_step
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.launch.user_data import render_user_data
 from gpufill.models.request import ProvisionRequest
-from gpufill.models.run import Instance, LaunchResult, Pool, RegionLaunch, Run
+from gpufill.models.run import Instance, LaunchResult, MarketName, PlanRef, Pool, RegionLaunch, Run
 from gpufill.policy import fill, fleet_moves, gang
+from gpufill.policy.exhaustion import exhaustion_cause, no_reservation_room_cause, rejection_cause
 from gpufill.policy.tokens import client_token
 
 # Stop starting calls when less than this is left of the function's time: a call may take 20 s.
@@ -264,3 +264,18 @@ def launch_spec(
         root_volume_gib=setup.root_volume_gib,
         kms_key_id=os.environ.get(ENV_EBS_KMS_KEY_ARN) or None,
     )
+
+
+def finish_step(run: Run, request: ProvisionRequest, market: MarketName, plan: PlanRef | None = None) -> Run:
+    """What PrepareRegion and LaunchBatch do at the end of every step: log its attempts, explain a stop."""
+    if run.step_attempts:
+        run_store.save_attempts(request.request_id, run.step_attempts)
+    if run.next == "exhausted":
+        attempts = run_store.load_attempts(request.request_id, run.attempts_total)
+        if request.capacity_reservations == "only":
+            seen = plan.reservations if plan is not None else []
+            return run.model_copy(update={"cause": no_reservation_room_cause(run, attempts, request, seen)})
+        return run.model_copy(update={"cause": exhaustion_cause(run, attempts, request, market)})
+    if run.next == "rejected":
+        return run.model_copy(update={"cause": rejection_cause(run, request)})
+    return run

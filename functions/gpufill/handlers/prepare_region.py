@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnec
 from gpufill.adapters import ami, ec2, network, regions_config, run_store
 from gpufill.adapters.aws import is_transient
 from gpufill.handlers.events import LoopEvent
-from gpufill.handlers.launch_step import finish_step
+from gpufill.handlers.launch_batch import finish_step
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.request import ProvisionRequest
 from gpufill.models.run import LaunchResult, Pool, RegionLaunch
