@@ -122,7 +122,7 @@ def run_mutmut(children: int, only: list[str] | None = None) -> None:
     # Named mutants are always re-tested, so a run with --only never reports a stale result.
     names = [f"{module}.*" for module in mutmut_modules() if matches(module, only)] if only else []
     if only and not names:
-        return  # only module-level rules match (constants, launch.user_data)
+        return  # only module-level rules match (constants, bootstrap.user_data)
     _refresh_data_files()
     subprocess.run([str(mutmut), "run", "--max-children", str(children), *names], cwd=STAGING, env=env,
                    check=True, stdout=subprocess.DEVNULL)

@@ -41,7 +41,7 @@ from gpufill.constants import (
 )
 from gpufill.handlers.events import LoopEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
-from gpufill.launch.user_data import render_user_data
+from gpufill.bootstrap.user_data import render_user_data
 from gpufill.models.request import ProvisionRequest
 from gpufill.models.run import Instance, LaunchResult, MarketName, PlanRef, Pool, RegionLaunch, Run
 from gpufill.policy import fill, fleet_moves, gang

@@ -42,7 +42,7 @@ from gpufill.constants import (
     MIN_MAX_LIFETIME_SECONDS,
     SUPPORTED_ARCHITECTURE,
 )
-from gpufill.launch.user_data import (
+from gpufill.bootstrap.user_data import (
     DEFAULT_IMAGE,
     DEFAULT_MODEL_ID,
     IMAGE_PATTERN,
