@@ -66,16 +66,16 @@ def step_attempts(run: dict) -> list[dict]:
 
 # Choices route on what a step already reported, so they print nothing (a test holds every Choice here).
 QUIET_STATES = {
-    "IsRequestValid", "IsContinuation", "RouteByAction", "IsPlanOnly", "NextMove", "MarketExhausted", "ScoreRegion",
-    "InstancesRunning", "IsFulfilled",
+    "IsRequestValid", "IsContinuation", "WhichAction", "IsPlanOnly", "WhereNext", "WhatAfterThisMarket", "ScoreRegion",
+    "AreInstancesRunning", "IsFulfilled",
 }
 # Teardown and status: choices stay quiet, and these report on exit, with what they found.
 QUIET_STATES |= {"AnythingToTerminate", "IsTeardownApproved"}
 # ready_timeout: the readiness loop reports on CheckServing's exit, when what it saw changed.
-QUIET_STATES |= {"ShouldCheckServing", "CheckServing", "ModelsServing", "PauseForServing"}
+QUIET_STATES |= {"ShouldCheckServing", "CheckServing", "AreModelsServing", "PauseForServing"}
 REPORTED_ON_EXIT = {"FindTeardownInstances", "RecordApprovalDecision", "RecordApprovalExpiry", "TerminateRegionInstances"}
 # wait_for_capacity: the loop's steps report on exit, with the wait, the next try and the deadline.
-QUIET_STATES |= {"WaitOrGiveUp", "TryAgain", "PauseForCapacity", "HandedOver"}
+QUIET_STATES |= {"ShouldWaitAgain", "WhereToTryAgain", "PauseForCapacity", "IsHandedOver"}
 WAIT_STEPS = {"PlanNextTry", "StartNextTry"}
 
 

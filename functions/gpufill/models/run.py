@@ -15,7 +15,7 @@ Outcome = Literal["launched", "capacity", "quota", "throttled", "error"]
 # end GANG_NOT_PLACED. With wait_for_capacity, an exhausted market leads to "retry" (wait, then try
 # again), "handover" (wait, then continue as a new execution), "expired" (the deadline passed) or
 # "stopped" (torn down).
-NextMove = Literal[
+WhereNext = Literal[
     "launch", "prepare", "refresh", "done", "exhausted", "rejected", "wait", "ready", "rollback", "not_placed",
     "retry", "handover", "expired", "stopped", "continued", "handover_failed",
 ]
@@ -222,7 +222,7 @@ class Run(_Model):
     batch: int
     remaining: int
     launched: int = 0
-    next: NextMove = "prepare"
+    next: WhereNext = "prepare"
     attempts_total: int = 0
     step_attempts: list[Attempt] = Field(default_factory=list)
     instances: list[Instance] = Field(default_factory=list)
