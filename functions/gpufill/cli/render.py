@@ -73,6 +73,8 @@ QUIET_STATES = {
 QUIET_STATES |= {"AnythingToTerminate", "IsTeardownApproved"}
 # ready_timeout: the readiness loop reports on CheckServing's exit, when what it saw changed.
 QUIET_STATES |= {"ShouldCheckServing", "CheckServing", "AreModelsServing", "PauseForServing"}
+# A teardown that asked for approval ends in TeardownResult, its output: the summary prints it.
+QUIET_STATES |= {"TeardownResult"}
 REPORTED_ON_EXIT = {"FindTeardownInstances", "RecordApprovalDecision", "RecordApprovalExpiry", "TerminateRegionInstances"}
 # wait_for_capacity: the loop's steps report on exit, with the wait, the next try and the deadline.
 QUIET_STATES |= {"ShouldWaitAgain", "WhereToTryAgain", "PauseForCapacity", "IsHandedOver"}
