@@ -42,7 +42,7 @@ from gpufill.constants import (
 from gpufill.handlers.events import LoopEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.bootstrap.user_data import render_user_data
-from gpufill.models.request import ProvisionRequest
+from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Instance, LaunchResult, MarketName, PlanRef, Pool, RegionLaunch, Run
 from gpufill.policy import fill, fleet_moves, gang
 from gpufill.policy.exhaustion import exhaustion_cause, no_reservation_room_cause, rejection_cause
@@ -78,7 +78,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
     return answer
 
 
-def refill_stopped(run: Run, request: ProvisionRequest, stopped_by: str) -> Run:
+def refill_stopped(run: Run, request: ResolvedRequest, stopped_by: str) -> Run:
     """A teardown of the request was asked while this refill ran: the refill launches nothing more,
     and what it launched (never used, perhaps never listed by the teardown) is terminated now,
     as a gang's rollback is: nothing outlived the run."""
@@ -105,7 +105,7 @@ def refill_stopped(run: Run, request: ProvisionRequest, stopped_by: str) -> Run:
     return run.model_copy(update={"next": "stopped", "cause": said, "instances": [], "launched": 0, "hourly_cost": 0.0})
 
 
-def launch_step(step: LoopEvent, request: ProvisionRequest, plan, pools: list[Pool], run: Run, context: LambdaContext) -> dict:
+def launch_step(step: LoopEvent, request: ResolvedRequest, plan, pools: list[Pool], run: Run, context: LambdaContext) -> dict:
     grouped: set[str] = set()  # regions where this step made a cluster placement group
     if request.launch_mode == "fleet":
         run = launch_fleet(step, request, pools, run, grouped)
@@ -133,7 +133,7 @@ def launch_step(step: LoopEvent, request: ProvisionRequest, plan, pools: list[Po
     return finish_step(run, request, plan.market, plan).model_dump(mode="json", exclude_none=True)
 
 
-def tidy_groups(grouped: set[str], run: Run, pools: list[Pool], request: ProvisionRequest) -> None:
+def tidy_groups(grouped: set[str], run: Run, pools: list[Pool], request: ResolvedRequest) -> None:
     """A cluster group is made before the launch that may fill it; in a region the run leaves, the
     groups that got no instance are deleted now, so groups stay only where the gang launched (a
     rollback or a teardown deletes those). Never fails the step: a group left behind only counts
@@ -146,7 +146,7 @@ def tidy_groups(grouped: set[str], run: Run, pools: list[Pool], request: Provisi
             logger.warning("empty cluster groups not deleted", extra={"region": region, "error": str(error)})
 
 
-def keep(instances: list[Instance], request: ProvisionRequest, token: str, state_machine: str) -> None:
+def keep(instances: list[Instance], request: ResolvedRequest, token: str, state_machine: str) -> None:
     """Recorded before the step returns: if this fails the step is retried with the same tokens."""
     if not instances:
         return
@@ -167,7 +167,7 @@ def keep(instances: list[Instance], request: ProvisionRequest, token: str, state
     metrics.add_metric(name="InstancesLaunched", unit="Count", value=len(instances))
 
 
-def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], run: Run, grouped: set[str]) -> Run:
+def launch_fleet(step: LoopEvent, request: ResolvedRequest, pools: list[Pool], run: Run, grouped: set[str]) -> Run:
     """One CreateFleet over the region's open pools, for everything still missing."""
     here = pools[run.cursor]
     run = fleet_moves.begin_call(run, here)
@@ -217,7 +217,7 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
     return fleet_moves.after_fleet(run, pools, answer, request)
 
 
-def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: int, token: str, grouped: set[str]) -> LaunchResult:
+def launch(request: ResolvedRequest, setup: RegionLaunch, pool: Pool, batch: int, token: str, grouped: set[str]) -> LaunchResult:
     subnet = setup.subnets.get(pool.availability_zone)
     if subnet is None:
         return LaunchResult(outcome="error", reason="NoSubnet", message=f"no subnet to launch into in {pool.availability_zone}")
@@ -238,7 +238,7 @@ def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: in
 
 
 def launch_spec(
-    request: ProvisionRequest,
+    request: ResolvedRequest,
     setup: RegionLaunch,
     *,
     subnet_id: str | None = None,
@@ -266,7 +266,7 @@ def launch_spec(
     )
 
 
-def finish_step(run: Run, request: ProvisionRequest, market: MarketName, plan: PlanRef | None = None) -> Run:
+def finish_step(run: Run, request: ResolvedRequest, market: MarketName, plan: PlanRef | None = None) -> Run:
     """What PrepareRegion and LaunchBatch do at the end of every step: log its attempts, explain a stop."""
     if run.step_attempts:
         run_store.save_attempts(request.request_id, run.step_attempts)

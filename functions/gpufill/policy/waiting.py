@@ -21,7 +21,7 @@ from gpufill.constants import (
     WAIT_HISTORY_BUDGET,
     WAIT_MAX_DELAY_SECONDS,
 )
-from gpufill.models.request import ProvisionRequest
+from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Attempt, Run, Waiting
 
 # The share of a delay that jitter may take off: a delay lies in [3/4, 1] of its nominal value.
@@ -216,7 +216,7 @@ def teardown_command(request_id: str) -> dict:
     return {"action": "teardown", "request_id": request_id}
 
 
-def expired_cause(run: Run, request: ProvisionRequest, attempts: list[Attempt], budget: int = CAUSE_BUDGET) -> str:
+def expired_cause(run: Run, request: ResolvedRequest, attempts: list[Attempt], budget: int = CAUSE_BUDGET) -> str:
     """CAPACITY_WAIT_EXPIRED: every instance kept, the tries, every pool tried, how to end them."""
     wait = run.wait
     assert wait is not None
