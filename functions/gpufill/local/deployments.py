@@ -9,6 +9,7 @@ import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpufill import constants
 from gpufill.local.deploy import account as deploy_account
@@ -89,10 +90,24 @@ class _Environments:
                 self._changed.notify_all()
 
 
-
 class Deployments:
     """The engine's part that deploys gpufill into the simulated account and reaches the account
     (a part of LocalEngine: it reads the engine's scenario, regions config and definition)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deployments: dict[str, Deployment] = {}
+        self._environments = _Environments()
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients_lock = threading.Lock()
+        # The CDK app synthesized for each deployment (read before the mock starts: a first
+        # synth runs the app in a child process).
+        self._apps: dict[str, AppModel] = {}
+        # Every deployed function by name: its settings as the template gives them.
+        self.functions: dict[str, stack_model.Function] = {}
+        # Every role deployed (functions', state machines', instances', EventBridge targets'), by
+        # ARN, with its resolved policies: what a call made under that role is allowed.
+        self.roles: dict[str, stack_model.Role] = {}
 
     def client(self, service: str, region: str = HOME_REGION):
         """A boto3 client of the simulated account, one per service and region for the engine's
@@ -156,7 +171,6 @@ class Deployments:
         parameter now names it. Containers that resolved the old one keep it until they
         resolve again (see cold_start). Returns the new image id."""
         return images.publish(region)
-
 
 
 def common_environment(app: AppModel) -> dict[str, str]:

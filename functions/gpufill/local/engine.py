@@ -19,21 +19,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
 import threading
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
 from unittest import mock
 
 from gpufill.adapters import clock
 from gpufill.local import faults, interpreter, interruptions, lambdas, quotas, scheduler, speedups
 from gpufill.local.approvals import Approvals
-from gpufill.local.deploy import model as stack_model
 from gpufill.local.deploy import public_layers
-from gpufill.local.deploy.model import LOCAL_ACCOUNT, AppModel
-from gpufill.local.deployments import ACCOUNT_ENV, HOME_REGION, SCRUBBED_ENV, Deployment, Deployments, _Environments, common_environment
+from gpufill.local.deploy.model import LOCAL_ACCOUNT
+from gpufill.local.deployments import ACCOUNT_ENV, HOME_REGION, SCRUBBED_ENV, Deployments, common_environment
 from gpufill.local.emf import EmbeddedMetrics
 from gpufill.local.executions import Executions
 from gpufill.local.iam import simulation_api
@@ -66,6 +63,7 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
     ):
         if not env_names:
             raise ValueError("env_names: at least one deployment is needed")
+        super().__init__()  # each part's own state (deployments, modelled time, deliveries)
         self.scenario = scenario
         self.definition = definition
         self.regions_config = regions_config or {"regions": sorted(scenario.regions)}
@@ -76,37 +74,15 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self.judge_iam = judge_iam
         self.iam = None  # the judgements made, once started
         self.calls = CallLog()
-        self.deployments: dict[str, Deployment] = {}
         self._stack = ExitStack()
         self._threads_before: set[threading.Thread] = set()
-        self._environments = _Environments()
         self._invocation = threading.local()
         self._answered_tokens: set[str] = set()
-        self._clients: dict[tuple[str, str], Any] = {}
-        self._clients_lock = threading.Lock()
-        # The CDK app synthesized for each deployment (read before the mock starts: a first
-        # synth runs the app in a child process).
-        self._apps: dict[str, AppModel] = {}
-        # Every deployed function by name: its settings as the template gives them.
-        self.functions: dict[str, stack_model.Function] = {}
-        # Every role deployed (functions', state machines', instances', EventBridge targets'), by
-        # ARN, with its resolved policies: what a call made under that role is allowed.
-        self.roles: dict[str, stack_model.Role] = {}
-        # Modelled time: what the fast-forwarded Wait states and advance() have added, and what
-        # the scenario or a test scheduled to happen at a modelled second.
-        self._elapsed = 0.0
-        self._scheduled: list[tuple[float, int, Callable[[], None]]] = []
-        self._clock_lock = threading.RLock()
-        self._incoming: list[tuple[float, Callable[[], None]]] = []
-        self._incoming_lock = threading.Lock()
         # EventBridge Scheduler's runs of gpufill's schedules (local/scheduler.py).
         self.schedule_runs: list[dict] = []
         # EC2's events put on a default bus, and what each scheduled interruption did.
         self.events_sent: list[dict] = []
         self.event_deliveries: list[dict] = []
-        self._delivery_queue: queue.Queue = queue.Queue()
-        self._delivery_workers: list[threading.Thread] = []
-        self._delivery_lock = threading.Lock()
         self.reclaims: list = []
         self.faults = faults.Faults()
         self.calls.faults = self.faults

@@ -46,7 +46,6 @@ class Execution:
         return [e["stateEnteredEventDetails"]["name"] for e in self.history if "stateEnteredEventDetails" in e]
 
 
-
 class Executions:
     """The engine's part that runs and follows executions (a part of LocalEngine: it answers a
     teardown's approval through the engine's approvals)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import queue
 import threading
 import time
 from unittest import mock
@@ -36,9 +37,14 @@ class FakeContext:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
-
 class AsyncInvocations:
     """The engine's part that delivers asynchronous invocations (a part of LocalEngine)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._delivery_queue: queue.Queue = queue.Queue()
+        self._delivery_workers: list[threading.Thread] = []
+        self._delivery_lock = threading.Lock()
 
     def _invoke_async(self, function_arn: str, event: dict) -> None:
         """EventBridge invokes a Lambda target asynchronously: the invocation is queued for a few

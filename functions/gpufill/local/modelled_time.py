@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import threading
 from typing import Callable
 
 from gpufill.adapters import clock
@@ -14,6 +15,16 @@ _SEQUENCE = itertools.count()
 
 class ModelledTime:
     """The engine's part that keeps modelled time (a part of LocalEngine)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Modelled time: what the fast-forwarded Wait states and advance() have added, and what
+        # the scenario or a test scheduled to happen at a modelled second.
+        self._elapsed = 0.0
+        self._scheduled: list[tuple[float, int, Callable[[], None]]] = []
+        self._clock_lock = threading.RLock()
+        self._incoming: list[tuple[float, Callable[[], None]]] = []
+        self._incoming_lock = threading.Lock()
 
     @property
     def elapsed(self) -> float:
