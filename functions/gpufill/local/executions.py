@@ -51,6 +51,7 @@ class Executions:
     teardown's approval through the engine's approvals)."""
 
     def _end_executions(self) -> None:
+        """As the engine closes: deliveries settled, every running execution stopped, every thread it started joined."""
         self.settle()  # a delivery still running could start an execution after the sweep below
         self._stop_deliveries()
         sfn = self.client("stepfunctions")

@@ -5,7 +5,7 @@ region's default bus; the home region's rules invoke StartRefill), puts EC2's ev
 instance's region's default bus as EC2 does, and lets moto's rules match them. moto forwards to
 an event bus (but rebuilds the event, losing its region) and cannot invoke a Lambda target, so
 those two target kinds are delivered here: the envelope unchanged, as EventBridge does, and the
-Lambda invoked the way an asynchronous invoke is (queued, off the caller's thread, up to
+Lambda invoked the way an asynchronous invoke is (local/lambdas.py: queued, off the caller's thread, up to
 three tries).
 """
 
@@ -72,7 +72,7 @@ def patches(engine):
                     engine.event_deliveries.append({"function": target["Arn"], "event": event, "failed": True,
                                                     "answer": {"error": "AccessDeniedException: no resource policy lets this rule invoke it"}})
                     continue
-                engine._invoke_async(target["Arn"], event)
+                engine.invoke_async(target["Arn"], event)
             elif arn.service == "events" and arn.resource_type == "event-bus":
                 if arn.region != rule.region_name and not target.get("RoleArn"):
                     continue  # EventBridge needs a role to put events on another region's bus

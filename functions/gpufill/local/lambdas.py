@@ -46,7 +46,7 @@ class AsyncInvocations:
         self._delivery_workers: list[threading.Thread] = []
         self._delivery_lock = threading.Lock()
 
-    def _invoke_async(self, function_arn: str, event: dict) -> None:
+    def invoke_async(self, function_arn: str, event: dict) -> None:
         """EventBridge invokes a Lambda target asynchronously: the invocation is queued for a few
         delivery threads (Lambda's concurrency, kept small so a teardown of a thousand instances
         does not start two thousand threads); settle() waits until the queue is empty."""
