@@ -125,22 +125,22 @@ LAMBDA_TASKS = {
     "RollBackGangFunctionArn": "gpufill.handlers.roll_back_gang.handler",
     # Teardown (behind a human approval) and the status view.
     "FindTeardownInstancesFunctionArn": "gpufill.handlers.find_teardown_instances.handler",
-    "RequestTeardownApprovalFunctionArn": "gpufill.handlers.request_teardown_approval.handler",
+    "AwaitTeardownApprovalFunctionArn": "gpufill.handlers.await_teardown_approval.handler",
     "RecordApprovalDecisionFunctionArn": "gpufill.handlers.record_approval_decision.handler",
     "TerminateRegionInstancesFunctionArn": "gpufill.handlers.terminate_region_instances.handler",
     "ReportInstanceStatusFunctionArn": "gpufill.handlers.report_instance_status.handler",
     # wait_for_capacity: PlanNextTry and StartNextTry (one function, two phases).
     "WaitForCapacityFunctionArn": "gpufill.handlers.wait_for_capacity.handler",
     # capacity_block: find, choose, ask a person, buy exactly once, launch into it (docs/capacity-blocks.md).
-    "FindCapacityBlocksFunctionArn": "gpufill.handlers.find_capacity_blocks.handler",
+    "DescribeCapacityBlockOfferingsFunctionArn": "gpufill.handlers.describe_capacity_block_offerings.handler",
     "ChooseCapacityBlockFunctionArn": "gpufill.handlers.choose_capacity_block.handler",
-    "RequestPurchaseApprovalFunctionArn": "gpufill.handlers.request_purchase_approval.handler",
+    "AwaitPurchaseApprovalFunctionArn": "gpufill.handlers.await_purchase_approval.handler",
     "PurchaseCapacityBlockFunctionArn": "gpufill.handlers.purchase_capacity_block.handler",
     "PlanBlockLaunchFunctionArn": "gpufill.handlers.plan_block_launch.handler",
 }
 
 # --- Teardown approval ------------------------------------------------------------------
-# RequestTeardownApproval publishes the approval request (with the approve/reject commands) here.
+# AwaitTeardownApproval publishes the approval request (with the approve/reject commands) here.
 ENV_APPROVAL_TOPIC_ARN = "APPROVAL_TOPIC_ARN"
 # A pending approval is one item in the instances table, keyed "approval#<execution name>";
 # it carries no request_id attribute, so the by-request index never returns it.

@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 
 from gpufill.adapters import clock
-from gpufill.local.engine import LOCAL_AMI, LocalEngine
+from gpufill.local.deploy.images import LOCAL_AMI
+from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
 from tests.engine.test_engine_market import error_of
 

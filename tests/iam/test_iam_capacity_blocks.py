@@ -38,7 +38,7 @@ def test_without_the_purchase_grant_nothing_is_bought_and_the_run_ends_reported(
 
 
 def test_without_the_offerings_grant_no_region_answers_and_the_run_ends_no_capacity_block(judged_account):
-    with judged_account(MARKET, without=("FindCapacityBlocks", "ec2:DescribeCapacityBlockOfferings", "*")) as (engine, _):
+    with judged_account(MARKET, without=("DescribeCapacityBlockOfferings", "ec2:DescribeCapacityBlockOfferings", "*")) as (engine, _):
         execution = engine.run(REQUEST, name="no-offerings-grant", decision="approved")
     assert execution.error == "NO_CAPACITY_BLOCK"
     assert all("UnauthorizedOperation" in why for why in execution.cause["regions_not_answering"].values())

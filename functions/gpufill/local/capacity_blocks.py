@@ -274,7 +274,7 @@ def api(blocks: CapacityBlocks) -> dict:
     """The EC2Response methods moto lacks."""
     from moto.core.responses import ActionResult
 
-    from gpufill.local.market import check_tags
+    from gpufill.local.limits import check_tags
 
     def describe_capacity_block_offerings(response) -> ActionResult:
         found = blocks.describe(

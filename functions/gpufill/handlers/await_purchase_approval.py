@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from gpufill.adapters import approvals
 from gpufill.handlers.events import PurchaseApprovalEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
-from gpufill.handlers.request_teardown_approval import _when
+from gpufill.handlers.await_teardown_approval import _when
 from gpufill.policy import approval
 from gpufill.policy.capacity_blocks import purchase_message
 
