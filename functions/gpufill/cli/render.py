@@ -81,6 +81,7 @@ QUIET_STATES |= {"ShouldWaitAgain", "WhereToTryAgain", "PauseForCapacity", "IsHa
 WAIT_STEPS = {"PlanNextTry", "StartNextTry"}
 # capacity_block: the choices route on what ChooseCapacityBlock and the decision reported.
 QUIET_STATES |= {"WhatAfterTheBlockChoice", "IsPurchaseApproved"}
+REPORTED_ON_EXIT |= {"RecordPurchaseDecision", "RecordPurchaseExpiry"}
 
 
 def _details(event: dict, kind: str) -> dict:
@@ -119,6 +120,15 @@ class Progress:
         }.get(state or "", f"{state or 'the next step'} to finish")
         self._line(f"    still waiting for {what}, since {since:%H:%M:%S %Z}")
 
+    def _block_chosen(self, block: dict) -> None:
+        offering = block.get("offering")
+        if offering:
+            self._line(f"    chosen: {offering['instance_count']} x {offering['instance_type']} in {offering['availability_zone']}, "
+                       f"{offering['start']} to {offering['end']}, upfront ${offering['upfront_fee']:,.2f} "
+                       f"(lowest fee of {block.get('offered')} offering(s))")
+        else:
+            self._line("    no offering fits")
+
     def event(self, event: dict) -> None:
         kind = event["type"]
         if kind.endswith("StateEntered"):
@@ -130,10 +140,14 @@ class Progress:
             length = _details(event, "mapStateStartedEventDetails").get("length")
             if self.entered == "TerminateInstances":
                 self._line(f"    terminating in {length} region(s) in parallel")
+            elif self.entered == "FindCapacityBlocks":
+                self._line(f"    asking {length} region(s) for Capacity Block offerings in parallel")
             else:
                 self._line(f"    scoring {length} region(s) in parallel")
         elif kind == "TaskSubmitted" and self.entered == "AwaitTeardownApproval":
             self._line("    approval requested on the approval topic; waiting for an answer")
+        elif kind == "TaskSubmitted" and self.entered == "AwaitPurchaseApproval":
+            self._line("    purchase approval requested on the approval topic; nothing is bought until it is approved")
         elif kind.endswith("StateExited"):
             name = _details(event, "stateExitedEventDetails").get("name")
             if name in REPORTED_ON_EXIT:
@@ -150,7 +164,7 @@ class Progress:
                 f"  > FindTeardownInstances  {found.get('instance_count', 0)} to terminate, "
                 f"{found.get('refused_count', 0)} left alone"
             )
-        elif name in ("RecordApprovalDecision", "RecordApprovalExpiry"):
+        elif name in ("RecordApprovalDecision", "RecordApprovalExpiry", "RecordPurchaseDecision", "RecordPurchaseExpiry"):
             a = state.get("approval") or {}
             if a.get("decision") == "expired":
                 self._line(f"  > {name}  expired: no answer came before the deadline")
@@ -188,7 +202,14 @@ class Progress:
             pools = self.plan.get("pools")
             count = len(pools) if isinstance(pools, list) else (pools or 0)
             self._line(f"    {count} {self.plan.get('market')} pool(s) ranked")
-        elif name == "LaunchBatch" and (state.get("request") or {}).get("launch_mode") == "fleet" and step_attempts(run):
+        elif name == "ChooseCapacityBlock":
+            self._block_chosen(state.get("block") or {})
+        elif name == "PurchaseCapacityBlock":
+            held = (state.get("block") or {}).get("reservation") or {}
+            self._line(f"    holding {held.get('capacity_reservation_id')} in {held.get('availability_zone')} "
+                       f"from {held.get('start')} to {held.get('end')}")
+        elif (name == "LaunchBatch" and (state.get("request") or {}).get("launch_mode") == "fleet" and step_attempts(run)
+              and not run.get("capacity_block")):  # a Capacity Block is launched into with RunInstances
             # One CreateFleet over the region: what it asked for, then EC2's answer for each pool it used.
             attempts = step_attempts(run)
             got = sum(a["launched"] for a in attempts)
