@@ -2,6 +2,8 @@
 bought only after a person approves, exactly once, waited for, launched into, and ended by EC2 at
 the block's end (docs/capacity-blocks.md)."""
 
+from datetime import timedelta
+
 from gpufill.adapters import clock
 
 import pytest
@@ -55,6 +57,8 @@ def test_the_cheapest_fitting_block_across_regions_is_bought_after_approval_and_
     shown = result["capacity_block"]
     assert (shown["capacity_reservation_id"], shown["availability_zone"], shown["upfront_fee"]) == (block.id, f"{VIRGINIA}a", 1500)
     assert shown["end"] == block.end.isoformat().replace("+00:00", "Z")
+    # Its teardown is asked (behind the approval) an hour before the block ends.
+    assert result["expires_at"] == (block.end - timedelta(hours=1)).isoformat()
 
 
 def test_over_budget_ends_no_capacity_block_naming_every_offer_and_buys_nothing(local_account):
@@ -93,13 +97,16 @@ def test_a_purchase_whose_reply_is_lost_or_whose_step_is_retried_buys_one_block(
     assert execution.output["launched"] == 2
 
 
-def test_the_blocks_instances_are_ended_by_ec2_at_its_end(local_account):
+def test_a_teardown_is_asked_an_hour_before_the_block_ends_and_ec2_ends_its_instances_at_the_end(local_account):
     with local_account(market(offer(OHIO, 1800, start_in_hours=1))) as engine:
         execution = engine.run(request(), name="cb-ends", decision="approved")
         [block] = blocks_held(engine).values()
         ids = [i["instance_id"] for i in execution.output["instances"]]
         left = (block.end - clock.now()).total_seconds()
-        engine.advance(left)
+        engine.advance(left - 3600 + 60)  # an hour before the end: the request's teardown asks a person
+        assert "cb-ends-expired" in engine.executions()
+        engine.wait_for_approval("cb-ends-expired")
+        engine.advance(3600)
         ec2 = engine.client("ec2", OHIO)
         states = {i["State"]["Name"] for r in ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in r["Instances"]}
         described = ec2.describe_capacity_reservations(CapacityReservationIds=[block.id])["CapacityReservations"][0]

@@ -4,6 +4,8 @@ launch, its ClientToken, the records and the readiness are the ones every other 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -41,5 +43,28 @@ def handler(event: dict, context: LambdaContext) -> dict:
                 "launch": None, "blocked": [], "reserved_taken": {}, "cause": None, "capacity_block": held}
     )
     logger.info("launching into the capacity block", extra={"pool": pool.key, "missing": missing})
+    # The request's teardown is asked (behind its approval, as max_lifetime's is) an hour before the
+    # block ends; EC2 itself ends what still runs in it 30 minutes before the end.
+    expires = _earlier(request.expires_at, _iso(_moment(held["end"]) - TEARDOWN_BEFORE_END))
     ref = PlanRef(request_id=request.request_id, market="on-demand", scoring="capacity-block", key=key, pools=1)
-    return {"plan": ref.model_dump(mode="json", exclude_none=True), "run": ready.model_dump(mode="json", exclude_none=True)}
+    return {
+        "plan": ref.model_dump(mode="json", exclude_none=True),
+        "run": ready.model_dump(mode="json", exclude_none=True),
+        "request": request.model_copy(update={"expires_at": expires}).model_dump(mode="json"),
+    }
+
+
+TEARDOWN_BEFORE_END = timedelta(hours=1)
+
+
+def _moment(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).replace(microsecond=0).isoformat()
+
+
+def _earlier(current: str | None, candidate: str) -> str:
+    return candidate if current is None or _moment(candidate) < _moment(current) else current
