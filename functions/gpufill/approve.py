@@ -98,7 +98,7 @@ def answer(
         if code == "TaskTimedOut":
             raise ApprovalExpired(
                 f"the approval of {name!r} timed out before this answer arrived (deadline {item.get('deadline')}); "
-                "nothing was terminated and nothing changed. Start a new teardown to ask again."
+                f"{_unchanged(item)}"
             ) from None
         if code in ("InvalidToken", "TaskDoesNotExist"):
             raise NoPendingApproval(
@@ -114,8 +114,7 @@ def refuse_if_settled(name: str, item: dict, now: datetime) -> None:
     if item.get("decided_at"):
         if item.get("decision") == "expired":
             raise ApprovalExpired(
-                f"the approval of {name!r} expired at {item.get('deadline')} without an answer; nothing was "
-                "terminated and nothing changed. Start a new teardown to ask again."
+                f"the approval of {name!r} expired at {item.get('deadline')} without an answer; {_unchanged(item)}"
             )
         raise AlreadyDecided(
             f"execution {name!r} was already {item.get('decision')} by {item.get('approver')} at "
@@ -129,8 +128,7 @@ def refuse_if_settled(name: str, item: dict, now: datetime) -> None:
     deadline = item.get("deadline")
     if deadline and datetime.fromisoformat(deadline) <= now:
         raise ApprovalExpired(
-            f"the approval of {name!r} expired at {deadline}; nothing was terminated and nothing changed. "
-            "Start a new teardown to ask again."
+            f"the approval of {name!r} expired at {deadline}; {_unchanged(item)}"
         )
 
 
@@ -140,3 +138,10 @@ def summary(item: dict) -> list[dict]:
         return json.loads(item.get("instances") or "[]")
     except json.JSONDecodeError:
         return []
+
+
+def _unchanged(item: dict) -> str:
+    """What an answer that came too late leaves as it was: a teardown's instances, or a purchase not made."""
+    if item.get("approval_for") == "capacity-block-purchase":
+        return "nothing was bought and nothing changed. Run the request again to be asked again."
+    return "nothing was terminated and nothing changed. Start a new teardown to ask again."

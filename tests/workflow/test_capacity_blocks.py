@@ -8,6 +8,8 @@ from gpufill.adapters import clock
 
 import pytest
 
+from gpufill.approve import ApprovalError
+
 P5 = "p5.48xlarge"
 OHIO, VIRGINIA = "us-east-2", "us-east-1"
 BLOCK = {"max_upfront_usd": 2000, "duration_hours": 24, "start_within": "P7D"}
@@ -76,6 +78,9 @@ def test_a_rejected_or_unanswered_purchase_buys_nothing(local_account, decision,
     with local_account(market(offer(OHIO, 1800))) as engine:
         execution = engine.run(request(), name=f"cb-{decision}", decision=decision)
         bought = engine.market.blocks.purchases
+        # Answering afterwards is refused and says what it left as it was.
+        with pytest.raises(ApprovalError, match="already rejected" if decision == "rejected" else "nothing was bought"):
+            engine.answer_approval(f"cb-{decision}", "approved")
     assert execution.error == error
     assert "nothing was bought" in execution.cause["message"] and execution.cause["proposed"]["upfront_fee"] == 1800
     assert bought == []
