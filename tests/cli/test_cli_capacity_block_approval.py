@@ -37,3 +37,9 @@ def test_a_pending_purchase_is_shown_with_its_commands_and_approve_buys_it(deplo
     output = json.loads(capsys.readouterr().out)["execution"]["output"]
     assert output["status"] == "FULFILLED"
     assert output["launched"] == 2 and all(i["capacity_reservation_id"].startswith("cr-") for i in output["instances"])
+
+
+def test_simulate_asks_how_the_purchase_approval_is_answered(capsys):
+    """A request that may buy a block waits for a person: simulate needs --decision (exit 2 without)."""
+    assert main(["simulate", REQUEST, "--market", str(MARKET)]) == 2
+    assert "--decision approved|rejected|timeout" in capsys.readouterr().err
