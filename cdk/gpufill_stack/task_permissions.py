@@ -837,16 +837,16 @@ TASKS: dict[str, TaskSpec] = {
         grants=(put_instance_records, publish_approval_request),
     ),
     "PurchaseCapacityBlockFunctionArn": TaskSpec(
-        summary="Buys the approved Capacity Block exactly once (finds the block an earlier try bought)",
+        summary="Buys the approved Capacity Block exactly once (finds the block an earlier try bought); notes it for status",
         memory_mb=256,
         timeout_seconds=90,
-        grants=(purchase_tagged_capacity_blocks,),
+        grants=(purchase_tagged_capacity_blocks, update_instance_records),
     ),
     "PlanBlockLaunchFunctionArn": TaskSpec(
-        summary="Lays out the started Capacity Block as the pool the fill loop launches into",
+        summary="Lays out the started Capacity Block as the pool the fill loop launches into; notes it for status",
         memory_mb=256,
         timeout_seconds=15,
-        grants=(put_instance_records,),
+        grants=(put_instance_records, update_instance_records),
     ),
 }
 

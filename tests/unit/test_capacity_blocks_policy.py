@@ -22,6 +22,7 @@ from gpufill.policy.capacity_blocks import (
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 WEST, EAST = "us-west-2", "us-east-1"
+P5 = "p5.48xlarge"
 BLOCK = {"max_upfront_usd": 10000, "duration_hours": 24, "start_within": "P14D"}
 
 
@@ -174,3 +175,15 @@ def test_the_pick_never_exceeds_the_budget_never_misfits_and_is_the_cheapest_fit
     assert why_not(choice.picked, wanted) is None
     assert choice.picked.upfront_fee == min(o.upfront_fee for o in fitting)
     assert {s.offering.offering_id for s in choice.seen} == {o.offering_id for o in offers}
+
+
+def test_status_says_which_block_a_request_holds_until_its_start_and_then_runs_in():
+    from gpufill.policy.waiting import view_line
+
+    held = {"capacity_reservation_id": "cr-0123456789abcdef0", "instance_count": 2, "instance_type": P5,
+            "availability_zone": "us-east-2a", "start": "2026-12-06T11:30:00Z", "end": "2026-12-07T11:30:00Z",
+            "execution": "r1"}
+    waiting = view_line({"phase": "capacity-block", **held})
+    assert "holds Capacity Block cr-0123456789abcdef0 (2 x p5.48xlarge in us-east-2a)" in waiting
+    assert "from 2026-12-06T11:30:00Z to 2026-12-07T11:30:00Z; r1 launches into it at its start" in waiting
+    assert "until 2026-12-07T11:30:00Z" in view_line({"phase": "capacity-block-in-use", **held})

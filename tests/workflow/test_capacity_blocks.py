@@ -105,6 +105,8 @@ def test_a_purchase_whose_reply_is_lost_or_whose_step_is_retried_buys_one_block(
 def test_a_teardown_is_asked_an_hour_before_the_block_ends_and_ec2_ends_its_instances_at_the_end(local_account):
     with local_account(market(offer(OHIO, 1800, start_in_hours=1))) as engine:
         execution = engine.run(request(), name="cb-ends", decision="approved")
+        shown = engine.run({"action": "status", "request_id": "cb-ends"}, name="cb-ends-status").output["waiting"]
+        assert shown.startswith("runs in Capacity Block cr-") and "until " in shown
         [block] = blocks_held(engine).values()
         ids = [i["instance_id"] for i in execution.output["instances"]]
         left = (block.end - clock.now()).total_seconds()

@@ -42,6 +42,8 @@ def handler(event: dict, context: LambdaContext) -> dict:
         update={"cursor": 0, "next": "prepare", "batch": max(1, min(request.batch_max, missing)), "remaining": missing,
                 "launch": None, "blocked": [], "reserved_taken": {}, "cause": None, "capacity_block": held}
     )
+    run_store.save_wait(request.owner_id, {"phase": "capacity-block-in-use", "execution": request.request_id,
+                                           **{k: held[k] for k in ("capacity_reservation_id", "availability_zone", "start", "end")}})
     logger.info("launching into the capacity block", extra={"pool": pool.key, "missing": missing})
     # The request's teardown is asked (behind its approval, as max_lifetime's is) an hour before the
     # block ends; EC2 itself ends what still runs in it 30 minutes before the end.

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import capacity_blocks
+from gpufill.adapters import capacity_blocks, run_store
 from gpufill.constants import ENV_DEPLOYMENT
 from gpufill.handlers.events import PurchaseEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
@@ -27,7 +27,14 @@ def handler(event: dict, context: LambdaContext) -> dict:
     )
     if now:
         metrics.add_metric(name="CapacityBlocksBought", unit="Count", value=1)
+    held = _held(reservation, offering)
+    # What `gpufill status REQUEST` says while the run waits for the block's start.
+    run_store.save_wait(step.request.owner_id, {"phase": "capacity-block", "execution": step.request.request_id, **held})
     logger.info("capacity block held", extra={"reservation": reservation["CapacityReservationId"], "bought_now": now})
+    return {**held, "upfront_fee": offering["upfront_fee"], "launch_at": launch_at(offering["start"])}
+
+
+def _held(reservation: dict, offering: dict) -> dict:
     return {
         "capacity_reservation_id": reservation["CapacityReservationId"],
         "region": offering["region"],
@@ -35,14 +42,12 @@ def handler(event: dict, context: LambdaContext) -> dict:
         "instance_type": offering["instance_type"],
         "instance_count": offering["instance_count"],
         "start": offering["start"],
-        # EC2 turns the block active at its start; the launch waits a minute past it, so a clock a
-        # second apart never meets a block still "scheduled".
-        "launch_at": launch_at(offering["start"]),
         "end": offering["end"],
-        "upfront_fee": offering["upfront_fee"],
     }
 
 
+# EC2 turns the block active at its start; the launch waits a minute past it, so a clock a second
+# apart never meets a block still "scheduled".
 START_MARGIN = timedelta(minutes=1)
 
 

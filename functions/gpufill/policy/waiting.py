@@ -203,6 +203,17 @@ def view_line(view: dict | None) -> str | None:
         return f"the wait for capacity expired at {deadline} after {tries} {'try' if tries == 1 else 'tries'} (CAPACITY_WAIT_EXPIRED)"
     if phase == "ended":
         return f"the wait for capacity ended: try {tries} filled the request"
+    if phase == "capacity-block":  # a Capacity Block bought: the run waits for its start (docs/capacity-blocks.md)
+        return (
+            f"holds Capacity Block {view.get('capacity_reservation_id')} ({view.get('instance_count')} x "
+            f"{view.get('instance_type')} in {view.get('availability_zone')}) from {view.get('start')} to "
+            f"{view.get('end')}; {view.get('execution')} launches into it at its start"
+        )
+    if phase == "capacity-block-in-use":
+        return (
+            f"runs in Capacity Block {view.get('capacity_reservation_id')} ({view.get('availability_zone')}) until "
+            f"{view.get('end')}; its teardown is asked an hour before, and EC2 ends what still runs 30 minutes before"
+        )
     if phase == "failed":
         return (
             f"the wait for capacity ended: {view.get('execution')} failed ({view.get('error')}) after {tries} "
