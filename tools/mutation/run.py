@@ -39,7 +39,11 @@ MUTATED = ["src/gpufill/models/request.py", "src/gpufill/policy/*",
            # Where a run launches, records, settles and classifies: the code that loses money when wrong.
            "src/gpufill/adapters/aws.py", "src/gpufill/adapters/ec2.py", "src/gpufill/adapters/fleet.py",
            "src/gpufill/adapters/instances_table.py", "src/gpufill/adapters/run_store.py",
-           "src/gpufill/handlers/launch_batch.py"]
+           "src/gpufill/handlers/launch_batch.py",
+           # The handlers that wait for capacity and for boots, refill, roll back and tear down.
+           "src/gpufill/handlers/wait_for_capacity.py", "src/gpufill/handlers/wait_until_running.py",
+           "src/gpufill/handlers/start_refill.py", "src/gpufill/handlers/terminate_region_instances.py",
+           "src/gpufill/handlers/roll_back_gang.py"]
 # mutmut runs the unit tests that reach each mutated function. The bad-request workflow tests
 # assert the same rules through the local engine, which costs ~15 s per mutant (the engine is
 # deployed anew in each forked test run); the module-level pass runs them in full.
