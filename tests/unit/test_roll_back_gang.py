@@ -5,6 +5,7 @@ place, or the run ended GANG_NOT_PLACED naming what was rolled back. A terminate
 lost counts as done only when EC2 shows every instance ending. AWS is replaced by recorders."""
 
 import json
+import logging
 from datetime import UTC, datetime
 
 import pytest
@@ -153,14 +154,18 @@ def refused(code: str):
     return terminate
 
 
-def test_a_terminate_whose_reply_was_lost_counts_once_ec2_shows_every_instance_ending(aws, monkeypatch):
+def test_a_terminate_whose_reply_was_lost_counts_once_ec2_shows_every_instance_ending(aws, monkeypatch, caplog):
     done, _ = aws
+    caplog.set_level(logging.INFO)
     monkeypatch.setattr(managed_instances, "terminate", refused("InternalError"))
-    monkeypatch.setattr(managed_instances, "by_ids", lambda region, ids: {
+    monkeypatch.setattr(managed_instances, "by_ids", lambda region, ids: done.append(("describe", region, ids)) or {
         "i-a": LiveInstance(instance_id="i-a", region=region, state="shutting-down"),
         "i-b": LiveInstance(instance_id="i-b", region=region, state="terminated")})
     roll_back_gang.handler(event(request(), gang_run(held("i-a"), held("i-b"))), Context())
+    assert ("describe", WEST, ["i-a", "i-b"]) in done
     assert [d[1] for d in done if d[0] == "rolled_back"] == ["i-a", "i-b"]
+    [logged] = [r for r in caplog.records if r.getMessage() == "rollback settled by describing"]
+    assert logged.region == WEST and "InternalError" in logged.error
 
 
 def test_a_terminate_that_failed_with_an_instance_still_running_is_raised_and_nothing_is_recorded(aws, monkeypatch):
