@@ -110,6 +110,24 @@ def test_everything_held_or_recorded_unended_is_terminated_by_region_and_recorde
     assert (out["next"], out["cursor"]) == ("prepare", 2) and "cause" not in out
 
 
+def test_the_operator_log_names_every_instance_rolled_back_and_where_the_gang_goes_next(aws, caplog):
+    caplog.set_level(logging.INFO)
+    roll_back_gang.handler(event(request(), gang_run(held("i-b"), held("i-a"))), Context())
+    [logged] = [r for r in caplog.records if r.getMessage() == "gang rolled back"]
+    assert (logged.instances, logged.next) == (["i-a", "i-b"], "prepare")
+
+
+def test_a_rollback_whose_record_write_is_throttled_is_retried_saying_what_failed(aws, monkeypatch):
+    from aws_fakes import client_error
+
+    def throttled(iid, **kw):
+        raise client_error("ProvisionedThroughputExceededException", operation="UpdateItem")
+
+    monkeypatch.setattr(instances_table, "mark_rolled_back", throttled)
+    with pytest.raises(TransientAwsError, match="^recording the rollback: "):
+        roll_back_gang.handler(event(request(), gang_run(held("i-a"))), Context())
+
+
 def test_a_same_az_gangs_empty_cluster_groups_are_removed_in_each_region_it_used(aws):
     done, records = aws
     records["i-e"] = {"instance_id": "i-e", "region": EAST, "state": "running"}
@@ -131,6 +149,7 @@ def test_an_incomplete_end_of_the_fill_ends_the_run_gang_not_placed_naming_what_
     assert ("attempts", "req-1", 4) in done
     cause = json.loads(out["cause"])
     assert cause["error"] == "GANG_NOT_PLACED" and cause["request_id"] == "req-1"
+    assert cause["places_tried"] == [f"spot:{WEST}"]  # the place just rolled back is named tried
     assert "1 instance(s) this run launched were terminated" in cause["message"]
     # The second look at the table is what counts: an instance rolled back just now is named.
     records["i-a"] = {"instance_id": "i-a", "region": WEST, "state": "running"}

@@ -3,6 +3,7 @@ with `maintain` that EC2 reclaimed starts one refill run, after the pool is reme
 the old record says what happened and which run replaces it; every other event starts nothing
 and says why, without asking AWS more than it needs. AWS is replaced by recorders."""
 
+import logging
 from datetime import UTC, datetime
 
 import pytest
@@ -63,8 +64,9 @@ def aws(monkeypatch):
     return done, held
 
 
-def test_a_reclaim_warning_remembers_the_pool_marks_the_record_and_starts_one_refill(aws):
+def test_a_reclaim_warning_remembers_the_pool_marks_the_record_and_starts_one_refill(aws, caplog):
     done, held = aws
+    caplog.set_level(logging.INFO)
     out = start_refill.handler(warning(), Context())
     name = f"serve-refill-{OLD}"
     pool = "spot/eu-west-1/eu-west-1a/g6.xlarge"
@@ -77,6 +79,10 @@ def test_a_reclaim_warning_remembers_the_pool_marks_the_record_and_starts_one_re
     assert out == {"refill": True, "reason": "reclaimed", "execution_name": name, "reclaimed_pool": pool,
                    "interruption": "spot interruption warning", "execution_arn": f"arn:exec:{name}",
                    "detail": f"{OLD} of request serve was reclaimed (spot interruption warning); {name} replaces it"}
+    # The operator's log says what came in and what was decided, without the whole request again.
+    [logged] = [r for r in caplog.records if r.getMessage() == "instance event"]
+    assert logged.event == {"kind": "warning", "instance_id": OLD, "region": "eu-west-1", "state": None, "action": "terminate"}
+    assert logged.decision["execution_name"] == name and "input" not in logged.decision
 
 
 def test_an_end_ec2_caused_asks_ec2_why_and_refills_naming_it(aws):

@@ -4,6 +4,7 @@ and their request are sent to TerminateInstances; the ended ones (and those that
 are recorded terminated by the teardown, the refused ones reported with their reason, and the
 torn-down requests' empty cluster groups removed. AWS is replaced by recorders."""
 
+import logging
 from datetime import UTC, datetime
 
 import pytest
@@ -60,8 +61,9 @@ def aws(monkeypatch):
     return done, shown
 
 
-def test_only_the_approved_instances_still_tagged_for_their_request_are_terminated_and_recorded(aws):
+def test_only_the_approved_instances_still_tagged_for_their_request_are_terminated_and_recorded(aws, caplog):
     done, shown = aws
+    caplog.set_level(logging.INFO)
     shown.update({
         "i-a": live("i-a"), "i-b": live("i-b", state="stopped"), "i-c": live("i-c", request_id="req-2"),
         "i-other": live("i-other", request_id="req-9"),         # retagged to another request meanwhile
@@ -90,6 +92,8 @@ def test_only_the_approved_instances_still_tagged_for_their_request_are_terminat
     assert out["skipped_count"] == 4
     [gone] = [s for s in out["skipped"] if s["instance_id"] == "i-gone"]
     assert gone["detail"] == f"no such instance in {REGION} any more"
+    [logged] = [r for r in caplog.records if r.getMessage() == "region torn down"]
+    assert (logged.region, logged.terminated, logged.skipped) == (REGION, ["i-a", "i-b", "i-c"], 4)
 
 
 def test_an_unrecorded_instance_of_a_teardown_of_everything_is_recorded_under_no_request(aws):
@@ -116,5 +120,5 @@ def test_a_failure_to_record_the_terminations_is_retried_when_it_is_transient(aw
         raise client_error("ProvisionedThroughputExceededException", operation="UpdateItem")
 
     monkeypatch.setattr(instances_table, "mark_terminated", throttled)
-    with pytest.raises(TransientAwsError, match="recording the terminations"):
+    with pytest.raises(TransientAwsError, match="^recording the terminations: "):
         terminate_region_instances.handler(event({"req-1": ["i-a"]}), Context())

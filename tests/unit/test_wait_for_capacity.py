@@ -151,7 +151,8 @@ def test_a_teardown_asked_during_the_wait_stops_it_before_anything_is_launched(a
     done, table = aws
     caplog.set_level(logging.INFO)
     table["wait"] = {"phase": "waiting", "stopped_by": "req-1-teardown"}
-    out = wait_for_capacity.handler(event("start", request(), run_of(waited(), next="retry")), Context())
+    # The try that was scheduled is not shown: nothing more is tried.
+    out = wait_for_capacity.handler(event("start", request(), run_of(waited(next_try_at="2027-01-15T09:00:00Z"), next="retry")), Context())
     assert out["next"] == "stopped" and out["wait"]["tries"] == 3
     assert done == [("load", "req-1"), shown("stopped")]
     [logged] = [r for r in caplog.records if r.getMessage() == "capacity wait ended by a teardown"]
@@ -219,6 +220,14 @@ def test_a_successor_name_held_by_another_execution_fails_the_hand_over_naming_w
     assert out["failure"]["Error"] == "ContinuationNameTaken" and "(started 2027-01-01T00:00:00Z)" in out["failure"]["Cause"]
     [logged] = [r for r in caplog.records if r.getMessage() == "hand-over settled"]
     assert (logged.successor, logged.outcome, logged.error) == ("req-1-c1", "name_taken", "States.Timeout")
+
+
+def test_a_settle_without_a_successor_named_asks_step_functions_nothing(aws, monkeypatch):
+    body, _ = settle_event()
+    body["run"]["wait"].pop("successor")
+    monkeypatch.setattr(executions, "describe", lambda sm, name: pytest.fail(f"asked about {name}"))
+    with pytest.raises(AssertionError):
+        wait_for_capacity.handler(body, Context())
 
 
 def test_a_settle_without_what_was_sent_or_a_failure_still_settles(aws, monkeypatch):

@@ -3,6 +3,8 @@ about once, only the instances whose state changed recorded, an instance lost be
 recorded lost and counted, and a finished capacity wait shown ended. AWS is replaced by
 recorders of what the handler asks the adapters for."""
 
+import logging
+
 import pytest
 
 from gpufill.adapters import ec2, instances_table, run_store
@@ -68,8 +70,9 @@ def test_each_region_is_asked_once_and_only_changed_instances_are_recorded(aws):
     assert [(i["instance_id"], i["state"]) for i in out["instances"]] == [("i-a", "running"), ("i-e", "running"), ("i-b", "pending")]
 
 
-def test_an_instance_lost_before_it_ran_is_recorded_lost_counted_and_refilled(aws):
+def test_an_instance_lost_before_it_ran_is_recorded_lost_counted_and_refilled(aws, caplog):
     asked, states = aws
+    caplog.set_level(logging.INFO)
     states.update({"i-a": {"state": "running", "private_ip": "10.0.0.1"}, "i-b": {"state": "terminated", "private_ip": None}})
     earlier = instance("i-0", state="terminated")
     run = Run(batch=2, remaining=0, launched=2, next="wait", boot_rounds=1, lost=[earlier],
@@ -78,6 +81,10 @@ def test_an_instance_lost_before_it_ran_is_recorded_lost_counted_and_refilled(aw
     assert asked[1:] == [("record", "i-b", "terminated", None, True), ("metric", "InstancesLostAtLaunch", "Count", 1)]
     assert [i["instance_id"] for i in out["lost"]] == ["i-0", "i-b"]
     assert (out["launched"], out["remaining"], out["next"]) == (1, 1, "ready")
+    [logged] = [r for r in caplog.records if r.getMessage() == "instances lost before running"]
+    assert logged.levelname == "WARNING" and logged.ids == ["i-b"]
+    # What is unset is left out of the state handed on (a large fleet's state stays within Step Functions' 256 KiB).
+    assert "cause" not in out and "wait" not in out and "connect" not in out["instances"][0]
 
 
 def test_a_lost_instance_recorded_in_an_earlier_round_is_not_recorded_or_counted_again(aws):
