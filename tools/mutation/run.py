@@ -207,7 +207,7 @@ def report(results: dict[str, dict[str, str]], baseline: dict) -> bool:
     equivalent = baseline.get("equivalent", {})
     floors = baseline.get("scores", {})
     ok = True
-    print(f"{'module':<34} {'mutants':>7} {'killed':>7} {'equiv.':>7} {'score':>7} {'baseline':>9}")
+    print(f"{'module':<44} {'mutants':>7} {'killed':>7} {'equiv.':>7} {'score':>7} {'baseline':>9}")
     for module in sorted(results):
         statuses = results[module]
         counted = {m: s for m, s in statuses.items() if s not in ("skipped", "not checked")}
@@ -219,7 +219,7 @@ def report(results: dict[str, dict[str, str]], baseline: dict) -> bool:
         flag = ""
         if floor is not None and score < floor:
             ok, flag = False, "  BELOW BASELINE"
-        print(f"{module:<34} {len(counted):>7} {killed:>7} {len(equiv):>7} {score:>6}% "
+        print(f"{module:<44} {len(counted):>7} {killed:>7} {len(equiv):>7} {score:>6}% "
               f"{'' if floor is None else f'{floor}%':>9}{flag}")
         results[module] = statuses
     print()
