@@ -1,6 +1,6 @@
-"""`make mutation`'s promise in docs/testing.md, checked: the mutation runner's staged copy of a handler (tools/mutation/run.py): mutmut leaves decorated
-functions alone, so each handler is staged bare and wrapped by the same decorators, in the same
-order, right after it; the handler the tests call is the same one Lambda calls."""
+"""A promise of docs/testing.md, checked: mutmut leaves decorated functions alone, so the mutation
+runner (tools/mutation/run.py) stages each handler bare and wrapped by the same decorators, in the
+same order, right after it; the handler the tests call is the one Lambda calls."""
 
 import ast
 import sys
