@@ -324,3 +324,109 @@ def test_an_instance_ec2_does_not_show_yet_retries_the_step_and_other_refusals_a
     with pytest.raises(ClientError, match="UnauthorizedOperation"):
         launch_batch.refill_stopped(run, req, "td")
     assert ended == []  # nothing is recorded ended that EC2 did not end
+
+
+# --- the step itself: the plan loaded, a maintained request kept, a refill stopped before or after ----
+
+
+class Context:
+    function_name = "LaunchBatch"
+    function_version = "$LATEST"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:1:function:LaunchBatch"
+    memory_limit_in_mb = 256
+    aws_request_id = "req"
+    log_group_name = "/aws/lambda/LaunchBatch"
+    log_stream_name = "local"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 100_000
+
+
+@pytest.fixture
+def stepped(aws, monkeypatch):
+    """The table and the launch step answered in-process; what the handler asked, in order."""
+    from gpufill.adapters import visibility
+    from gpufill.models.run import Plan
+
+    stops: list = []
+    monkeypatch.setattr(run_store, "load_plan", lambda key: aws.append(("plan", key)) or Plan(request_id="req-1", market="spot", pools=[A, B]))
+    monkeypatch.setattr(run_store, "save_request", lambda rid, body: aws.append(("keep request", rid, body)))
+    monkeypatch.setattr(run_store, "maintenance_stopped_by", lambda rid: aws.append(("stopped?", rid)) or (stops.pop(0) if stops else None))
+
+    def launch_step(step, req, plan, pools, run, context):
+        aws.append(("launch step", plan.key, [p.key for p in pools], run.step_attempts, visibility.seconds_left()))
+        assert (step.request, step.state_machine, req.request_id, context.function_name) == (req, "arn:sm", "req-1", "LaunchBatch")
+        return run.model_copy(update={"launched": 1, "instances": [instance("i-new")]}).model_dump(mode="json", exclude_none=True)
+
+    monkeypatch.setattr(launch_batch, "launch_step", launch_step)
+    monkeypatch.setattr(launch_batch, "refill_stopped", lambda run, req, by: aws.append(("refill stopped", [i.instance_id for i in run.instances], by, req.owner_id)) or run.model_copy(update={"next": "stopped"}))
+    return aws, stops
+
+
+def step_event(req) -> dict:
+    from gpufill.models.run import Attempt, PlanRef
+
+    run = Run(batch=2, remaining=2, next="launch", attempts_total=1, launch=SETUP, step_attempts=[Attempt(
+        number=1, region=REGION, availability_zone="us-west-2a", instance_type="g6.xlarge", market="spot",
+        batch=2, launched=0, outcome="capacity")])
+    plan = PlanRef(request_id="req-1", market="spot", key="plan#req-1#k", pools=2)
+    return {"request": req.model_dump(mode="json"), "plan": plan.model_dump(mode="json"),
+            "run": run.model_dump(mode="json", exclude_none=True), "state_machine": "arn:sm"}
+
+
+def test_a_step_launches_the_plans_pools_from_a_fresh_step_within_the_time_it_keeps_back(stepped):
+    asked, _ = stepped
+    out = launch_batch.handler(step_event(request()), Context())
+    # The step starts with no attempts of its own and may wait only while 30 s of its time is left.
+    assert asked == [("plan", "plan#req-1#k"), ("launch step", "plan#req-1#k", [A.key, B.key], [], 70.0)]
+    assert out["launched"] == 1 and out["instances"][0]["instance_id"] == "i-new"
+
+
+def test_a_maintained_request_is_kept_before_anything_launches_and_a_refill_does_not_keep_it_again(stepped):
+    asked, _ = stepped
+    req = request(maintain=True, count=2)
+    launch_batch.handler(step_event(req), Context())
+    assert asked[1] == ("keep request", "req-1", req.model_dump(mode="json", exclude_none=True))
+    assert asked[2][0] == "launch step"
+    asked.clear()
+    launch_batch.handler(step_event(request(maintain=True, count=1, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))), Context())
+    assert not [a for a in asked if a[0] == "keep request"]
+
+
+def test_a_refill_whose_request_was_torn_down_launches_nothing(stepped):
+    asked, stops = stepped
+    stops.append("req-0-teardown")
+    req = request(maintain=True, count=1, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))
+    out = launch_batch.handler(step_event(req), Context())
+    assert asked == [("plan", "plan#req-1#k"), ("stopped?", "req-0"), ("refill stopped", [], "req-0-teardown", "req-0")]
+    assert out["next"] == "stopped" and "cause" not in out  # unset fields left out of the state
+
+
+def test_a_refill_torn_down_while_it_launched_ends_what_it_launched(stepped):
+    asked, stops = stepped
+    stops.extend([None, "req-0-teardown"])
+    req = request(maintain=True, count=1, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))
+    out = launch_batch.handler(step_event(req), Context())
+    assert [a[0] for a in asked] == ["plan", "stopped?", "launch step", "stopped?", "refill stopped"]
+    assert asked[3] == ("stopped?", "req-0")  # asked again of the request the refill belongs to
+    assert asked[-1] == ("refill stopped", ["i-new"], "req-0-teardown", "req-0") and out["next"] == "stopped"
+    assert "cause" not in out
+
+
+def test_a_refill_not_torn_down_keeps_what_it_launched_and_a_plain_request_never_asks(stepped, monkeypatch):
+    asked, _ = stepped
+    req = request(maintain=True, count=1, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))
+    out = launch_batch.handler(step_event(req), Context())
+    assert [a[0] for a in asked] == ["plan", "stopped?", "launch step", "stopped?"] and out["launched"] == 1
+    asked.clear()
+    launch_batch.handler(step_event(request()), Context())
+    assert "stopped?" not in [a[0] for a in asked]
+    # A refill step that launched nothing has nothing to end: the teardown is not asked about again.
+    asked.clear()
+    monkeypatch.setattr(launch_batch, "launch_step", lambda step, req, plan, pools, run, context: aws_answer(run))
+    launch_batch.handler(step_event(req), Context())
+    assert [a[0] for a in asked] == ["plan", "stopped?"]
+
+
+def aws_answer(run):
+    return run.model_dump(mode="json", exclude_none=True)
