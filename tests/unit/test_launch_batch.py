@@ -5,6 +5,7 @@ template version retired only once its instances are recorded. AWS is replaced b
 what the handler asks the adapters for."""
 
 import base64
+import logging
 
 import pytest
 
@@ -430,3 +431,34 @@ def test_a_refill_not_torn_down_keeps_what_it_launched_and_a_plain_request_never
 
 def aws_answer(run):
     return run.model_dump(mode="json", exclude_none=True)
+
+
+def test_a_request_with_a_lifetime_records_its_end_and_schedules_its_teardown_once_recorded(aws, monkeypatch, caplog):
+    from gpufill.adapters import schedules
+
+    caplog.set_level(logging.INFO)
+    made = [True]
+    monkeypatch.setattr(schedules, "schedule_expiry", lambda rid, at, sm: aws.append(("schedule", rid, at, sm)) or made.pop(0))
+    timed = request(maintain=True).model_copy(update={"expires_at": "2026-12-04T14:00:00+00:00"})
+    launch_batch.keep([instance("i-1")], timed, "tok", "arn:sm")
+    assert aws == [("record", ["i-1"], {"request_id": "req-1", "client_token": "tok", "maintain": True, "replaces": None,
+                                        "lifetime_expires_at": "2026-12-04T14:00:00+00:00"}),
+                   ("schedule", "req-1", "2026-12-04T14:00:00+00:00", "arn:sm")]
+    [logged] = [r for r in caplog.records if r.getMessage() == "lifetime scheduled"]
+    assert logged.expires_at == "2026-12-04T14:00:00+00:00"
+    # A retried step finds the schedule made already: nothing more is said.
+    made.append(False)
+    caplog.clear()
+    launch_batch.keep([instance("i-1")], timed, "tok", "arn:sm")
+    assert not [r for r in caplog.records if r.getMessage() == "lifetime scheduled"]
+
+
+def test_a_stopped_refill_is_logged_with_its_teardown_and_counted_once(ended, monkeypatch, caplog):
+    caplog.set_level(logging.INFO)
+    counted = []
+    monkeypatch.setattr(launch_batch.metrics, "add_metric", lambda **kw: counted.append(kw))
+    req, run = refill_run(instance("i-b"), instance("i-a"))
+    launch_batch.refill_stopped(run, req, "td-1")
+    [logged] = [r for r in caplog.records if r.getMessage() == "refill stopped by a teardown"]
+    assert (logged.teardown, logged.terminated) == ("td-1", ["i-a", "i-b"])
+    assert counted == [{"name": "RefillsStopped", "unit": "Count", "value": 1}]
