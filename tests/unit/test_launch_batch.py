@@ -5,6 +5,7 @@ template version retired only once its instances are recorded. AWS is replaced b
 what the handler asks the adapters for."""
 
 import base64
+import json
 import logging
 
 import pytest
@@ -462,3 +463,140 @@ def test_a_stopped_refill_is_logged_with_its_teardown_and_counted_once(ended, mo
     [logged] = [r for r in caplog.records if r.getMessage() == "refill stopped by a teardown"]
     assert (logged.teardown, logged.terminated) == ("td-1", ["i-a", "i-b"])
     assert counted == [{"name": "RefillsStopped", "unit": "Count", "value": 1}]
+
+
+# --- one RunInstances step: calls one after another, each recorded, bounded by count and time -----
+
+
+class Clock(Context):
+    def __init__(self, *millis):
+        self.left = list(millis)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.left.pop(0) if len(self.left) > 1 else self.left[0]
+
+
+@pytest.fixture
+def probing(aws, monkeypatch):
+    """EC2's answer per pool, in order; what the handler asked, in order."""
+    from gpufill.models.run import PlanRef
+
+    answers: dict[str, list[LaunchResult]] = {}
+
+    def launch(req, setup, pool, batch, token, grouped):
+        aws.append(("launch", pool.key, batch, token))
+        return answers[pool.key].pop(0) if len(answers[pool.key]) > 1 else answers[pool.key][0]
+
+    monkeypatch.setattr(launch_batch, "launch", launch)
+    monkeypatch.setattr(run_store, "save_attempts", lambda rid, attempts: aws.append(("attempts", rid, [a.outcome for a in attempts])))
+    monkeypatch.setattr(run_store, "load_attempts", lambda rid, total: [])
+    plan = PlanRef(request_id="req-1", market="spot", key="plan#req-1#k", pools=2)
+    return aws, answers, plan
+
+
+def probe_step(req, **fields):
+    run = Run(**{"batch": 1, "remaining": 4, "next": "launch", "attempts_total": 6, "launch": SETUP, **fields})
+    return LoopEvent(request=req, run=run, state_machine="arn:sm"), run
+
+
+def test_a_step_tries_pool_after_pool_with_fresh_tokens_records_each_launch_and_remembers_empty_pools(probing, caplog):
+    aws, answers, plan = probing
+    caplog.set_level(logging.INFO)
+    answers[A.key] = [LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity")]
+    answers[B.key] = [LaunchResult(outcome="launched", instances=[instance("i-1", B)])]
+    req = request(count=1, launch_mode="exact")
+    step, run = probe_step(req, remaining=1)
+    out = launch_batch.launch_step(step, req, plan, [A, B], fill.begin_step(run), Clock(100_000))
+    seven, eight = client_token("arn:sm", "req-1", 7), client_token("arn:sm", "req-1", 8)
+    assert aws == [("launch", A.key, 1, seven), ("full", A.key, {"request_id": "req-1", "reason": "InsufficientInstanceCapacity"}),
+                   ("launch", B.key, 1, eight),
+                   ("record", ["i-1"], {"request_id": "req-1", "client_token": eight, "maintain": False, "replaces": None, "lifetime_expires_at": None}),
+                   ("attempts", "req-1", ["capacity", "launched"])]
+    assert out["launched"] == 1 and out["instances"][0]["instance_id"] == "i-1" and "cause" not in out
+    logged = [(r.pool, r.batch, r.outcome, r.launched) for r in caplog.records if r.getMessage() == "batch answered"]
+    assert logged == [(A.key, 1, "capacity", 0), (B.key, 1, "launched", 1)]
+
+
+def test_a_pool_found_empty_without_a_reason_is_remembered_as_capacity_and_a_reservation_never(probing):
+    aws, answers, plan = probing
+    reserved = B.model_copy(update={"capacity_reservation_id": "cr-1", "market": "on-demand"})
+    answers[A.key] = [LaunchResult(outcome="capacity")]
+    answers[reserved.key] = [LaunchResult(outcome="capacity")]
+    req = request(count=1, launch_mode="exact", capacity_reservations="open")
+    step, run = probe_step(req, remaining=1)
+    launch_batch.launch_step(step, req, plan, [A, reserved], fill.begin_step(run), Clock(100_000))
+    assert [a for a in aws if a[0] == "full"] == [("full", A.key, {"request_id": "req-1", "reason": "capacity"})]
+
+
+def test_a_step_makes_at_most_its_share_of_calls_and_stops_early_when_its_time_runs_short(probing):
+    aws, answers, plan = probing
+    pools = [A.model_copy(update={"availability_zone": f"us-west-2{z}"}) for z in "abcdefghijk"]
+    for pool in pools:
+        answers[pool.key] = [LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity")]
+    req = request(count=1, launch_mode="exact")
+    step, run = probe_step(req, remaining=1)
+    launch_batch.launch_step(step, req, plan, pools, fill.begin_step(run), Clock(100_000))
+    assert len([a for a in aws if a[0] == "launch"]) == fill.MAX_PROBES_PER_STEP == 8
+    aws.clear()
+    # The first call is always made; the next only while 30 s are left.
+    launch_batch.launch_step(step, req, plan, pools, fill.begin_step(run), Clock(1_000))
+    assert len([a for a in aws if a[0] == "launch"]) == 1
+    aws.clear()
+    launch_batch.launch_step(step, req, plan, pools, fill.begin_step(run), Clock(100_000, 100_000, 30_000, 29_999))
+    assert len([a for a in aws if a[0] == "launch"]) == 4  # 30 s left is enough; a millisecond less is not
+
+
+def test_a_fleet_step_goes_through_the_fleet_and_is_finished_the_same_way(probing, monkeypatch):
+    aws, _, plan = probing
+    req = request(launch_mode="fleet", count=1)
+    step, run = probe_step(req, remaining=1)
+
+    def fleet(step_, req_, pools, run_, grouped):
+        aws.append(("fleet", [p.key for p in pools]))
+        return run_.model_copy(update={"next": "exhausted", "step_attempts": [], "cause": None})
+
+    monkeypatch.setattr(launch_batch, "launch_fleet", fleet)
+    out = launch_batch.launch_step(step, req, plan, [A, B], run, Clock(100_000))
+    assert aws == [("fleet", [A.key, B.key])] and out["next"] == "exhausted"
+    assert json.loads(out["cause"])["error"] == "ALL_SPOT_EXHAUSTED"  # finished as the plan's market says
+
+
+# --- the cluster groups a step made where the run does not stay -----------------------------------
+
+
+def test_groups_made_in_regions_the_run_leaves_are_removed_and_a_failure_is_only_logged(aws, monkeypatch, caplog):
+    from gpufill.adapters.aws import TransientAwsError
+
+    from aws_fakes import client_error
+
+    caplog.set_level(logging.INFO)
+    east = Pool(region="us-east-1", availability_zone="us-east-1a", instance_type="g6.xlarge", market="spot", price=0.4)
+    removed = []
+
+    def remove_empty(region, deployment, ids):
+        removed.append((region, deployment, ids))
+        if region == "eu-west-1":
+            raise client_error("InvalidPlacementGroup.InUse", operation="DeletePlacementGroup")
+        if region == "ap-south-1":
+            raise TransientAwsError("throttled")
+
+    monkeypatch.setattr(placement_groups, "remove_empty", remove_empty)
+    req = request()
+    staying = Run(batch=1, remaining=1, next="launch", cursor=1)
+    launch_batch.tidy_groups({REGION, "us-east-1", "eu-west-1", "ap-south-1"}, staying, [A, east], req)
+    assert removed == [("ap-south-1", "prod", {"req-1"}), ("eu-west-1", "prod", {"req-1"}), (REGION, "prod", {"req-1"})]
+    logged = [(r.levelname, r.region) for r in caplog.records if r.getMessage() == "empty cluster groups not deleted"]
+    assert logged == [("WARNING", "ap-south-1"), ("WARNING", "eu-west-1")]
+    assert "InvalidPlacementGroup.InUse" in [r for r in caplog.records if r.getMessage() == "empty cluster groups not deleted"][1].error
+    removed.clear()
+    launch_batch.tidy_groups({REGION, "us-east-1"}, staying.model_copy(update={"next": "refresh", "cursor": 0}), [A, east], req)
+    assert removed == [("us-east-1", "prod", {"req-1"})]
+    removed.clear()
+    # A run that moves on (or whose cursor is past the plan) stays nowhere.
+    launch_batch.tidy_groups({REGION}, staying.model_copy(update={"next": "prepare", "cursor": 0}), [A, east], req)
+    launch_batch.tidy_groups({REGION}, staying.model_copy(update={"cursor": 2}), [A, east], req)
+    assert removed == [(REGION, "prod", {"req-1"}), (REGION, "prod", {"req-1"})]
+    monkeypatch.delenv("GPUFILL_DEPLOYMENT")
+    removed.clear()
+    launch_batch.tidy_groups({REGION}, staying.model_copy(update={"cursor": 2}), [A, east], req)
+    assert removed == [(REGION, "", {"req-1"})]
