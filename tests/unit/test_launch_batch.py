@@ -484,6 +484,7 @@ def probing(aws, monkeypatch):
     answers: dict[str, list[LaunchResult]] = {}
 
     def launch(req, setup, pool, batch, token, grouped):
+        assert (req.request_id, setup, type(grouped)) == ("req-1", SETUP, set)
         aws.append(("launch", pool.key, batch, token))
         return answers[pool.key].pop(0) if len(answers[pool.key]) > 1 else answers[pool.key][0]
 
@@ -499,14 +500,17 @@ def probe_step(req, **fields):
     return LoopEvent(request=req, run=run, state_machine="arn:sm"), run
 
 
-def test_a_step_tries_pool_after_pool_with_fresh_tokens_records_each_launch_and_remembers_empty_pools(probing, caplog):
+def test_a_step_tries_pool_after_pool_with_fresh_tokens_records_each_launch_and_remembers_empty_pools(probing, caplog, monkeypatch):
     aws, answers, plan = probing
     caplog.set_level(logging.INFO)
     answers[A.key] = [LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity")]
     answers[B.key] = [LaunchResult(outcome="launched", instances=[instance("i-1", B)])]
     req = request(count=1, launch_mode="exact")
     step, run = probe_step(req, remaining=1)
+    tidied = []
+    monkeypatch.setattr(launch_batch, "tidy_groups", lambda grouped, run, pools, r: tidied.append((grouped, run.next, pools, r)))
     out = launch_batch.launch_step(step, req, plan, [A, B], fill.begin_step(run), Clock(100_000))
+    assert tidied == [(set(), out["next"], [A, B], req)]
     seven, eight = client_token("arn:sm", "req-1", 7), client_token("arn:sm", "req-1", 8)
     assert aws == [("launch", A.key, 1, seven), ("full", A.key, {"request_id": "req-1", "reason": "InsufficientInstanceCapacity"}),
                    ("launch", B.key, 1, eight),
@@ -538,9 +542,10 @@ def test_a_step_makes_at_most_its_share_of_calls_and_stops_early_when_its_time_r
     launch_batch.launch_step(step, req, plan, pools, fill.begin_step(run), Clock(100_000))
     assert len([a for a in aws if a[0] == "launch"]) == fill.MAX_PROBES_PER_STEP == 8
     aws.clear()
-    # The first call is always made; the next only while 30 s are left.
-    launch_batch.launch_step(step, req, plan, pools, fill.begin_step(run), Clock(1_000))
+    # The first call is always made; the next only while 30 s are left, and the step still ends as one.
+    out = launch_batch.launch_step(step, req, plan, pools, fill.begin_step(run), Clock(1_000))
     assert len([a for a in aws if a[0] == "launch"]) == 1
+    assert out["next"] == "launch" and ("attempts", "req-1", ["capacity"]) in aws
     aws.clear()
     launch_batch.launch_step(step, req, plan, pools, fill.begin_step(run), Clock(100_000, 100_000, 30_000, 29_999))
     assert len([a for a in aws if a[0] == "launch"]) == 4  # 30 s left is enough; a millisecond less is not
@@ -552,11 +557,15 @@ def test_a_fleet_step_goes_through_the_fleet_and_is_finished_the_same_way(probin
     step, run = probe_step(req, remaining=1)
 
     def fleet(step_, req_, pools, run_, grouped):
+        assert (step_, req_, type(grouped)) == (step, req, set)
         aws.append(("fleet", [p.key for p in pools]))
         return run_.model_copy(update={"next": "exhausted", "step_attempts": [], "cause": None})
 
     monkeypatch.setattr(launch_batch, "launch_fleet", fleet)
+    tidied = []
+    monkeypatch.setattr(launch_batch, "tidy_groups", lambda grouped, run, pools, r: tidied.append((grouped, run.next, pools, r)))
     out = launch_batch.launch_step(step, req, plan, [A, B], run, Clock(100_000))
+    assert tidied == [(set(), "exhausted", [A, B], req)]
     assert aws == [("fleet", [A.key, B.key])] and out["next"] == "exhausted"
     assert json.loads(out["cause"])["error"] == "ALL_SPOT_EXHAUSTED"  # finished as the plan's market says
 
@@ -600,3 +609,12 @@ def test_groups_made_in_regions_the_run_leaves_are_removed_and_a_failure_is_only
     removed.clear()
     launch_batch.tidy_groups({REGION}, staying.model_copy(update={"cursor": 2}), [A, east], req)
     assert removed == [(REGION, "", {"req-1"})]
+
+
+def test_a_step_that_runs_out_of_pools_ends_the_market_exhausted_naming_it(probing):
+    aws, answers, plan = probing
+    answers[A.key] = answers[B.key] = [LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity")]
+    req = request(count=1, launch_mode="exact")
+    step, run = probe_step(req, remaining=1)
+    out = launch_batch.launch_step(step, req, plan, [A, B], fill.begin_step(run), Clock(100_000))
+    assert out["next"] == "exhausted" and json.loads(out["cause"])["error"] == "ALL_SPOT_EXHAUSTED"
