@@ -566,6 +566,7 @@ def test_a_fleet_step_goes_through_the_fleet_and_is_finished_the_same_way(probin
     monkeypatch.setattr(launch_batch, "tidy_groups", lambda grouped, run, pools, r: tidied.append((grouped, run.next, pools, r)))
     out = launch_batch.launch_step(step, req, plan, [A, B], run, Clock(100_000))
     assert tidied == [(set(), "exhausted", [A, B], req)]
+    assert "wait" not in out and "gang" not in out  # unset fields left out of the state
     assert aws == [("fleet", [A.key, B.key])] and out["next"] == "exhausted"
     assert json.loads(out["cause"])["error"] == "ALL_SPOT_EXHAUSTED"  # finished as the plan's market says
 
@@ -618,3 +619,20 @@ def test_a_step_that_runs_out_of_pools_ends_the_market_exhausted_naming_it(probi
     step, run = probe_step(req, remaining=1)
     out = launch_batch.launch_step(step, req, plan, [A, B], fill.begin_step(run), Clock(100_000))
     assert out["next"] == "exhausted" and json.loads(out["cause"])["error"] == "ALL_SPOT_EXHAUSTED"
+
+
+@pytest.mark.parametrize("fleet_mode", [False, True])
+def test_a_reservations_only_step_that_found_no_room_names_the_reservations_its_plan_saw(probing, monkeypatch, fleet_mode):
+    from gpufill.models.run import ReservationSeen
+
+    aws, answers, plan = probing
+    seen = ReservationSeen(capacity_reservation_id="cr-0abc", region=REGION, availability_zone="us-west-2a",
+                           instance_type="g6.xlarge", available=0, match="open")
+    plan = plan.model_copy(update={"market": "on-demand", "reservations": [seen]})
+    reserved = A.model_copy(update={"capacity_reservation_id": "cr-0abc", "market": "on-demand"})
+    answers[reserved.key] = [LaunchResult(outcome="capacity", reason="ReservationCapacityExceeded")]
+    req = request(count=1, launch_mode="fleet" if fleet_mode else "exact", capacity_reservations="only", market="on-demand")
+    step, run = probe_step(req, remaining=1)
+    monkeypatch.setattr(launch_batch, "launch_fleet", lambda step_, req_, pools, run_, grouped: run_.model_copy(update={"next": "exhausted"}))
+    out = launch_batch.launch_step(step, req, plan, [reserved], fill.begin_step(run), Clock(100_000))
+    assert out["next"] == "exhausted" and "cr-0abc" in out["cause"]
