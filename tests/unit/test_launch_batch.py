@@ -91,7 +91,9 @@ def test_a_pool_without_a_subnet_is_answered_without_an_intent_or_a_call(aws, mo
 def test_a_same_az_gang_of_efa_types_launches_into_its_cluster_group_made_first(aws, monkeypatch):
     sent = []
     monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: sent.append(kw) or LaunchResult(outcome="capacity"))
-    launch_batch.launch(request(placement="same-az"), SETUP, EFA, 4, "tok", set())
+    grouped: set[str] = set()
+    launch_batch.launch(request(placement="same-az"), SETUP, EFA, 4, "tok", grouped)
+    assert grouped == {REGION}  # the step removes it later if the run leaves the region
     group = "gpufill-prod-req-1-us-west-2a"
     assert aws[0] == ("group", REGION, group, {"request_id": "req-1", "deployment": "prod"})
     assert aws[1][0] == "intent" and sent[0]["spec"].placement_group == group
@@ -202,7 +204,9 @@ def test_an_all_or_nothing_same_az_gang_fleet_asks_one_zone_all_at_once_in_its_c
     twin = EFA.model_copy(update={"instance_type": "g6.48xlarge"})
     calls = []
     monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
-    launch_batch.launch_fleet(step, req, [EFA, twin, other], run, set())
+    grouped: set[str] = set()
+    launch_batch.launch_fleet(step, req, [EFA, twin, other], run, grouped)
+    assert grouped == {REGION}
     [call] = calls
     assert call.single_zone is True and call.min_target == 4
     assert call.placement_groups == {"us-west-2a": "gpufill-prod-req-1-us-west-2a", "us-west-2b": "gpufill-prod-req-1-us-west-2b"}
@@ -636,3 +640,19 @@ def test_a_reservations_only_step_that_found_no_room_names_the_reservations_its_
     monkeypatch.setattr(launch_batch, "launch_fleet", lambda step_, req_, pools, run_, grouped: run_.model_copy(update={"next": "exhausted"}))
     out = launch_batch.launch_step(step, req, plan, [reserved], fill.begin_step(run), Clock(100_000))
     assert out["next"] == "exhausted" and "cr-0abc" in out["cause"]
+
+
+@pytest.mark.parametrize(("reservations", "market", "off"), [
+    ("none", "on-demand", True), ("open", "on-demand", False), ("none", "spot", False)])
+def test_capacity_reservations_none_keeps_on_demand_launches_out_of_open_reservations(aws, monkeypatch, reservations, market, off):
+    sent, calls = [], []
+    monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: sent.append(kw["spec"]) or LaunchResult(outcome="capacity"))
+    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: calls.append((call, spec)) or FleetAnswer())
+    pool = A.model_copy(update={"market": market})
+    launch_batch.launch(request(capacity_reservations=reservations, market=market), SETUP, pool, 1, "tok", set())
+    assert sent[0].reservations_off is (reservations == "none")  # RunInstances: asked for the pool's own market
+    step, req, run = fleet_step(capacity_reservations=reservations, market=market)
+    reserved = pool.model_copy(update={"capacity_reservation_id": "cr-9"})
+    launch_batch.launch_fleet(step, req, [reserved, B], run, set())
+    [(call, spec)] = calls
+    assert spec.reservations_off is off and call.capacity_reservation_id == "cr-9"
