@@ -656,3 +656,33 @@ def test_capacity_reservations_none_keeps_on_demand_launches_out_of_open_reserva
     launch_batch.launch_fleet(step, req, [reserved, B], run, set())
     [(call, spec)] = calls
     assert spec.reservations_off is off and call.capacity_reservation_id == "cr-9"
+
+
+def test_a_fleet_from_a_reservation_asks_for_its_room_and_remembers_only_ordinary_pools_empty(aws, monkeypatch):
+    step, req, run = fleet_step(market="on-demand")
+    reserved = A.model_copy(update={"market": "on-demand", "capacity_reservation_id": "cr-1", "reserved": 2})
+    ordinary = B.model_copy(update={"market": "on-demand"})
+    calls = []
+    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer(answers=[
+        PoolAnswer(index=0, result=LaunchResult(outcome="capacity", reason="ReservationCapacityExceeded")),
+        PoolAnswer(index=1, result=LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity"))]))
+    launch_batch.launch_fleet(step, req, [reserved, ordinary], run, set())
+    assert calls[0].target == 2  # what the plan gave the reservation, not the 4 still missing
+    assert [a for a in aws if a[0] == "full"] == [("full", ordinary.key, {"request_id": "req-1", "reason": "capacity"})]
+
+
+@pytest.mark.parametrize("fleet_mode", [False, True])
+def test_a_step_that_launches_for_a_request_with_a_lifetime_schedules_its_teardown_on_this_state_machine(aws, monkeypatch, fleet_mode):
+    from gpufill.adapters import schedules
+    from gpufill.models.run import PlanRef
+
+    monkeypatch.setattr(schedules, "schedule_expiry", lambda rid, at, sm: aws.append(("schedule", rid, at, sm)) or True)
+    monkeypatch.setattr(run_store, "save_attempts", lambda rid, attempts: None)
+    monkeypatch.setattr(launch_batch, "launch", lambda *a: LaunchResult(outcome="launched", instances=[instance("i-1")]))
+    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: FleetAnswer(answers=[
+        PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1")]))]))
+    req = request(count=1, launch_mode="fleet" if fleet_mode else "exact").model_copy(update={"expires_at": "2026-12-04T14:00:00+00:00"})
+    run = Run(batch=1, remaining=1, next="launch", attempts_total=0, launch=SETUP)
+    plan = PlanRef(request_id="req-1", market="spot", key="plan#req-1#k", pools=1)
+    launch_batch.launch_step(LoopEvent(request=req, run=run, state_machine="arn:sm"), req, plan, [A], run, Clock(100_000))
+    assert ("schedule", "req-1", "2026-12-04T14:00:00+00:00", "arn:sm") in aws
