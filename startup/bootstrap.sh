@@ -1,7 +1,7 @@
 #!/bin/bash
 # gpufill user data. It only fetches startup.sh from the startup bucket and runs it:
 # user data stays far under EC2's 16 KB limit, and startup.sh can change without a
-# redeploy. gpufill.launch.user_data fills in the placeholders at launch time.
+# redeploy. gpufill.bootstrap.user_data fills in the placeholders at launch time.
 # shellcheck disable=SC2154  # the lowercase names are template placeholders
 set -euo pipefail
 install -d -m 0755 /opt/gpufill

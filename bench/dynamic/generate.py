@@ -57,8 +57,8 @@ class Change:
 
 @dataclass(frozen=True)
 class DynamicCase:
-    """`start` is the market at hour 0 in the DESIGN.md format (its hidden `spot` counts are the
-    capacity then); `changes` what happens to it, in time order."""
+    """`start` is the market at hour 0 as a market scenario (docs/architecture.md, "The local
+    engine"), its hidden `spot` counts the capacity then; `changes` what happens to it, in time order."""
 
     start: Case
     changes: tuple[Change, ...]

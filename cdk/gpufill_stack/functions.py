@@ -17,7 +17,8 @@ from gpufill_stack.paths import FUNCTIONS_DIR
 from gpufill_stack.task_permissions import TASKS, TaskResources, TaskSpec
 
 RUNTIME = lambda_.Runtime(f"python{constants.LAMBDA_PYTHON_VERSION}", lambda_.RuntimeFamily.PYTHON)
-ARCHITECTURE = lambda_.Architecture.ARM_64
+# The architecture the Powertools layer is built for (constants.LAMBDA_ARCHITECTURE): both move together.
+ARCHITECTURE = {"arm64": lambda_.Architecture.ARM_64, "x86_64": lambda_.Architecture.X86_64}[constants.LAMBDA_ARCHITECTURE]
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
 # The asset is functions/ minus everything Lambda never imports: the local engine (and with

@@ -172,7 +172,7 @@ def run_tagged_instances(r: TaskResources) -> Grant:
 
 def create_fleets(r: TaskResources) -> Grant:
     """CreateFleet (type instant) from this deployment's launch templates: the templates are created
-    tagged for the deployment and only those get new versions (adapters.fleet); the fleet's
+    tagged for the deployment and only those get new versions (adapters.fleet_launch); the fleet's
     instances are launched under run_tagged_instances' RunInstances conditions."""
     fleets = r.ec2_arn("fleet/*")
     templates = r.ec2_arn("launch-template/*")
@@ -218,7 +218,7 @@ def create_fleets(r: TaskResources) -> Grant:
                 resources=[fleet_role],
                 conditions={"StringEquals": {"iam:AWSServiceName": "ec2fleet.amazonaws.com"}},
             ),
-            # A replayed or unsettled fleet is read back by its id (adapters.fleet); the Service
+            # A replayed or unsettled fleet is read back by its id (adapters.fleet_launch); the Service
             # Authorization Reference lists no resource type for DescribeFleets.
             iam.PolicyStatement(actions=["ec2:DescribeFleets"], resources=["*"]),
         ],
@@ -276,7 +276,7 @@ def read_full_pools(r: TaskResources) -> Grant:
 
 
 def read_placement_scores(r: TaskResources) -> Grant:
-    """Spot placement scores for the candidate regions, shared by every run through the capacity table (adapters.placement)."""
+    """Spot placement scores for the candidate regions, shared by every run through the capacity table (adapters.placement_scores)."""
     return Grant(
         [
             iam.PolicyStatement(actions=["ec2:GetSpotPlacementScores"], resources=["*"]),
@@ -738,7 +738,7 @@ TASKS: dict[str, TaskSpec] = {
             update_instance_records,
         ),
     ),
-    "RequestTeardownApprovalFunctionArn": TaskSpec(
+    "AwaitTeardownApprovalFunctionArn": TaskSpec(
         summary="Records the pending approval and asks for it on the approval topic",
         memory_mb=256,
         timeout_seconds=30,

@@ -125,7 +125,7 @@ LAMBDA_TASKS = {
     "RollBackGangFunctionArn": "gpufill.handlers.roll_back_gang.handler",
     # Teardown (behind a human approval) and the status view.
     "FindTeardownInstancesFunctionArn": "gpufill.handlers.find_teardown_instances.handler",
-    "RequestTeardownApprovalFunctionArn": "gpufill.handlers.request_teardown_approval.handler",
+    "AwaitTeardownApprovalFunctionArn": "gpufill.handlers.await_teardown_approval.handler",
     "RecordApprovalDecisionFunctionArn": "gpufill.handlers.record_approval_decision.handler",
     "TerminateRegionInstancesFunctionArn": "gpufill.handlers.terminate_region_instances.handler",
     "ReportInstanceStatusFunctionArn": "gpufill.handlers.report_instance_status.handler",
@@ -134,7 +134,7 @@ LAMBDA_TASKS = {
 }
 
 # --- Teardown approval ------------------------------------------------------------------
-# RequestTeardownApproval publishes the approval request (with the approve/reject commands) here.
+# AwaitTeardownApproval publishes the approval request (with the approve/reject commands) here.
 ENV_APPROVAL_TOPIC_ARN = "APPROVAL_TOPIC_ARN"
 # A pending approval is one item in the instances table, keyed "approval#<execution name>";
 # it carries no request_id attribute, so the by-request index never returns it.

@@ -83,7 +83,7 @@ WAIT = {"deadline": "2026-12-03T09:00:00Z", "deadline_epoch": 0, "tries": 3, "de
 
 def test_the_wait_loop_says_how_long_it_waits_until_when_and_what_comes_next():
     printed = lines(
-        {"type": "ChoiceStateEntered", "stateEnteredEventDetails": {"name": "WaitOrGiveUp"}},
+        {"type": "ChoiceStateEntered", "stateEnteredEventDetails": {"name": "ShouldWaitAgain"}},
         exited("PlanNextTry", {"run": {"next": "retry", "launched": 1, "wait": WAIT}}),
         exited("PlanNextTry", {"run": {"next": "handover", "launched": 1, "wait": WAIT}}),
         exited("StartNextTry", {"run": {"next": "prepare", "wait": {**WAIT, "tries": 4}}}),

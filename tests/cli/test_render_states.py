@@ -67,7 +67,7 @@ NAMED = {path.name: state_names_in(path.read_text()) for path in sorted(CLI.glob
 
 
 def test_the_scan_finds_the_states_the_progress_lines_are_known_to_name():
-    assert {"AwaitTeardownApproval", "LaunchBatch", "RankPools", "CheckServing", "WaitForCapacity",
+    assert {"AwaitTeardownApproval", "LaunchBatch", "RankPools", "CheckServing", "PauseForCapacity",
             "FindTeardownInstances", "PlanNextTry", "RollBackGang"} <= NAMED["render.py"]
     assert {"AwaitTeardownApproval", "FindTeardownInstances"} <= NAMED["teardown.py"]
 

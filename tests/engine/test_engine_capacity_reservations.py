@@ -4,7 +4,8 @@ them, room back when an instance ends (its own simulated account)."""
 
 import pytest
 
-from gpufill.local.engine import LOCAL_AMI, LocalEngine
+from gpufill.local.deploy.images import LOCAL_AMI
+from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
 from tests.engine.test_engine_fleet import fleet, overrides, template
 from tests.engine.test_engine_market import error_of

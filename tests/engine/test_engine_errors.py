@@ -6,7 +6,7 @@ from botocore.exceptions import ClientError
 
 from gpufill.adapters import aws
 from gpufill.local import ec2_errors
-from gpufill.local.engine import LOCAL_AMI
+from gpufill.local.deploy.images import LOCAL_AMI
 
 from tests.engine.simulated_account import WEST
 

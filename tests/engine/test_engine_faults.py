@@ -8,7 +8,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
 from gpufill.adapters import ami, aws
-from gpufill.local.engine import LOCAL_AMI
+from gpufill.local.deploy.images import LOCAL_AMI
 
 from tests.engine.simulated_account import EAST, WEST
 

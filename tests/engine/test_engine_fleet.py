@@ -5,7 +5,8 @@ import base64
 
 import pytest
 
-from gpufill.local.engine import LOCAL_AMI, LocalEngine
+from gpufill.local.deploy.images import LOCAL_AMI
+from gpufill.local.engine import LocalEngine
 from gpufill.local.fleet_allocation import CAPACITY, QUOTA, Pool, allocate
 from gpufill.local.scenario import MarketScenario
 from tests.engine.test_engine_market import error_of

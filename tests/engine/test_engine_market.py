@@ -5,7 +5,7 @@ import base64
 import pytest
 from botocore.exceptions import ClientError
 
-from gpufill.local.engine import LOCAL_AMI, LOCAL_AMI_ROOT_SNAPSHOT_GIB
+from gpufill.local.deploy.images import LOCAL_AMI, LOCAL_AMI_ROOT_SNAPSHOT_GIB
 
 from tests.engine.simulated_account import EAST, IRELAND, WEST
 

@@ -10,7 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from gpufill.constants import TAG_STARTUP_STEP
-from gpufill.local.engine import LOCAL_AMI, LocalEngine
+from gpufill.local.deploy.images import LOCAL_AMI
+from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
 
 REGION = "us-west-2"

@@ -95,13 +95,13 @@ def test_pass_role_only_for_the_instance_role_to_ec2_and_the_scheduler_role_to_s
     instance_role, scheduler_role = _role_trusting(synthesized, "ec2.amazonaws.com"), _role_trusting(synthesized, "scheduler.amazonaws.com")
     by_task = _all_function_statements(synthesized, task_functions)
     passing = {p for p, s in by_task.items() if statements_with(s, "iam:PassRole")}
-    assert passing == {"LaunchBatchFunctionArn", "RequestTeardownApprovalFunctionArn"}
+    assert passing == {"LaunchBatchFunctionArn", "AwaitTeardownApprovalFunctionArn"}
     to_ec2, to_scheduler = sorted(
         statements_with(by_task["LaunchBatchFunctionArn"], "iam:PassRole"), key=lambda s: json.dumps(s["Condition"])
     )
     assert resources(to_ec2) == [get_att(instance_role)]
     assert to_ec2["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
-    for statement in (to_scheduler, *statements_with(by_task["RequestTeardownApprovalFunctionArn"], "iam:PassRole")):
+    for statement in (to_scheduler, *statements_with(by_task["AwaitTeardownApprovalFunctionArn"], "iam:PassRole")):
         assert resources(statement) == [get_att(scheduler_role)]
         assert statement["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
 
@@ -110,7 +110,7 @@ def test_schedules_are_made_and_ended_only_in_this_deployments_group(synthesized
     by_task = _all_function_statements(synthesized, task_functions)
     makers = {p for p, s in by_task.items() if statements_with(s, "scheduler:CreateSchedule")}
     enders = {p for p, s in by_task.items() if statements_with(s, "scheduler:DeleteSchedule")}
-    assert makers == {"LaunchBatchFunctionArn", "RequestTeardownApprovalFunctionArn"}
+    assert makers == {"LaunchBatchFunctionArn", "AwaitTeardownApprovalFunctionArn"}
     assert enders == {"RecordApprovalDecisionFunctionArn"}
     group = constants.schedule_group_name(_env(synthesized))
     for task in makers | enders:
@@ -166,7 +166,7 @@ def test_only_the_approval_tasks_publish(synthesized, task_functions):
     """The approval request (and its reminders), and the notice that it expired unanswered."""
     by_task = _all_function_statements(synthesized, task_functions)
     publishers = {p for p, s in by_task.items() if statements_with(s, "sns:Publish")}
-    assert publishers == {"RequestTeardownApprovalFunctionArn", "RecordApprovalDecisionFunctionArn"}
+    assert publishers == {"AwaitTeardownApprovalFunctionArn", "RecordApprovalDecisionFunctionArn"}
 
 
 def test_function_roles_hold_no_wildcard_actions_and_no_managed_policies(synthesized, task_functions):

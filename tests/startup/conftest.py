@@ -1,4 +1,4 @@
-"""Fixtures for the instance bootstrap tests (startup/ and gpufill.launch.user_data)."""
+"""Fixtures for the instance bootstrap tests (startup/ and gpufill.bootstrap.user_data)."""
 
 import sys
 from pathlib import Path

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 from startup_sandbox import REPO, STARTUP_DIR
 
-from gpufill.launch import user_data
-from gpufill.launch.user_data import (
+from gpufill.bootstrap import user_data
+from gpufill.bootstrap.user_data import (
     DEFAULT_IMAGE,
     DEFAULT_MODEL_ID,
     MAX_USER_DATA_BYTES,
@@ -35,10 +35,10 @@ def working_lines(script: str) -> list[str]:
 
 
 def test_packaged_template_is_the_canonical_bootstrap():
-    packaged = REPO / "functions/gpufill/launch/bootstrap.sh.tmpl"
+    packaged = REPO / "functions/gpufill/bootstrap/bootstrap.sh.tmpl"
     assert packaged.read_bytes() == (STARTUP_DIR / "bootstrap.sh").read_bytes(), (
-        "functions/gpufill/launch/bootstrap.sh.tmpl differs from startup/bootstrap.sh; "
-        "run: cp startup/bootstrap.sh functions/gpufill/launch/bootstrap.sh.tmpl"
+        "functions/gpufill/bootstrap/bootstrap.sh.tmpl differs from startup/bootstrap.sh; "
+        "run: cp startup/bootstrap.sh functions/gpufill/bootstrap/bootstrap.sh.tmpl"
     )
 
 

@@ -3,7 +3,7 @@
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from gpufill.adapters import ec2, placement, spot_advisor
+from gpufill.adapters import ec2, placement_scores, spot_advisor
 from gpufill.adapters.aws import TransientAwsError
 from gpufill.models.run import Pool
 
@@ -100,12 +100,12 @@ def test_placement_scores_are_asked_once_for_every_type_and_region_and_kept(monk
             assert name == "get_spot_placement_scores"
             return Paginator()
 
-    monkeypatch.setattr(placement, "client", lambda service, region: Client())
+    monkeypatch.setattr(placement_scores, "client", lambda service, region: Client())
     monkeypatch.delenv("CAPACITY_TABLE", raising=False)
-    placement.reset()
+    placement_scores.reset()
     regions = [f"r-{n:02d}" for n in range(15)]
-    found = placement.scores(["g6.xlarge", "g5.xlarge", "g6e.xlarge"], 16, regions)
-    again = placement.scores(["g6e.xlarge", "g5.xlarge", "g6.xlarge"], 16, list(reversed(regions)))
+    found = placement_scores.scores(["g6.xlarge", "g5.xlarge", "g6e.xlarge"], 16, regions)
+    again = placement_scores.scores(["g6e.xlarge", "g5.xlarge", "g6.xlarge"], 16, list(reversed(regions)))
     # One call scores the whole set of types over every region; the same configuration is not asked twice.
     assert asked == [(["g5.xlarge", "g6.xlarge", "g6e.xlarge"], regions, 16)]
     assert found == again and len(found) == 10 and found[("r-00", "r-00-az1")] == 7
@@ -125,13 +125,13 @@ def test_region_level_placement_scores_are_asked_apart_and_keyed_by_region(monke
         def get_paginator(self, name):
             return Paginator()
 
-    monkeypatch.setattr(placement, "client", lambda service, region: Client())
+    monkeypatch.setattr(placement_scores, "client", lambda service, region: Client())
     monkeypatch.delenv("CAPACITY_TABLE", raising=False)
-    placement.reset()
+    placement_scores.reset()
     regions = ["us-west-2", "us-east-1"]
-    assert placement.region_scores(["g6.xlarge"], 4, regions) == {"us-west-2": 3, "us-east-1": 1}
-    assert placement.scores(["g6.xlarge"], 4, regions) == {("us-west-2", "usw2-az1"): 2}
-    assert placement.region_scores(["g6.xlarge"], 4, regions) == {"us-west-2": 3, "us-east-1": 1}
+    assert placement_scores.region_scores(["g6.xlarge"], 4, regions) == {"us-west-2": 3, "us-east-1": 1}
+    assert placement_scores.scores(["g6.xlarge"], 4, regions) == {("us-west-2", "usw2-az1"): 2}
+    assert placement_scores.region_scores(["g6.xlarge"], 4, regions) == {"us-west-2": 3, "us-east-1": 1}
     # Two levels, two configurations, each asked once.
     assert asked == [False, True]
 
@@ -141,6 +141,6 @@ def test_placement_scores_denied_means_none(monkeypatch):
         def get_paginator(self, name):
             raise ClientError({"Error": {"Code": "UnauthorizedOperation", "Message": "no"}}, "GetSpotPlacementScores")
 
-    monkeypatch.setattr(placement, "client", lambda service, region: Denied())
-    placement.reset()
-    assert placement.scores(["g6.xlarge"], 4, ["us-west-2"]) is None
+    monkeypatch.setattr(placement_scores, "client", lambda service, region: Denied())
+    placement_scores.reset()
+    assert placement_scores.scores(["g6.xlarge"], 4, ["us-west-2"]) is None

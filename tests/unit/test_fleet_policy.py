@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from gpufill.models.request import Request, normalise
 from gpufill.models.run import FleetAnswer, Instance, LaunchResult, Pool, PoolAnswer, RegionLaunch
-from gpufill.policy import fill, fleet
+from gpufill.policy import fill, fleet_moves
 
 REGIONS = ["us-west-2", "us-east-1", "eu-central-1"]
 
@@ -52,8 +52,8 @@ def drive(pools, stock, quota, request):
         if run.next in ("prepare", "refresh"):
             run = fill.enter_region(run, RegionLaunch(region=pools[run.cursor].region, image_id="ami-1", root_volume_gib=200))
             continue
-        run = fleet.begin_call(fill.begin_step(run))
-        covered = fleet.overrides(run, pools, request)
+        run = fleet_moves.begin_call(fill.begin_step(run))
+        covered = fleet_moves.overrides(run, pools, request)
         region = pools[run.cursor].region
         calls.append((region, covered, run.batch))
         wanted, answers = run.batch, []
@@ -71,7 +71,7 @@ def drive(pools, stock, quota, request):
                 answers.append(PoolAnswer(index=index, result=LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity")))
             elif wanted:
                 answers.append(PoolAnswer(index=index, result=LaunchResult(outcome="quota", reason="MaxSpotInstanceCountExceeded")))
-        run = fleet.after_fleet(run, pools, FleetAnswer(answers=answers), request)
+        run = fleet_moves.after_fleet(run, pools, FleetAnswer(answers=answers), request)
         attempts.extend(run.step_attempts)
     return run, calls, attempts
 
@@ -138,14 +138,14 @@ def test_a_region_short_of_the_target_is_left_for_the_next_one():
 def entered(pools, request):
     run = fill.prepare(fill.start(request), pools, request)
     run = fill.enter_region(run, RegionLaunch(region=pools[0].region, image_id="ami-1", root_volume_gib=200))
-    return fleet.begin_call(fill.begin_step(run))
+    return fleet_moves.begin_call(fill.begin_step(run))
 
 
 def test_a_refusal_of_the_launch_itself_stops_the_run():
     pools = [pool("us-west-2", "a"), pool("us-east-1", "a")]
     run = entered(pools, request_of(count=2))
     failure = LaunchResult(outcome="error", reason="UnauthorizedOperation", message="not allowed")
-    moved = fleet.after_fleet(run, pools, FleetAnswer(failure=failure), request_of(count=2))
+    moved = fleet_moves.after_fleet(run, pools, FleetAnswer(failure=failure), request_of(count=2))
     assert moved.next == "rejected"
     assert [(a.region, a.reason) for a in moved.step_attempts] == [("us-west-2", "UnauthorizedOperation")]
 
@@ -153,7 +153,7 @@ def test_a_refusal_of_the_launch_itself_stops_the_run():
 def test_a_refusal_named_for_a_pool_stops_the_run_too():
     pools = [pool("us-west-2", "a"), pool("us-west-2", "b")]
     answer = FleetAnswer(answers=[PoolAnswer(index=0, result=LaunchResult(outcome="error", reason="InvalidBlockDeviceMapping"))])
-    assert fleet.after_fleet(entered(pools, request_of(count=1)), pools, answer, request_of(count=1)).next == "rejected"
+    assert fleet_moves.after_fleet(entered(pools, request_of(count=1)), pools, answer, request_of(count=1)).next == "rejected"
 
 
 def test_a_stale_image_is_resolved_once_then_the_region_is_left():
@@ -161,16 +161,16 @@ def test_a_stale_image_is_resolved_once_then_the_region_is_left():
     request = request_of(count=1)
     stale = FleetAnswer(answers=[PoolAnswer(index=0, result=LaunchResult(outcome="error", reason="InvalidAMIID.NotFound"))])
     run = entered(pools, request)
-    assert fleet.after_fleet(run, pools, stale, request).next == "refresh"
+    assert fleet_moves.after_fleet(run, pools, stale, request).next == "refresh"
     refreshed = run.model_copy(update={"launch": run.launch.model_copy(update={"ami_refreshed": True})})
-    moved = fleet.after_fleet(refreshed, pools, stale, request)
+    moved = fleet_moves.after_fleet(refreshed, pools, stale, request)
     assert (moved.next, moved.cursor) == ("prepare", 1)
 
 
 def test_an_unreachable_region_is_skipped():
     pools = [pool("us-west-2", "a"), pool("us-west-2", "b"), pool("us-east-1", "a")]
     failure = LaunchResult(outcome="error", reason="EndpointConnectionError")
-    moved = fleet.after_fleet(entered(pools, request_of(count=1)), pools, FleetAnswer(failure=failure), request_of(count=1))
+    moved = fleet_moves.after_fleet(entered(pools, request_of(count=1)), pools, FleetAnswer(failure=failure), request_of(count=1))
     assert (moved.next, moved.cursor, moved.blocked) == ("prepare", 2, ["spot/us-west-2"])  # the whole region
 
 
@@ -178,7 +178,7 @@ def test_an_answer_with_more_instances_than_the_target_is_refused():
     pools = [pool("us-west-2", "a")]
     answer = FleetAnswer(answers=[PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=instances(pools[0], 3)))])
     with pytest.raises(ValueError, match="^CreateFleet returned 3 instances for a target of 2$"):
-        fleet.after_fleet(entered(pools, request_of(count=2)), pools, answer, request_of(count=2))
+        fleet_moves.after_fleet(entered(pools, request_of(count=2)), pools, answer, request_of(count=2))
 
 
 def test_an_answer_naming_one_pool_twice_is_refused():
@@ -186,23 +186,23 @@ def test_an_answer_naming_one_pool_twice_is_refused():
     capacity = LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity")
     answer = FleetAnswer(answers=[PoolAnswer(index=0, result=capacity), PoolAnswer(index=0, result=capacity)])
     with pytest.raises(ValueError, match="^CreateFleet answered twice for one pool$"):
-        fleet.after_fleet(entered(pools, request_of(count=2)), pools, answer, request_of(count=2))
+        fleet_moves.after_fleet(entered(pools, request_of(count=2)), pools, answer, request_of(count=2))
 
 
 def test_how_ec2_is_asked_to_pick():
-    assert fleet.allocation_strategy("spot", request_of()) == "price-capacity-optimized"
-    assert fleet.allocation_strategy("on-demand", request_of(market="on-demand")) == "lowest-price"
-    assert fleet.allocation_strategy("on-demand", request_of(market="on-demand", on_demand_strategy="latency")) == "prioritized"
+    assert fleet_moves.allocation_strategy("spot", request_of()) == "price-capacity-optimized"
+    assert fleet_moves.allocation_strategy("on-demand", request_of(market="on-demand")) == "lowest-price"
+    assert fleet_moves.allocation_strategy("on-demand", request_of(market="on-demand", on_demand_strategy="latency")) == "prioritized"
 
 
 def test_a_same_az_gang_asks_for_one_zone_and_all_or_nothing_for_its_whole_remainder():
     run = entered([pool("us-west-2", "a")], request_of(count=4))
-    assert (fleet.single_zone(request_of(count=4)), fleet.min_target(run, request_of(count=4))) == (False, None)
+    assert (fleet_moves.single_zone(request_of(count=4)), fleet_moves.min_target(run, request_of(count=4))) == (False, None)
     gang = request_of(count=4, placement="same-az")
-    assert (fleet.single_zone(gang), fleet.min_target(run, gang)) == (True, None)
+    assert (fleet_moves.single_zone(gang), fleet_moves.min_target(run, gang)) == (True, None)
     whole = request_of(count=4, placement="same-az", all_or_nothing=True)
-    assert (fleet.single_zone(whole), fleet.min_target(run, whole)) == (True, 4)
-    assert fleet.min_target(run, request_of(count=4, placement="same-region", all_or_nothing=True)) is None
+    assert (fleet_moves.single_zone(whole), fleet_moves.min_target(run, whole)) == (True, 4)
+    assert fleet_moves.min_target(run, request_of(count=4, placement="same-region", all_or_nothing=True)) is None
 
 
 def test_a_same_region_gang_only_covers_the_region_it_landed_in():
@@ -210,7 +210,7 @@ def test_a_same_region_gang_only_covers_the_region_it_landed_in():
     request = request_of(count=4, placement="same-region")
     run = entered(pools, request)
     answer = FleetAnswer(answers=[PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=instances(pools[0], 1)))])
-    moved = fleet.after_fleet(run, pools, answer, request)
+    moved = fleet_moves.after_fleet(run, pools, answer, request)
     # The gang is anchored in us-west-2, whose fleet already looked at every pool: nothing is left.
     assert moved.next == "exhausted" and moved.launched == 1
 
@@ -221,7 +221,7 @@ def test_the_pools_found_empty_are_those_answered_with_capacity_alone():
         PoolAnswer(index=1, result=LaunchResult(outcome="quota", reason="VcpuLimitExceeded")),
         PoolAnswer(index=2, result=LaunchResult(outcome="launched", instances=instances(pool("us-west-2", "c"), 1))),
     ])
-    assert fleet.pools_found_empty(answer) == [0]
+    assert fleet_moves.pools_found_empty(answer) == [0]
 
 
 def test_pools_another_run_found_empty_are_asked_for_apart_and_last():
@@ -256,10 +256,10 @@ def test_a_stale_image_refused_for_the_whole_call_is_resolved_once():
     request = request_of(count=1)
     failure = FleetAnswer(failure=LaunchResult(outcome="error", reason="InvalidAMIID.NotFound", message="gone"))
     run = entered(pools, request)
-    moved = fleet.after_fleet(run, pools, failure, request)
+    moved = fleet_moves.after_fleet(run, pools, failure, request)
     assert (moved.next, moved.cursor, moved.attempts_total) == ("refresh", 0, 1)
     refreshed = run.model_copy(update={"launch": run.launch.model_copy(update={"ami_refreshed": True})})
-    again = fleet.after_fleet(refreshed, pools, failure, request)
+    again = fleet_moves.after_fleet(refreshed, pools, failure, request)
     assert (again.next, again.cursor, again.blocked) == ("prepare", 1, ["spot/us-west-2/fresh"])
 
 
@@ -268,7 +268,7 @@ def test_any_other_refusal_of_the_whole_call_leaves_the_fleets_pools_not_the_reg
     pools = [fresh, east, deferred]
     request = request_of(count=2)
     failure = FleetAnswer(failure=LaunchResult(outcome="throttled", reason="RequestLimitExceeded"))
-    moved = fleet.after_fleet(entered(pools, request), pools, failure, request)
+    moved = fleet_moves.after_fleet(entered(pools, request), pools, failure, request)
     assert (moved.next, moved.cursor, moved.blocked) == ("prepare", 1, ["spot/us-west-2/fresh"])
     assert [(a.availability_zone, a.batch, a.outcome, a.reason) for a in moved.step_attempts] == [
         ("us-west-2a", 2, "throttled", "RequestLimitExceeded")]
@@ -284,21 +284,21 @@ def test_pools_ec2_was_too_busy_to_answer_for_are_asked_again_alone_and_only_twi
         PoolAnswer(index=1, result=LaunchResult(outcome="throttled", reason="RequestLimitExceeded")),
         PoolAnswer(index=2, result=LaunchResult(outcome="throttled", reason="InternalError")),
     ])
-    moved = fleet.after_fleet(run, pools, answer, request)
+    moved = fleet_moves.after_fleet(run, pools, answer, request)
     assert (moved.next, moved.fleet_retries) == ("launch", 1)
-    again = fleet.begin_call(fill.begin_step(moved))
-    assert fleet.overrides(again, pools, request) == [1, 2] and again.batch == 3
+    again = fleet_moves.begin_call(fill.begin_step(moved))
+    assert fleet_moves.overrides(again, pools, request) == [1, 2] and again.batch == 3
     busy = FleetAnswer(answers=[PoolAnswer(index=i, result=LaunchResult(outcome="throttled", reason="InternalError")) for i in (1, 2)])
-    twice = fleet.after_fleet(again, pools, busy, request)
+    twice = fleet_moves.after_fleet(again, pools, busy, request)
     assert (twice.next, twice.fleet_retries) == ("launch", 2)
-    left = fleet.after_fleet(fleet.begin_call(fill.begin_step(twice)), pools, busy, request)
+    left = fleet_moves.after_fleet(fleet_moves.begin_call(fill.begin_step(twice)), pools, busy, request)
     assert (left.next, left.cursor, left.fleet_retries) == ("prepare", 3, 0)
     # No pool EC2 did not answer for was called empty.
-    assert fleet.pools_found_empty(busy) == []
+    assert fleet_moves.pools_found_empty(busy) == []
 
 
 def test_a_fleet_answer_invents_no_capacity_for_a_pool_ec2_named_no_answer_for():
-    from gpufill.adapters.fleet import FleetCall, _answers
+    from gpufill.adapters.fleet_launch import FleetCall, _answers
 
     a, b = pool("us-west-2", "a"), pool("us-west-2", "b")
     call = FleetCall(region="us-west-2", market="spot", pools=[(0, a), (1, b)], target=2, strategy="price-capacity-optimized",

@@ -159,8 +159,8 @@ def test_a_fleet_asks_for_everything_missing_over_the_regions_pools_and_records_
             PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1"), instance("i-2")])),
             PoolAnswer(index=1, result=LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity"))])
 
-    monkeypatch.setattr(launch_batch.fleet_calls, "launch", launch)
-    monkeypatch.setattr(launch_batch.fleet_calls, "retire_version", lambda region, version: aws.append(("retire", region, version)))
+    monkeypatch.setattr(launch_batch.fleet_launch, "launch", launch)
+    monkeypatch.setattr(launch_batch.fleet_launch, "retire_version", lambda region, version: aws.append(("retire", region, version)))
     after = launch_batch.launch_fleet(step, req, [A, B], fill.begin_step(run), set())
     token = client_token("arn:sm", "req-1", 7)
     assert aws == [("intent", {"request_id": "req-1", "region": REGION, "client_token": token}), ("fleet", token),
@@ -177,9 +177,9 @@ def test_a_fleet_asks_for_everything_missing_over_the_regions_pools_and_records_
 
 def test_a_fleet_whose_records_fail_keeps_its_template_version_for_the_retry(aws, monkeypatch):
     step, req, run = fleet_step()
-    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: FleetAnswer(
+    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: FleetAnswer(
         template_version=("lt-1", "7"), answers=[PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1")]))]))
-    monkeypatch.setattr(launch_batch.fleet_calls, "retire_version", lambda *a: pytest.fail("retired before the records"))
+    monkeypatch.setattr(launch_batch.fleet_launch, "retire_version", lambda *a: pytest.fail("retired before the records"))
 
     def unrecordable(instances, **kw):
         raise instances_table.InstanceRecordError("could not record")
@@ -191,9 +191,9 @@ def test_a_fleet_whose_records_fail_keeps_its_template_version_for_the_retry(aws
 
 def test_a_fleet_without_a_version_of_its_own_retires_nothing(aws, monkeypatch):
     step, req, run = fleet_step()
-    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: FleetAnswer(
+    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: FleetAnswer(
         failure=LaunchResult(outcome="error", reason="EndpointConnectionError")))
-    monkeypatch.setattr(launch_batch.fleet_calls, "retire_version", lambda *a: pytest.fail("nothing to retire"))
+    monkeypatch.setattr(launch_batch.fleet_launch, "retire_version", lambda *a: pytest.fail("nothing to retire"))
     after = launch_batch.launch_fleet(step, req, [A, B], run, set())
     assert after.launched == 0 and [a[0] for a in aws] == ["intent"]
 
@@ -203,7 +203,7 @@ def test_an_all_or_nothing_same_az_gang_fleet_asks_one_zone_all_at_once_in_its_c
     other = EFA.model_copy(update={"availability_zone": "us-west-2b"})
     twin = EFA.model_copy(update={"instance_type": "g6.48xlarge"})
     calls = []
-    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
+    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
     grouped: set[str] = set()
     launch_batch.launch_fleet(step, req, [EFA, twin, other], run, grouped)
     assert grouped == {REGION}
@@ -234,7 +234,7 @@ def test_without_a_deployment_name_the_gangs_cluster_group_has_an_empty_one(aws,
     monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: LaunchResult(outcome="capacity"))
     launch_batch.launch(request(placement="same-az"), SETUP, EFA, 4, "tok", set())
     step, req, run = fleet_step(placement="same-az", instance_types=["g6.12xlarge"])
-    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: FleetAnswer())
+    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: FleetAnswer())
     launch_batch.launch_fleet(step, req, [EFA], run, set())
     groups = [a for a in aws if a[0] == "group"]
     assert [(g[1], g[2], g[3]["deployment"]) for g in groups] == [(REGION, "gpufill--req-1-us-west-2a", "")] * 2
@@ -243,7 +243,7 @@ def test_without_a_deployment_name_the_gangs_cluster_group_has_an_empty_one(aws,
 def test_an_on_demand_fleet_asks_ec2_to_pick_as_the_request_says(aws, monkeypatch):
     on_demand = [A.model_copy(update={"market": "on-demand"}), B.model_copy(update={"market": "on-demand"})]
     calls = []
-    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
+    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
     for strategy in ("cost", "latency"):
         step, req, run = fleet_step(market="on-demand", on_demand_strategy=strategy)
         launch_batch.launch_fleet(step, req, on_demand, run, set())
@@ -257,7 +257,7 @@ def test_what_a_fleet_answered_is_logged_for_the_operator(aws, monkeypatch, capl
         FleetAnswer(answers=[PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1")]))]),
         FleetAnswer(failure=LaunchResult(outcome="quota", reason="VcpuLimitExceeded")),
     ])
-    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: next(answers))
+    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: next(answers))
     launch_batch.launch_fleet(step, req, [A, B], run, set())
     launch_batch.launch_fleet(step, req, [A, B], run, set())
     logged = [r for r in caplog.records if r.getMessage() == "fleet answered"]
@@ -647,7 +647,7 @@ def test_a_reservations_only_step_that_found_no_room_names_the_reservations_its_
 def test_capacity_reservations_none_keeps_on_demand_launches_out_of_open_reservations(aws, monkeypatch, reservations, market, off):
     sent, calls = [], []
     monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: sent.append(kw["spec"]) or LaunchResult(outcome="capacity"))
-    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: calls.append((call, spec)) or FleetAnswer())
+    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: calls.append((call, spec)) or FleetAnswer())
     pool = A.model_copy(update={"market": market})
     launch_batch.launch(request(capacity_reservations=reservations, market=market), SETUP, pool, 1, "tok", set())
     assert sent[0].reservations_off is (reservations == "none")  # RunInstances: asked for the pool's own market
@@ -663,7 +663,7 @@ def test_a_fleet_from_a_reservation_asks_for_its_room_and_remembers_only_ordinar
     reserved = A.model_copy(update={"market": "on-demand", "capacity_reservation_id": "cr-1", "reserved": 2})
     ordinary = B.model_copy(update={"market": "on-demand"})
     calls = []
-    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer(answers=[
+    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer(answers=[
         PoolAnswer(index=0, result=LaunchResult(outcome="capacity", reason="ReservationCapacityExceeded")),
         PoolAnswer(index=1, result=LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity"))]))
     launch_batch.launch_fleet(step, req, [reserved, ordinary], run, set())
@@ -679,7 +679,7 @@ def test_a_step_that_launches_for_a_request_with_a_lifetime_schedules_its_teardo
     monkeypatch.setattr(schedules, "schedule_expiry", lambda rid, at, sm: aws.append(("schedule", rid, at, sm)) or True)
     monkeypatch.setattr(run_store, "save_attempts", lambda rid, attempts: None)
     monkeypatch.setattr(launch_batch, "launch", lambda *a: LaunchResult(outcome="launched", instances=[instance("i-1")]))
-    monkeypatch.setattr(launch_batch.fleet_calls, "launch", lambda call, spec, token: FleetAnswer(answers=[
+    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: FleetAnswer(answers=[
         PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1")]))]))
     req = request(count=1, launch_mode="fleet" if fleet_mode else "exact").model_copy(update={"expires_at": "2026-12-04T14:00:00+00:00"})
     run = Run(batch=1, remaining=1, next="launch", attempts_total=0, launch=SETUP)

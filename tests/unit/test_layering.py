@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "functions" / "gpufill"
-LAMBDA_SIDE = ["policy", "models", "handlers", "adapters", "launch", "catalog"]
+LAMBDA_SIDE = ["policy", "models", "handlers", "adapters", "bootstrap", "catalog"]
 
 
 def imports(path: Path) -> set[str]:

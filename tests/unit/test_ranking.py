@@ -109,7 +109,7 @@ def test_a_pool_another_run_just_found_empty_goes_last_with_the_reason():
     deferred = ranking.defer_recently_full(pools, {pools[0].key: 1000}, now=1030)
     assert [p.availability_zone for p in deferred] == ["us-west-2b", "us-west-2c", "us-west-2a"]
     assert deferred[-1].note == "answered capacity 30 s ago in another run; tried last" and deferred[0].note is None
-    # A fleet asks for the deferred pools apart, after the others (policy/fleet.py).
+    # A fleet asks for the deferred pools apart, after the others (policy/fleet_moves.py).
     assert [p.deferred for p in deferred] == [False, False, True]
 
 

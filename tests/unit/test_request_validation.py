@@ -5,7 +5,7 @@ from pydantic import ValidationError
 
 from gpufill import catalog
 from gpufill.constants import DEFAULT_BATCH_MAX, EC2_MAX_TAGS, GPUFILL_TAG_COUNT, MAX_COUNT
-from gpufill.launch.user_data import render_user_data
+from gpufill.bootstrap.user_data import render_user_data
 from gpufill.models.request import Request, describe_problems, normalise, not_an_object
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpufill.models.request import ProvisionRequest
+from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Attempt, Instance, Run, Waiting
 from gpufill.policy import waiting
 
@@ -20,8 +20,8 @@ def wait(**fields) -> Waiting:
     return waiting.begin(3600, START).model_copy(update=fields)
 
 
-def provision(**fields) -> ProvisionRequest:
-    return ProvisionRequest(
+def provision(**fields) -> ResolvedRequest:
+    return ResolvedRequest(
         request_id="run-w", action="provision", instance_types=["g6.xlarge"], count=4, batch_max=4,
         launch_mode="partial", market="spot", on_demand_strategy="cost", origin_region="us-east-1",
         regions=["us-west-2"], tags={}, wait_for_capacity_seconds=3600, **fields,

@@ -8,7 +8,8 @@ from contextlib import contextmanager
 from decimal import Decimal
 
 from gpufill import constants
-from gpufill.local.engine import ENV_NAME, LOCAL_AMI
+from gpufill.local.deploy.images import LOCAL_AMI
+from gpufill.local.engine import ENV_NAME
 
 WEST, EAST = "us-west-2", "us-east-1"
 ZONE = {WEST: "us-west-2a", EAST: "us-east-1b"}

@@ -142,7 +142,7 @@ def test_an_all_or_nothing_fill_that_comes_up_short_anywhere_rolls_back():
     assert live == []
     assert execution.cause["rolled_back_count"] == 11
     assert execution.cause["places_tried"] == []
-    assert execution.entered()[-4:] == ["MarketExhausted", "RollBackGang", "NextMove", "GANG_NOT_PLACED"]
+    assert execution.entered()[-4:] == ["WhatAfterThisMarket", "RollBackGang", "WhereNext", "GANG_NOT_PLACED"]
 
 
 def test_a_throttled_rollback_is_retried_until_nothing_runs():
@@ -233,7 +233,7 @@ def test_a_gang_member_reclaimed_before_it_ran_rolls_the_whole_gang_back():
     execution, live, recorded, _ = run(gang(regions=[WEST], placement="same-az", all_or_nothing=True), market)
     assert execution.error == "GANG_NOT_PLACED"
     assert live == []
-    assert execution.entered()[-6:] == ["InstancesRunning", "ShouldCheckServing", "IsFulfilled", "RollBackGang", "NextMove", "GANG_NOT_PLACED"]
+    assert execution.entered()[-6:] == ["AreInstancesRunning", "ShouldCheckServing", "IsFulfilled", "RollBackGang", "WhereNext", "GANG_NOT_PLACED"]
     assert sorted(r["state"] for r in recorded.values()) == ["terminated"] * 4
     # EC2 ended one (recorded lost); the run rolled back the other three.
     assert sorted((bool(r.get("rolled_back")), "lost_reason" in r) for r in recorded.values()) == [

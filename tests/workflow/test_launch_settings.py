@@ -73,7 +73,7 @@ def test_instances_reclaimed_at_launch_are_reported_and_do_not_count(local_accou
 
 def test_a_root_volume_below_the_images_snapshot_is_raised_to_it(local_account):
     """EC2 refuses a root volume smaller than the AMI's root snapshot (InvalidBlockDeviceMapping)."""
-    from gpufill.local.engine import LOCAL_AMI_ROOT_SNAPSHOT_GIB
+    from gpufill.local.deploy.images import LOCAL_AMI_ROOT_SNAPSHOT_GIB
 
     sent = []
     with local_account(MARKET) as engine:

@@ -57,7 +57,8 @@ def test_approved_teardown_terminates_exactly_the_requests_instances(engine):
     assert record(engine, other[0])["state"] == "running"
     assert result["hourly_cost"] == round(3 * PRICE, 4)
     entered = execution.entered()
-    story = ["FindTeardownInstances", "AwaitTeardownApproval", "RecordApprovalDecision", "TerminateInstances", "Terminated"]
+    story = ["FindTeardownInstances", "AwaitTeardownApproval", "RecordApprovalDecision", "TerminateInstances", "Terminated",
+             "TeardownResult"]
     assert [name for name in entered if name in story] == story
     assert entered.count("TerminateRegionInstances") == 2
 
@@ -154,12 +155,28 @@ def test_no_answer_before_the_timeout_expires_and_terminates_nothing(engine):
     assert states(engine, WEST, mine) == {mine[0]: "running"}
     assert execution.approval["decision"] == "expired"
     assert any(e["type"] == "TaskTimedOut" for e in execution.history)
-    assert execution.entered()[-2:] == ["RecordApprovalExpiry", "ApprovalExpired"]
+    assert execution.entered()[-3:] == ["RecordApprovalExpiry", "ApprovalExpired", "TeardownResult"]
     # answering afterwards is refused and changes nothing
     with pytest.raises(ApprovalExpired, match="expired"):
         engine.answer_approval("teardown-exp", "approved")
     assert engine.approval("teardown-exp")["decision"] == "expired"
     assert states(engine, WEST, mine) == {mine[0]: "running"}
+
+
+def test_approved_rejected_and_expired_teardowns_answer_in_one_shape(engine):
+    """Whatever the answer, a caller reads the same fields: only the status and what was terminated differ."""
+    outputs = {}
+    for decision in ("approved", "rejected", "timeout"):
+        launch(engine, WEST, request_id=f"run-shape-{decision}")
+        execution = engine.run({"action": "teardown", "request_id": f"run-shape-{decision}"},
+                               name=f"teardown-shape-{decision}", decision=decision)
+        assert execution.entered()[-1] == "TeardownResult"
+        outputs[execution.output["status"]] = execution.output
+    assert set(outputs) == {"TERMINATED", "REJECTED", "EXPIRED"}
+    shapes = {status: sorted(output) for status, output in outputs.items()}
+    assert shapes["TERMINATED"] == shapes["REJECTED"] == shapes["EXPIRED"]
+    assert [len(o["terminated"]) for o in outputs.values()] == [1, 0, 0]
+    assert {o["approval"]["decision"] for o in outputs.values()} == {"approved", "rejected", "expired"}
 
 
 # --- what must never be touched ---------------------------------------------------------------

@@ -221,7 +221,7 @@ def test_a_teardown_ends_the_wait_at_its_next_try_without_launching_more():
     assert "its wait ends at its next try" in asked["note"]
     assert execution.status == "SUCCEEDED", execution.cause
     assert (execution.output["status"], execution.output["launched"]) == ("WAIT_ENDED", 1)
-    assert execution.entered()[-3:] == ["StartNextTry", "TryAgain", "WaitEndedByTeardown"]
+    assert execution.entered()[-3:] == ["StartNextTry", "WhereToTryAgain", "WaitEndedByTeardown"]
     # Ended at the first try after the teardown, long before the restock at two hours.
     assert elapsed < 1800 + 900
     assert status["waiting"].startswith("the wait for capacity was ended by teardown teardown-torn after ")

@@ -110,7 +110,7 @@ MUTATIONS: list[Mutation] = [
         ("DEFAULT_BATCH_MAX = 4", "DEFAULT_BATCH_MAX = 5"),
         ('DEFAULT_INSTANCE_TYPE = "g6.xlarge"', 'DEFAULT_INSTANCE_TYPE = "g5.xlarge"'),
     ]),
-    *_group("launch/user_data.py", REQUEST_TESTS + ["tests/startup/test_startup_user_data.py"], [
+    *_group("bootstrap/user_data.py", REQUEST_TESTS + ["tests/startup/test_startup_user_data.py"], [
         (r'_HF_PART = r"(?!.*(?:--|\.\.))', r'_HF_PART = r"(?!.*(?:\.\.))'),
         (r'_HF_PART = r"(?!.*(?:--|\.\.))', r'_HF_PART = r"(?!.*(?:--))'),
         ("[A-Za-z0-9._-]{0,94}", "[A-Za-z0-9._-]{0,95}"),

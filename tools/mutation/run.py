@@ -38,7 +38,7 @@ STAGING = ROOT / "build" / "mutation"
 BASELINE = Path(__file__).with_name("baseline.json")
 MUTATED = ["src/gpufill/models/request.py", "src/gpufill/policy/*",
            # Where a run launches, records, settles and classifies: the code that loses money when wrong.
-           "src/gpufill/adapters/aws.py", "src/gpufill/adapters/ec2.py", "src/gpufill/adapters/fleet.py",
+           "src/gpufill/adapters/aws.py", "src/gpufill/adapters/ec2.py", "src/gpufill/adapters/fleet_launch.py",
            "src/gpufill/adapters/instances_table.py", "src/gpufill/adapters/run_store.py",
            "src/gpufill/handlers/launch_batch.py",
            # The handlers that wait for capacity and for boots, refill, roll back and tear down.
@@ -155,7 +155,7 @@ def run_mutmut(children: int, only: list[str] | None = None) -> None:
     # Named mutants are always re-tested, so a run with --only never reports a stale result.
     names = [f"{module}.*" for module in mutmut_modules() if matches(module, only)] if only else []
     if only and not names:
-        return  # only module-level rules match (constants, launch.user_data)
+        return  # only module-level rules match (constants, bootstrap.user_data)
     _refresh_data_files()
     subprocess.run([str(mutmut), "run", "--max-children", str(children), *names], cwd=STAGING, env=env,
                    check=True, stdout=subprocess.DEVNULL)

@@ -6,7 +6,7 @@ expires_at removes it a while after its deadline (APPROVAL_RETENTION_SECONDS), l
 to look up who decided what.
 
 Two writers, each with its own attributes:
-- the state machine: token, execution, instances, deadline (RequestTeardownApproval), then
+- the state machine: token, execution, instances, deadline (AwaitTeardownApproval), then
   decision, answer_raw (the decision exactly as sent), approver, reason, decided_at
   (RecordApprovalDecision) whatever route the answer took;
 - `gpufill approve|reject`: answered_by, answered_at, answer, answer_reason, a claim written
@@ -66,7 +66,7 @@ def record_pending(
         "deadline": deadline.isoformat(timespec="seconds"),
         INSTANCES_TTL_ATTRIBUTE: int(deadline.timestamp()) + APPROVAL_RETENTION_SECONDS,
     }
-    # A retried RequestTeardownApproval gets a new task token: the newest one is the live one,
+    # A retried AwaitTeardownApproval gets a new task token: the newest one is the live one,
     # so the item is overwritten, but never once a decision is on it.
     _table().put_item(Item=item, ConditionExpression="attribute_not_exists(decided_at)")
 

@@ -7,6 +7,7 @@ configured region) and --endpoint-url (e.g. `gpufill local serve`'s endpoint).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import time
@@ -168,6 +169,15 @@ def aws_errors(action: str) -> Callable:
         return run
 
     return wrap
+
+
+@aws_errors("start the execution")
+def start_execution(deployment: Deployment, request: dict, name: str) -> str:
+    """Start an execution of the deployment's state machine; its ARN."""
+    sfn = deployment.client("stepfunctions")
+    return sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name=name, input=json.dumps(request))[
+        "executionArn"
+    ]
 
 
 def history(sfn, arn: str, after: int = 0) -> list[dict]:

@@ -108,12 +108,10 @@ def plan_request(request: dict) -> dict:
 def confirm(args: argparse.Namespace, deployment: aws.Deployment, request: dict, stem: str) -> int | None:
     """None when the run may start: --yes, a request that launches nothing, or a yes to the plan.
     Otherwise the exit code to end with (the plan failed, or the answer was no)."""
-    from gpufill.cli.runs import start
-
     if args.yes or not needs_question(request):
         return None
     name = fresh_name(f"plan-{stem}")
-    arn = start(deployment, plan_request(request), name)
+    arn = aws.start_execution(deployment, plan_request(request), name)
     view = _finish(deployment, arn)
     if view.status != "SUCCEEDED":
         print(render_summary(view))

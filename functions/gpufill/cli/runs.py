@@ -72,7 +72,7 @@ def run_verb(args: argparse.Namespace) -> int:
     declined = confirm.confirm(args, deployment, request, stem)
     if declined is not None:
         return declined
-    arn = start(deployment, request, name)
+    arn = aws.start_execution(deployment, request, name)
     if not args.watch:
         if args.json:
             print_json({"execution": {"name": name, "arn": arn, "status": "RUNNING"}})
@@ -106,7 +106,7 @@ def up_verb(args: argparse.Namespace) -> int:
     declined = confirm.confirm(args, deployment, request, stem)
     if declined is not None:
         return declined
-    arn = start(deployment, request, name)
+    arn = aws.start_execution(deployment, request, name)
     view = follow(deployment, arn, header=f"gpufill up {_typed(args)}: {name} on {deployment.env}", quiet=args.json)
     code = report(view, args.json)
     running = [i for i in ((view.output or {}).get("instances") or []) if i.get("state", "running") == "running"]
@@ -145,14 +145,6 @@ def _source(args: argparse.Namespace) -> str:
     if args.request is None:
         return "the request from the flags"
     return f"request file {args.request}" + (" with the flags" if request_flags.given(args) else "")
-
-
-@aws.aws_errors("start the execution")
-def start(deployment: aws.Deployment, request: dict, name: str) -> str:
-    sfn = deployment.client("stepfunctions")
-    return sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name=name, input=json.dumps(request))[
-        "executionArn"
-    ]
 
 
 @aws.aws_errors("follow the execution")

@@ -14,10 +14,11 @@ from gpufill.cli.common import (
     check_request,
     fresh_name,
     print_json,
+    program,
     say,
 )
 from gpufill.cli.render import ExecutionView, render_requests, render_status, render_summary
-from gpufill.cli.runs import start
+from gpufill.cli.runs import deployment_flags
 from gpufill.policy import spend
 
 
@@ -46,7 +47,7 @@ def status_verb(args: argparse.Namespace) -> int:
         request["request_id"] = args.request_id
     check_request(request, "the status request")
     deployment = aws.find(args)
-    arn = start(deployment, request, fresh_name("status"))
+    arn = aws.start_execution(deployment, request, fresh_name("status"))
     view = _finish(deployment, arn)
     if view.status != "SUCCEEDED":
         if args.json:
@@ -79,7 +80,6 @@ def pending_teardowns(deployment: aws.Deployment, request_id: str | None = None)
     given one; None when the table cannot be read (the status itself still stands)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from gpufill.cli.teardown import answer_commands
 
     try:
         items = approval_items(deployment.table())
@@ -107,6 +107,15 @@ def pending_teardowns(deployment: aws.Deployment, request_id: str | None = None)
             **answer_commands(name, deployment),
         })
     return sorted(pending, key=lambda p: p["requested_at"] or "")
+
+
+def answer_commands(name: str, deployment: aws.Deployment) -> dict[str, str]:
+    """The commands that answer teardown `name`, as they can be pasted in this shell."""
+    flags = deployment_flags(deployment)
+    return {
+        "approve": f"{program()} approve {name}{flags} --reason '...'",
+        "reject": f"{program()} reject {name}{flags} --reason '...'",
+    }
 
 
 def is_pending(item: dict) -> bool:

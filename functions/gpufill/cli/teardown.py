@@ -20,7 +20,8 @@ from gpufill.cli.common import (
     program,
 )
 from gpufill.cli.render import ExecutionView, Progress
-from gpufill.cli.runs import deployment_flags, report, start
+from gpufill.cli.runs import deployment_flags, report
+from gpufill.cli.status import answer_commands, approval_items, is_pending, target_of
 
 AWAIT_APPROVAL = "AwaitTeardownApproval"
 
@@ -79,7 +80,7 @@ def teardown_verb(args: argparse.Namespace) -> int:
     deployment = aws.find(args)
     if args.request_id:
         check_known_request(deployment, args.request_id)
-    arn = start(deployment, request, name)
+    arn = aws.start_execution(deployment, request, name)
     progress = None if args.json else Progress(sys.stdout)
     if progress:
         progress.header(f"gpufill teardown {name} on {deployment.env}")
@@ -107,15 +108,6 @@ def teardown_verb(args: argparse.Namespace) -> int:
         print("Following it until it is answered or expires (Ctrl-C stops only the following):")
     described, history = _follow(deployment, arn, progress, until_asked=False, after=history)
     return report(ExecutionView.from_aws(described, history), args.json)
-
-
-def answer_commands(name: str, deployment: aws.Deployment) -> dict[str, str]:
-    """The commands that answer teardown `name`, as they can be pasted in this shell."""
-    flags = deployment_flags(deployment)
-    return {
-        "approve": f"{program()} approve {name}{flags} --reason '...'",
-        "reject": f"{program()} reject {name}{flags} --reason '...'",
-    }
 
 
 @aws.aws_errors("look the request up")
@@ -254,7 +246,6 @@ def _teardown_of(answered: str, table) -> str:
     """`answered` when a teardown approval is on record under it; else the execution of the teardown
     waiting for an answer about request `answered` (gpufill approve REQUEST_ID)."""
     from gpufill.adapters import approvals
-    from gpufill.cli.status import approval_items, is_pending, target_of
 
     if approvals.get(answered, table) is not None:
         return answered

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from gpufill.models.request import ProvisionRequest
+from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import MarketName, PlanRef, RegionFacts, Run
 from gpufill.models.teardown import RegionBatch, Teardown
 
@@ -28,7 +28,7 @@ class ScoreRegionEvent(_Event):
 
 
 class RankEvent(_Event):
-    request: ProvisionRequest
+    request: ResolvedRequest
     facts: list[RegionFacts]
     market: MarketName | None = None
 
@@ -36,7 +36,7 @@ class RankEvent(_Event):
 class LoopEvent(_Event):
     """PrepareRegion, LaunchBatch and WaitUntilRunning: the request, the plan's reference and the run."""
 
-    request: ProvisionRequest
+    request: ResolvedRequest
     plan: PlanRef | None = None
     run: Run
     # The state machine's ARN ($$.StateMachine.Id): the deployment part of every ClientToken.
@@ -48,7 +48,7 @@ class WaitEvent(_Event):
     wait) and SettleHandOver (phase "settle", the successor's StartExecution failed)."""
 
     phase: Literal["plan", "start", "settle"]
-    request: ProvisionRequest
+    request: ResolvedRequest
     run: Run
     execution: str
     # settle: the state machine, the error StartExecution ended with, and the request and run
@@ -61,7 +61,7 @@ class WaitEvent(_Event):
 class ReportEvent(_Event):
     """ReportResult: the finished run."""
 
-    request: ProvisionRequest
+    request: ResolvedRequest
     run: Run
     status: str
 
@@ -69,7 +69,7 @@ class ReportEvent(_Event):
 class FailureEvent(_Event):
     """ReportFailure: what the run held when a step failed for good, and the error it failed with."""
 
-    request: ProvisionRequest | None = None
+    request: ResolvedRequest | None = None
     run: Run | None = None
     failure: dict[str, Any] = {}
     execution: str | None = None
@@ -81,7 +81,7 @@ class FailureEvent(_Event):
 class RequestEvent(_Event):
     """FindTeardownInstances and ReportInstanceStatus: the validated request."""
 
-    request: ProvisionRequest
+    request: ResolvedRequest
 
 
 class ApprovalRequestEvent(_Event):

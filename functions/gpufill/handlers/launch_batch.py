@@ -1,7 +1,7 @@
 """LaunchBatch: launch calls for the pools under the cursor, each recorded before the step returns.
 
 With launch_mode "fleet" the step makes one CreateFleet over every open pool of the region
-(policy/fleet.py); otherwise RunInstances calls, one pool at a time.
+(policy/fleet_moves.py); otherwise RunInstances calls, one pool at a time.
 
 One step makes up to fill.MAX_PROBES_PER_STEP calls in one region, halving the batch and moving
 the cursor between them as the policy says. Every call is exactly-once: its ClientToken comes
@@ -30,7 +30,7 @@ from gpufill.adapters import (
     schedules,
     visibility,
 )
-from gpufill.adapters import fleet as fleet_calls
+from gpufill.adapters import fleet_launch
 from gpufill.adapters.aws import TransientAwsError
 from gpufill.constants import (
     ENV_DEPLOYMENT,
@@ -40,12 +40,12 @@ from gpufill.constants import (
     LOCAL_HOME_REGION,
 )
 from gpufill.handlers.events import LoopEvent
-from gpufill.handlers.launch_step import finish_step
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
-from gpufill.launch.user_data import render_user_data
-from gpufill.models.request import ProvisionRequest
-from gpufill.models.run import Instance, LaunchResult, Pool, RegionLaunch, Run
-from gpufill.policy import fill, fleet, gang
+from gpufill.bootstrap.user_data import render_user_data
+from gpufill.models.request import ResolvedRequest
+from gpufill.models.run import Instance, LaunchResult, MarketName, PlanRef, Pool, RegionLaunch, Run
+from gpufill.policy import fill, fleet_moves, gang
+from gpufill.policy.exhaustion import exhaustion_cause, no_reservation_room_cause, rejection_cause
 from gpufill.policy.tokens import client_token
 
 # Stop starting calls when less than this is left of the function's time: a call may take 20 s.
@@ -78,7 +78,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
     return answer
 
 
-def refill_stopped(run: Run, request: ProvisionRequest, stopped_by: str) -> Run:
+def refill_stopped(run: Run, request: ResolvedRequest, stopped_by: str) -> Run:
     """A teardown of the request was asked while this refill ran: the refill launches nothing more,
     and what it launched (never used, perhaps never listed by the teardown) is terminated now,
     as a gang's rollback is: nothing outlived the run."""
@@ -105,7 +105,7 @@ def refill_stopped(run: Run, request: ProvisionRequest, stopped_by: str) -> Run:
     return run.model_copy(update={"next": "stopped", "cause": said, "instances": [], "launched": 0, "hourly_cost": 0.0})
 
 
-def launch_step(step: LoopEvent, request: ProvisionRequest, plan, pools: list[Pool], run: Run, context: LambdaContext) -> dict:
+def launch_step(step: LoopEvent, request: ResolvedRequest, plan, pools: list[Pool], run: Run, context: LambdaContext) -> dict:
     grouped: set[str] = set()  # regions where this step made a cluster placement group
     if request.launch_mode == "fleet":
         run = launch_fleet(step, request, pools, run, grouped)
@@ -133,7 +133,7 @@ def launch_step(step: LoopEvent, request: ProvisionRequest, plan, pools: list[Po
     return finish_step(run, request, plan.market, plan).model_dump(mode="json", exclude_none=True)
 
 
-def tidy_groups(grouped: set[str], run: Run, pools: list[Pool], request: ProvisionRequest) -> None:
+def tidy_groups(grouped: set[str], run: Run, pools: list[Pool], request: ResolvedRequest) -> None:
     """A cluster group is made before the launch that may fill it; in a region the run leaves, the
     groups that got no instance are deleted now, so groups stay only where the gang launched (a
     rollback or a teardown deletes those). Never fails the step: a group left behind only counts
@@ -146,7 +146,7 @@ def tidy_groups(grouped: set[str], run: Run, pools: list[Pool], request: Provisi
             logger.warning("empty cluster groups not deleted", extra={"region": region, "error": str(error)})
 
 
-def keep(instances: list[Instance], request: ProvisionRequest, token: str, state_machine: str) -> None:
+def keep(instances: list[Instance], request: ResolvedRequest, token: str, state_machine: str) -> None:
     """Recorded before the step returns: if this fails the step is retried with the same tokens."""
     if not instances:
         return
@@ -167,11 +167,11 @@ def keep(instances: list[Instance], request: ProvisionRequest, token: str, state
     metrics.add_metric(name="InstancesLaunched", unit="Count", value=len(instances))
 
 
-def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], run: Run, grouped: set[str]) -> Run:
+def launch_fleet(step: LoopEvent, request: ResolvedRequest, pools: list[Pool], run: Run, grouped: set[str]) -> Run:
     """One CreateFleet over the region's open pools, for everything still missing."""
     here = pools[run.cursor]
-    run = fleet.begin_call(run, here)
-    indices = fleet.overrides(run, pools, request)
+    run = fleet_moves.begin_call(run, here)
+    indices = fleet_moves.overrides(run, pools, request)
     deployment = os.environ.get(ENV_DEPLOYMENT, "")
     groups = {}
     for index in indices:
@@ -180,30 +180,30 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
             placement_groups.ensure(here.region, group, request_id=request.request_id, deployment=deployment)
             groups[pools[index].availability_zone] = group
             grouped.add(here.region)
-    call = fleet_calls.FleetCall(
+    call = fleet_launch.FleetCall(
         region=here.region,
         market=here.market,
         pools=[(index, pools[index]) for index in indices],
         target=run.batch,
-        strategy=fleet.allocation_strategy(here.market, request),
+        strategy=fleet_moves.allocation_strategy(here.market, request),
         subnets=run.launch.subnets,
-        single_zone=fleet.single_zone(request),
-        min_target=fleet.min_target(run, request),
+        single_zone=fleet_moves.single_zone(request),
+        min_target=fleet_moves.min_target(run, request),
         placement_groups=groups,
         capacity_reservation_id=here.capacity_reservation_id,
     )
     token = client_token(step.state_machine, request.request_id, run.attempts_total + 1)
     run_store.record_intent(request_id=request.owner_id, region=here.region, client_token=token)
     spec = launch_spec(request, run.launch, reservations_off=request.capacity_reservations == "none" and here.market == "on-demand")
-    answer = fleet_calls.launch(call, spec, token)
+    answer = fleet_launch.launch(call, spec, token)
     keep([i for item in answer.answers for i in item.result.instances], request, token, step.state_machine)
-    for index in fleet.pools_found_empty(answer):
+    for index in fleet_moves.pools_found_empty(answer):
         if pools[index].capacity_reservation_id is not None:
             continue
         capacity_cache.remember_full(pools[index].key, request_id=request.request_id, reason="capacity")
     if answer.template_version:
         # Only now: the fleet answered and what it launched is recorded.
-        fleet_calls.retire_version(here.region, answer.template_version)
+        fleet_launch.retire_version(here.region, answer.template_version)
     logger.info(
         "fleet answered",
         extra={
@@ -214,10 +214,10 @@ def launch_fleet(step: LoopEvent, request: ProvisionRequest, pools: list[Pool], 
             "failure": answer.failure.reason if answer.failure else None,
         },
     )
-    return fleet.after_fleet(run, pools, answer, request)
+    return fleet_moves.after_fleet(run, pools, answer, request)
 
 
-def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: int, token: str, grouped: set[str]) -> LaunchResult:
+def launch(request: ResolvedRequest, setup: RegionLaunch, pool: Pool, batch: int, token: str, grouped: set[str]) -> LaunchResult:
     subnet = setup.subnets.get(pool.availability_zone)
     if subnet is None:
         return LaunchResult(outcome="error", reason="NoSubnet", message=f"no subnet to launch into in {pool.availability_zone}")
@@ -238,7 +238,7 @@ def launch(request: ProvisionRequest, setup: RegionLaunch, pool: Pool, batch: in
 
 
 def launch_spec(
-    request: ProvisionRequest,
+    request: ResolvedRequest,
     setup: RegionLaunch,
     *,
     subnet_id: str | None = None,
@@ -264,3 +264,18 @@ def launch_spec(
         root_volume_gib=setup.root_volume_gib,
         kms_key_id=os.environ.get(ENV_EBS_KMS_KEY_ARN) or None,
     )
+
+
+def finish_step(run: Run, request: ResolvedRequest, market: MarketName, plan: PlanRef | None = None) -> Run:
+    """What PrepareRegion and LaunchBatch do at the end of every step: log its attempts, explain a stop."""
+    if run.step_attempts:
+        run_store.save_attempts(request.request_id, run.step_attempts)
+    if run.next == "exhausted":
+        attempts = run_store.load_attempts(request.request_id, run.attempts_total)
+        if request.capacity_reservations == "only":
+            seen = plan.reservations if plan is not None else []
+            return run.model_copy(update={"cause": no_reservation_room_cause(run, attempts, request, seen)})
+        return run.model_copy(update={"cause": exhaustion_cause(run, attempts, request, market)})
+    if run.next == "rejected":
+        return run.model_copy(update={"cause": rejection_cause(run, request)})
+    return run

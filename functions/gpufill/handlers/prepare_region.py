@@ -15,9 +15,9 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnec
 from gpufill.adapters import ami, ec2, network, regions_config, run_store
 from gpufill.adapters.aws import is_transient
 from gpufill.handlers.events import LoopEvent
-from gpufill.handlers.launch_step import finish_step
+from gpufill.handlers.launch_batch import finish_step
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
-from gpufill.models.request import ProvisionRequest
+from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import LaunchResult, Pool, RegionLaunch
 from gpufill.policy import fill
 
@@ -52,7 +52,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
 
 
 def region_launch(
-    request: ProvisionRequest, region: str, pools: list[Pool], *, fresh: bool, before: RegionLaunch | None
+    request: ResolvedRequest, region: str, pools: list[Pool], *, fresh: bool, before: RegionLaunch | None
 ) -> RegionLaunch:
     override = regions_config.load().override(region)
     image = ami.resolve(region, fresh=fresh)

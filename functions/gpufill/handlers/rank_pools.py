@@ -8,11 +8,11 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill import catalog
-from gpufill.adapters import capacity_cache, clock, placement, reservations, run_store
+from gpufill.adapters import capacity_cache, clock, placement_scores, reservations, run_store
 from gpufill.constants import ENV_DEPLOYMENT, LOCAL_HOME_REGION
 from gpufill.handlers.events import RankEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
-from gpufill.models.request import ProvisionRequest
+from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Plan, PlanRef, Pool, RegionFacts, RegionScore, ReservationSeen
 from gpufill.policy import ranking
 from gpufill.policy import reservations as reservation_policy
@@ -69,7 +69,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
     return ref.model_dump(mode="json", exclude_none=True)
 
 
-def _reservations(request: ProvisionRequest) -> tuple[list[ReservationSeen], list[Pool]]:
+def _reservations(request: ResolvedRequest) -> tuple[list[ReservationSeen], list[Pool]]:
     deployment = os.environ.get(ENV_DEPLOYMENT, "")
     found = [r for region in request.regions for r in reservations.in_region(region, request.instance_types, deployment)]
     seen = reservation_policy.plan(found, request)
@@ -95,11 +95,11 @@ def _best_per_region(scores: list[RegionScore]) -> list[RegionScore]:
     return list(best.values())
 
 
-def _with_region_scores(scores: list[RegionScore], request: ProvisionRequest) -> tuple[list[RegionScore], str]:
+def _with_region_scores(scores: list[RegionScore], request: ResolvedRequest) -> tuple[list[RegionScore], str]:
     """Without AWS's region scores the order is by price alone: price per fill at the lowest score."""
     home = os.environ.get("AWS_REGION", LOCAL_HOME_REGION)
     regions = sorted({s.region for s in scores if s.dropped is None})
-    found = placement.region_scores(request.instance_types, request.count, regions, home_region=home) if regions else {}
+    found = placement_scores.region_scores(request.instance_types, request.count, regions, home_region=home) if regions else {}
     scoring = "price-capacity" if found else (
         "price-capacity (spot placement scores unavailable: by price)" if found is None
         else "price-capacity (no placement score in AWS's answer: by price)"
@@ -107,10 +107,10 @@ def _with_region_scores(scores: list[RegionScore], request: ProvisionRequest) ->
     return ranking.with_region_scores(scores, found or {}), scoring
 
 
-def _with_placement_scores(facts: list[RegionFacts], request: ProvisionRequest) -> tuple[list[RegionFacts], str]:
+def _with_placement_scores(facts: list[RegionFacts], request: ResolvedRequest) -> tuple[list[RegionFacts], str]:
     home = os.environ.get("AWS_REGION", LOCAL_HOME_REGION)
     regions = [r.region for r in facts if r.error is None]
-    found = placement.scores(request.instance_types, request.count, regions, home_region=home)
+    found = placement_scores.scores(request.instance_types, request.count, regions, home_region=home)
     if found is None:
         return facts, "classic (spot placement scores unavailable)"
     if not found:

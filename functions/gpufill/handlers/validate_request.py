@@ -12,7 +12,7 @@ from gpufill.adapters import clock, regions_config
 from gpufill.constants import LOCAL_HOME_REGION
 from gpufill.handlers.events import ValidateEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
-from gpufill.models.request import ProvisionRequest, Request, describe_problems, normalise, not_an_object
+from gpufill.models.request import ResolvedRequest, Request, describe_problems, normalise, not_an_object
 from gpufill.models.run import Run
 from gpufill.policy import fill, lifetime, waiting
 
@@ -75,7 +75,7 @@ CONTINUATION = waiting.CONTINUATION
 def _continued(execution_name: str, carried: object) -> dict:
     problem = "must be the request and run a waiting execution hands over to its successor"
     try:
-        request = ProvisionRequest.model_validate(carried["request"])  # type: ignore[index]
+        request = ResolvedRequest.model_validate(carried["request"])  # type: ignore[index]
         run = Run.model_validate(carried["run"]).model_copy(update={"next": "prepare"})  # type: ignore[index]
     except (TypeError, KeyError, ValidationError):
         return _invalid(execution_name, [{"field": CONTINUATION, "problem": problem}], changes="launched")
@@ -94,7 +94,7 @@ def _continued(execution_name: str, carried: object) -> dict:
     return {"valid": True, "request": request.model_dump(mode="json"), "run": run.model_dump(mode="json", exclude_none=True)}
 
 
-def user_fields(request: ProvisionRequest) -> dict:
+def user_fields(request: ResolvedRequest) -> dict:
     """The request as a user would have written it, for the same checks again."""
     fields = request.model_dump(
         include={

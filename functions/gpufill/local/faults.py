@@ -33,6 +33,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from unittest import mock
 
 # Lambda errors a task may see from the Lambda service, as Step Functions names them.
 LAMBDA_ERRORS = ("Sandbox.Timedout", "Lambda.Unknown", "Lambda.ServiceException")
@@ -317,3 +318,37 @@ def raise_or_answer(rule: _Rule, service_id: str, operation: str, request):
     from moto.core.botocore_stubber import MockRawResponse
 
     return AWSResponse(request.url, status, headers, MockRawResponse(body.encode()))
+
+
+def at_the_wire(engine):
+    """AWS-level faults, injected where botocore sends the HTTP request to moto, so that
+    botocore's retry handler sees them as it would see AWS's answers."""
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    original = BotocoreStubber.__call__
+    faults = engine.faults
+
+    def stubbed(stubber, event_name, request, **kwargs):
+        if not stubber.enabled:
+            return None
+        _, service_id, operation = event_name.split(".", 2)
+        task = getattr(engine._invocation, "task", None)
+        found = faults.for_aws_call(service_id, operation, request.url, task)
+        if found is None:
+            return original(stubber, event_name, request, **kwargs)
+        layer, rule = found
+        if layer == "kill":
+            if rule.meanwhile is not None:
+                # What happens elsewhere in the account is not this (dead) function's doing.
+                function, engine._invocation.function = getattr(engine._invocation, "function", None), None
+                try:
+                    rule.meanwhile()
+                finally:
+                    engine._invocation.function = function
+            raise KilledInvocation(f"{task} killed at {service_id}:{operation}")
+        if rule.after:
+            original(stubber, event_name, request, **kwargs)  # AWS did it; the reply is lost
+        return raise_or_answer(rule, service_id, operation, request)
+
+    return mock.patch.object(BotocoreStubber, "__call__", stubbed)
+

@@ -5,7 +5,7 @@ region's default bus; the home region's rules invoke StartRefill), puts EC2's ev
 instance's region's default bus as EC2 does, and lets moto's rules match them. moto forwards to
 an event bus (but rebuilds the event, losing its region) and cannot invoke a Lambda target, so
 those two target kinds are delivered here: the envelope unchanged, as EventBridge does, and the
-Lambda invoked the way an asynchronous invoke is (queued, off the caller's thread, up to
+Lambda invoked the way an asynchronous invoke is (local/lambdas.py: queued, off the caller's thread, up to
 three tries).
 """
 
@@ -14,22 +14,14 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 from unittest import mock
 
 from gpufill import constants
 from gpufill.adapters import clock
 from gpufill.local.iam import event_delivery
 
-if TYPE_CHECKING:
-    from gpufill.local.engine import LocalEngine
-
 # EC2 warns two minutes before it reclaims a spot instance.
 SPOT_WARNING_SECONDS = 120
-# Lambda tries a failed asynchronous invocation twice more.
-ASYNC_INVOKE_TRIES = 3
-# Invocations of StartRefill the engine runs at once.
-DELIVERY_WORKERS = 2
 SPOT_REASON = ("Server.SpotInstanceTermination", "Server.SpotInstanceTermination: Spot instance termination")
 # EC2 does not reclaim on-demand instances; one that fails underneath is ended by EC2 itself.
 HARDWARE_REASON = ("Server.InternalError", "Server.InternalError: Internal error on the host")
@@ -47,7 +39,7 @@ class Reclaim:
     note: str = ""
 
 
-def patches(engine: LocalEngine):
+def patches(engine):
     """EC2 emits state changes for TerminateInstances; EventBridge delivers to Lambda and
     event-bus targets (see the module docstring)."""
     from contextlib import ExitStack
@@ -80,7 +72,7 @@ def patches(engine: LocalEngine):
                     engine.event_deliveries.append({"function": target["Arn"], "event": event, "failed": True,
                                                     "answer": {"error": "AccessDeniedException: no resource policy lets this rule invoke it"}})
                     continue
-                engine._invoke_async(target["Arn"], event)
+                engine.invoke_async(target["Arn"], event)
             elif arn.service == "events" and arn.resource_type == "event-bus":
                 if arn.region != rule.region_name and not target.get("RoleArn"):
                     continue  # EventBridge needs a role to put events on another region's bus
@@ -98,7 +90,7 @@ def patches(engine: LocalEngine):
     return stack
 
 
-def put_ec2_event(engine: LocalEngine, region: str, detail_type: str, detail: dict, instance_id: str) -> None:
+def put_ec2_event(engine, region: str, detail_type: str, detail: dict, instance_id: str) -> None:
     """An event EC2 emits, on `region`'s default bus, in EventBridge's envelope."""
     from moto.events.models import events_backends
 
@@ -118,7 +110,7 @@ def put_ec2_event(engine: LocalEngine, region: str, detail_type: str, detail: di
         rule.send_to_targets(event)
 
 
-def reclaim(engine: LocalEngine, reclaim: Reclaim) -> None:
+def reclaim(engine, reclaim: Reclaim) -> None:
     """EC2 takes the n-th instance launched in the account away: a spot instance after the
     two-minute warning, an on-demand one at once (a host failure). One that has already ended,
     or was never launched, is noted and left."""
@@ -159,7 +151,7 @@ def reclaim(engine: LocalEngine, reclaim: Reclaim) -> None:
         end()
 
 
-def power_off(engine: LocalEngine, region: str, instance_id: str) -> None:
+def power_off(engine, region: str, instance_id: str) -> None:
     """The instance shuts itself down (the idle watchdog's `shutdown -h`); gpufill launches with
     instance-initiated shutdown set to terminate, so EC2 terminates it."""
     from moto.ec2.models import ec2_backends

@@ -9,7 +9,7 @@ DeleteLaunchTemplateVersions and no version quota):
 - A template holds at most `limits.MAX_LAUNCH_TEMPLATE_VERSIONS` (10,000) versions, deleted ones
   not counted; CreateLaunchTemplateVersion beyond it answers VersionLimitExceeded.
 - A CreateLaunchTemplateVersion ClientToken seen before answers the first call's version even
-  when that version was deleted since (local/fleet.py keeps the answer): EC2 does not document
+  when that version was deleted since (local/fleet_api.py keeps the answer): EC2 does not document
   this case, and this is its rule for every other token (a RunInstances token answers its
   instance after it was terminated). A CreateFleet sent again with its token is answered from
   the token before its launch template is looked at, so a retried step whose version was deleted

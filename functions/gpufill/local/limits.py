@@ -15,6 +15,11 @@
 - SNS Publish: the subject must be ASCII, without line breaks or control
   characters, and shorter than 100 characters, else InvalidParameter.
 
+EC2's limits on a launch, checked by the market for RunInstances and by the fleet API for each
+CreateFleet override (check_launch_values, check_tags): 50 tags per resource, keys of 128 and
+values of 256 characters, no `aws:` keys; user data of at most 16 KiB; a root volume no smaller
+than the AMI's snapshot.
+
 EC2's launch template version quota (10,000 per template) is kept by local/launch_templates.py
 with MAX_LAUNCH_TEMPLATE_VERSIONS, read at each call so a test may lower it.
 """
@@ -30,10 +35,55 @@ from gpufill import constants
 MAX_LAUNCH_TEMPLATE_VERSIONS = 10_000
 EXECUTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 HISTORY_LIMIT_CAUSE = f"The execution reached the maximum number of history events ({constants.HISTORY_EVENTS_LIMIT})."
+# EC2 limits on RunInstances.
+MAX_TAGS_PER_RESOURCE = 50
+MAX_TAG_KEY = 128
+MAX_TAG_VALUE = 256
+MAX_USER_DATA_BYTES = 16 * 1024
 
 
 def valid_sns_subject(subject: str) -> bool:
     return 0 < len(subject) < 100 and subject.isascii() and not any(ord(c) < 32 or ord(c) == 127 for c in subject)
+
+
+def check_tags(specs: dict[str, dict[str, str]]) -> None:
+    """EC2's tag limits, per resource type: 50 tags, keys of 128 and values of 256 characters, no `aws:` keys."""
+    from moto.ec2.exceptions import EC2ClientError
+
+    for tags in specs.values():
+        if len(tags) > MAX_TAGS_PER_RESOURCE:
+            raise EC2ClientError("TagLimitExceeded", f"The maximum number of tags per resource ({MAX_TAGS_PER_RESOURCE}) was exceeded: {len(tags)}.")
+        for key, value in tags.items():
+            if len(key) > MAX_TAG_KEY:
+                raise EC2ClientError("InvalidParameterValue", f"Tag key exceeds the maximum length of {MAX_TAG_KEY} characters: {key[:40]}...")
+            if len(value) > MAX_TAG_VALUE:
+                raise EC2ClientError("InvalidParameterValue", f"Tag value exceeds the maximum length of {MAX_TAG_VALUE} characters (key {key}).")
+            if key.lower().startswith("aws:"):
+                raise EC2ClientError("InvalidParameterValue", f"Tag keys starting with 'aws:' are reserved for internal use: {key}")
+
+
+def check_launch_values(backend, *, image_id, user_data, tags: dict[str, dict[str, str]], volumes: list[tuple]) -> None:
+    """EC2's own refusals of a launch (RunInstances, or one CreateFleet override): tags, user data
+    size, a root volume below the AMI's snapshot. `volumes` are (device name, size in GiB or None)."""
+    import base64
+
+    from moto.ec2.exceptions import EC2ClientError
+
+    check_tags(tags)
+    if user_data:
+        size = len(base64.b64decode(user_data))
+        if size > MAX_USER_DATA_BYTES:
+            raise EC2ClientError("InvalidParameterValue", f"User data is limited to {MAX_USER_DATA_BYTES} bytes; this request has {size}.")
+    image = backend.amis.get(image_id)
+    snapshot_gib = getattr(image, "root_snapshot_gib", None)
+    if image is None or snapshot_gib is None:
+        return
+    for device, size in volumes:
+        if device == image.root_device_name and size is not None and int(size) < snapshot_gib:
+            raise EC2ClientError(
+                "InvalidBlockDeviceMapping",
+                f"Volume of size {int(size)}GB is smaller than snapshot '{image.ebs_snapshot.id}', expect size >= {snapshot_gib}GB",
+            )
 
 
 def patches(answered_tokens: set[str]) -> ExitStack:

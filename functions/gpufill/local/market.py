@@ -24,11 +24,12 @@ from moto.ec2.responses.spot_instances import SpotInstances
 
 from gpufill.local import visibility
 from gpufill.local.cluster_groups import ClusterGroups
-from gpufill.local.fleet import FleetApi
+from gpufill.local.fleet_api import FleetApi
 
 from gpufill import catalog, constants
 from gpufill.constants import STARTUP_STEP_FAILED_PREFIX, TAG_STARTUP_STEP
 from gpufill.local import filters
+from gpufill.local.limits import MAX_TAGS_PER_RESOURCE, check_launch_values
 from gpufill.local.reservations import Reservations
 from gpufill.local.scenario import STARTUP_TIMELINE, MarketScenario, Startup
 
@@ -42,49 +43,8 @@ PLACEMENT_TOP = 10
 # Distinct placement-score configurations an account may ask for in 24 hours. AWS does not
 # publish the number; this one is finite so that a run asking too many meets the error.
 PLACEMENT_CONFIGURATIONS_PER_DAY = 50
-# EC2 limits on RunInstances.
-MAX_TAGS_PER_RESOURCE = 50
-MAX_TAG_KEY = 128
-MAX_TAG_VALUE = 256
-MAX_USER_DATA_BYTES = 16 * 1024
 # Parameters a reused ClientToken is not compared on (EC2: the same request in another AZ is the same request).
 _NOT_COMPARED = {"Action", "Version", "ClientToken", "Placement.AvailabilityZone"}
-
-
-def check_tags(specs: dict[str, dict[str, str]]) -> None:
-    """EC2's tag limits, per resource type: 50 tags, keys of 128 and values of 256 characters, no `aws:` keys."""
-    for tags in specs.values():
-        if len(tags) > MAX_TAGS_PER_RESOURCE:
-            raise EC2ClientError("TagLimitExceeded", f"The maximum number of tags per resource ({MAX_TAGS_PER_RESOURCE}) was exceeded: {len(tags)}.")
-        for key, value in tags.items():
-            if len(key) > MAX_TAG_KEY:
-                raise EC2ClientError("InvalidParameterValue", f"Tag key exceeds the maximum length of {MAX_TAG_KEY} characters: {key[:40]}...")
-            if len(value) > MAX_TAG_VALUE:
-                raise EC2ClientError("InvalidParameterValue", f"Tag value exceeds the maximum length of {MAX_TAG_VALUE} characters (key {key}).")
-            if key.lower().startswith("aws:"):
-                raise EC2ClientError("InvalidParameterValue", f"Tag keys starting with 'aws:' are reserved for internal use: {key}")
-
-
-def check_launch_values(backend, *, image_id, user_data, tags: dict[str, dict[str, str]], volumes: list[tuple]) -> None:
-    """EC2's own refusals of a launch (RunInstances, or one CreateFleet override): tags, user data
-    size, a root volume below the AMI's snapshot. `volumes` are (device name, size in GiB or None)."""
-    import base64
-
-    check_tags(tags)
-    if user_data:
-        size = len(base64.b64decode(user_data))
-        if size > MAX_USER_DATA_BYTES:
-            raise EC2ClientError("InvalidParameterValue", f"User data is limited to {MAX_USER_DATA_BYTES} bytes; this request has {size}.")
-    image = backend.amis.get(image_id)
-    snapshot_gib = getattr(image, "root_snapshot_gib", None)
-    if image is None or snapshot_gib is None:
-        return
-    for device, size in volumes:
-        if device == image.root_device_name and size is not None and int(size) < snapshot_gib:
-            raise EC2ClientError(
-                "InvalidBlockDeviceMapping",
-                f"Volume of size {int(size)}GB is smaller than snapshot '{image.ebs_snapshot.id}', expect size >= {snapshot_gib}GB",
-            )
 
 
 def _check_launch_parameters(response: InstanceResponse) -> None:

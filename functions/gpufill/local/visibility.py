@@ -10,7 +10,7 @@ Where each miss is answered, as EC2 answers a resource it does not know there:
 - RunInstances: the whole call is refused (nothing launched, its ClientToken not spent).
 - CreateFleet: an unknown launch template or version refuses the whole call; an unknown
   placement group or security group is answered per override in the fleet's Errors, as any
-  launch refusal of an override is (local/fleet.py).
+  launch refusal of an override is (local/fleet_api.py).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from gpufill.constants import (
     MIN_MAX_LIFETIME_SECONDS,
     SUPPORTED_ARCHITECTURE,
 )
-from gpufill.launch.user_data import (
+from gpufill.bootstrap.user_data import (
     DEFAULT_IMAGE,
     DEFAULT_MODEL_ID,
     IMAGE_PATTERN,
@@ -542,7 +542,7 @@ class RequestProblems(ValueError):
         super().__init__("; ".join(f"{field}: {text}" for field, text in problems))
 
 
-class ProvisionRequest(BaseModel):
+class ResolvedRequest(BaseModel):
     """The request with every default resolved: what the rest of the workflow reads."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -589,8 +589,8 @@ class ProvisionRequest(BaseModel):
         return self.refill.request_id if self.refill is not None else self.request_id
 
 
-def normalise(request: Request, *, request_id: str, default_regions: list[str], home_region: str) -> ProvisionRequest:
-    return ProvisionRequest(
+def normalise(request: Request, *, request_id: str, default_regions: list[str], home_region: str) -> ResolvedRequest:
+    return ResolvedRequest(
         request_id=request_id,
         action=request.action,
         instance_types=request.types(),

@@ -15,7 +15,7 @@ Outcome = Literal["launched", "capacity", "quota", "throttled", "error"]
 # end GANG_NOT_PLACED. With wait_for_capacity, an exhausted market leads to "retry" (wait, then try
 # again), "handover" (wait, then continue as a new execution), "expired" (the deadline passed) or
 # "stopped" (torn down).
-NextMove = Literal[
+WhereNext = Literal[
     "launch", "prepare", "refresh", "done", "exhausted", "rejected", "wait", "ready", "rollback", "not_placed",
     "retry", "handover", "expired", "stopped", "continued", "handover_failed",
 ]
@@ -222,7 +222,7 @@ class Run(_Model):
     batch: int
     remaining: int
     launched: int = 0
-    next: NextMove = "prepare"
+    next: WhereNext = "prepare"
     attempts_total: int = 0
     step_attempts: list[Attempt] = Field(default_factory=list)
     instances: list[Instance] = Field(default_factory=list)
@@ -243,7 +243,7 @@ class Run(_Model):
     ready_rounds: int = 0
     ready_pause: int | None = None
     # launch_mode "fleet": the calls made again in this region for pools EC2 did not answer for
-    # (RequestLimitExceeded, InternalError per override), bounded by policy/fleet.py.
+    # (RequestLimitExceeded, InternalError per override), bounded by policy/fleet_moves.py.
     fleet_retries: int = 0
     # Instances this plan put in each capacity reservation (id -> count): a reservation pool takes
     # at most what the plan gave it. Cleared when the plan is done (the next try plans afresh).

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 from gpufill import catalog
-from gpufill.models.request import ProvisionRequest
+from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Attempt, MarketName, ReservationSeen, Run
 
 # A Fail state's cause is capped at 32,768 characters; keep headroom for the JSON framing.
 CAUSE_BUDGET = 30_000
 
 
-def on_demand_hint(request: ProvisionRequest) -> str:
+def on_demand_hint(request: ResolvedRequest) -> str:
     """Name the cheapest on-demand region and the lowest-latency one, for the rerun command."""
     choices = [
         (price, catalog.latency_ms(request.origin_region, region), region, instance_type)
@@ -33,7 +33,7 @@ def on_demand_hint(request: ProvisionRequest) -> str:
     )
 
 
-def exhaustion_cause(run: Run, attempts: list[Attempt], request: ProvisionRequest, market: MarketName) -> str:
+def exhaustion_cause(run: Run, attempts: list[Attempt], request: ResolvedRequest, market: MarketName) -> str:
     tried = [a for a in attempts if a.market == market]
     pools: dict[str, dict] = {}
     for a in tried:
@@ -76,7 +76,7 @@ def exhaustion_cause(run: Run, attempts: list[Attempt], request: ProvisionReques
 
 
 def no_reservation_room_cause(
-    run: Run, attempts: list[Attempt], request: ProvisionRequest, seen: list[ReservationSeen]
+    run: Run, attempts: list[Attempt], request: ResolvedRequest, seen: list[ReservationSeen]
 ) -> str:
     """capacity_reservations "only" and the reservations could not take the request: what the run
     found, reservation by reservation, and why none (or not enough) took it."""
@@ -109,7 +109,7 @@ def no_reservation_room_cause(
     return json.dumps(cause)
 
 
-def rejection_cause(run: Run, request: ProvisionRequest) -> str:
+def rejection_cause(run: Run, request: ResolvedRequest) -> str:
     """EC2 refused the launch itself: quote it, say what to change, and what already runs."""
     refused = run.step_attempts[-1]
     change = REJECTION_ADVICE.get(refused.reason or "", REJECTION_ADVICE_DEFAULT)

@@ -13,7 +13,7 @@ rolled back (policy/gang.py) resumes after the pool where it first landed, in pl
 
 from __future__ import annotations
 
-from gpufill.models.request import ProvisionRequest
+from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Attempt, LaunchResult, Pool, RegionLaunch, Run
 from gpufill.policy import gang
 from gpufill.policy.errors import is_rejection, is_stale_ami, not_visible_yet, quota_group, region_unusable
@@ -26,7 +26,7 @@ MAX_PROBES_PER_STEP = 8
 MAX_NOTE = 300  # EC2's message kept with an error attempt
 
 
-def start(request: ProvisionRequest) -> Run:
+def start(request: ResolvedRequest) -> Run:
     return Run(batch=min(request.batch_max, request.count), remaining=request.count)
 
 
@@ -39,7 +39,7 @@ def quota_key(pool: Pool) -> str:
 
 
 def fleet_key(pool: Pool) -> str:
-    """The pools one fleet covers: a region's in one market, its deferred pools apart (policy/fleet.py);
+    """The pools one fleet covers: a region's in one market, its deferred pools apart (policy/fleet_moves.py);
     a capacity reservation alone (its fleet targets that reservation and nothing else)."""
     if pool.capacity_reservation_id:
         return f"{pool.market}/{pool.region}/{pool.capacity_reservation_id}"
@@ -56,7 +56,7 @@ def is_open(pool: Pool, blocked: list[str]) -> bool:
     return not any(key in blocked for key in keys)
 
 
-def may_try(pool: Pool, run: Run, request: ProvisionRequest) -> bool:
+def may_try(pool: Pool, run: Run, request: ResolvedRequest) -> bool:
     return is_open(pool, run.blocked) and gang.allows(pool, run.gang, request.placement) and reservation_room(pool, run) != 0
 
 
@@ -72,7 +72,7 @@ def fitted(batch: int, pool: Pool, run: Run) -> int:
     return batch if room is None else max(1, min(batch, room))
 
 
-def prepare(run: Run, pools: list[Pool], request: ProvisionRequest) -> Run:
+def prepare(run: Run, pools: list[Pool], request: ResolvedRequest) -> Run:
     """Where the run stands when a region is about to be entered: an open pool to prepare, or nothing left."""
     if run.cursor < len(pools) and may_try(pools[run.cursor], run, request):
         return run.model_copy(update={"next": "prepare", "batch": fitted(run.batch, pools[run.cursor], run)})
@@ -87,7 +87,7 @@ def begin_step(run: Run) -> Run:
     return run.model_copy(update={"step_attempts": []})
 
 
-def after_attempt(run: Run, pools: list[Pool], result: LaunchResult, request: ProvisionRequest) -> Run:
+def after_attempt(run: Run, pools: list[Pool], result: LaunchResult, request: ResolvedRequest) -> Run:
     pool = pools[run.cursor]
     if len(result.instances) > run.batch:
         raise ValueError(f"RunInstances returned {len(result.instances)} instances for a batch of {run.batch}")
@@ -136,7 +136,7 @@ def _explained(result: LaunchResult) -> bool:
     return result.outcome == "error" or not_visible_yet(result.reason)
 
 
-def _next_move(run: Run, pools: list[Pool], pool: Pool, result: LaunchResult, request: ProvisionRequest) -> Run:
+def _next_move(run: Run, pools: list[Pool], pool: Pool, result: LaunchResult, request: ResolvedRequest) -> Run:
     if run.remaining == 0:
         return run.model_copy(update={"next": "done"})
     code = result.reason
@@ -167,7 +167,7 @@ def block(run: Run, key: str) -> Run:
     return run if key in run.blocked else run.model_copy(update={"blocked": [*run.blocked, key]})
 
 
-def pool_found_empty(batch: int, result: LaunchResult, request: ProvisionRequest) -> bool:
+def pool_found_empty(batch: int, result: LaunchResult, request: ResolvedRequest) -> bool:
     """A capacity answer that says the pool itself is empty, not merely that the batch was too big."""
     return result.outcome == "capacity" and (request.launch_mode == "partial" or batch == 1)
 
@@ -176,12 +176,12 @@ def halve(run: Run) -> Run:
     return run.model_copy(update={"batch": max(1, run.batch // 2), "next": "launch"})
 
 
-def advance(run: Run, pools: list[Pool], request: ProvisionRequest) -> Run:
+def advance(run: Run, pools: list[Pool], request: ResolvedRequest) -> Run:
     """Move to the next pool that is still open; at the end, rewind for the next market."""
     return _advance_from(run, pools, request, run.cursor + 1)
 
 
-def _advance_from(run: Run, pools: list[Pool], request: ProvisionRequest, start_index: int) -> Run:
+def _advance_from(run: Run, pools: list[Pool], request: ResolvedRequest, start_index: int) -> Run:
     fresh_batch = min(request.batch_max, run.remaining) if run.remaining else run.batch
     for index in range(start_index, len(pools)):
         if may_try(pools[index], run, request):
@@ -203,7 +203,7 @@ def _advance_from(run: Run, pools: list[Pool], request: ProvisionRequest, start_
     )
 
 
-def after_rollback(run: Run, pools: list[Pool], request: ProvisionRequest, count: int) -> Run:
+def after_rollback(run: Run, pools: list[Pool], request: ResolvedRequest, count: int) -> Run:
     """Start the gang again after the pool where it first landed (the pools before it were
     tried already), outside every place rolled back; an incomplete end of the fill is final."""
     final = run.next != "rollback"

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 
 from gpufill import catalog
-from gpufill.models.request import ProvisionRequest
+from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Attempt, Gang, Pool, Run
 
 CAUSE_BUDGET = 30_000  # a Fail state's cause is capped at 32,768 characters
@@ -52,7 +52,7 @@ def excluded_key(market: str, where: str) -> str:
     return f"{market}:{where}"
 
 
-def landed(run: Run, pool: Pool, request: ProvisionRequest) -> Run:
+def landed(run: Run, pool: Pool, request: ResolvedRequest) -> Run:
     """The first instance of a gang fixes its place; later landings change nothing."""
     where = place(pool, request.placement)
     gang = run.gang or Gang()
@@ -61,7 +61,7 @@ def landed(run: Run, pool: Pool, request: ProvisionRequest) -> Run:
     return run.model_copy(update={"gang": gang.model_copy(update={"anchor": where, "market": pool.market, "resume": run.cursor + 1})})
 
 
-def cluster_group(request: ProvisionRequest, pool: Pool, deployment: str) -> str | None:
+def cluster_group(request: ResolvedRequest, pool: Pool, deployment: str) -> str | None:
     """The cluster placement group a same-az gang of EFA types launches into, one per deployment,
     request and AZ (a cluster group lives in one AZ); None when the gang needs none."""
     if request.placement != "same-az" or not catalog.supports_efa(pool.instance_type):
@@ -69,7 +69,7 @@ def cluster_group(request: ProvisionRequest, pool: Pool, deployment: str) -> str
     return f"gpufill-{deployment}-{request.request_id}-{pool.availability_zone}"[:MAX_GROUP_NAME]
 
 
-def must_roll_back(run: Run, request: ProvisionRequest) -> bool:
+def must_roll_back(run: Run, request: ResolvedRequest) -> bool:
     """Out of pools at the gang's place with the gang short: all_or_nothing starts it again elsewhere."""
     return request.all_or_nothing and run.launched > 0 and run.gang is not None and run.gang.anchor is not None
 
@@ -92,7 +92,7 @@ def rollback_settled(instance_ids: list[str], states: dict[str, str]) -> bool:
     return bool(instance_ids) and all(states.get(i) in ENDING_STATES for i in instance_ids)
 
 
-def rolled_back(run: Run, request: ProvisionRequest, count: int) -> Run:
+def rolled_back(run: Run, request: ResolvedRequest, count: int) -> Run:
     """The run after its instances were terminated: nothing held, the gang's place excluded."""
     gang = run.gang or Gang()
     excluded = gang.excluded
@@ -111,7 +111,7 @@ def rolled_back(run: Run, request: ProvisionRequest, count: int) -> Run:
     )
 
 
-def not_placed_cause(request: ProvisionRequest, attempts: list[Attempt], rolled: list[dict], excluded: list[str]) -> str:
+def not_placed_cause(request: ResolvedRequest, attempts: list[Attempt], rolled: list[dict], excluded: list[str]) -> str:
     """GANG_NOT_PLACED's cause: every pool tried in each market, and every instance rolled back."""
     pools: dict[str, dict] = {}
     for a in attempts:
@@ -157,7 +157,7 @@ def _rolled(record: dict) -> dict:
     return {k: record.get(k) for k in ("instance_id", "region", "availability_zone", "instance_type", "market") if record.get(k)}
 
 
-def _hint(request: ProvisionRequest) -> str:
+def _hint(request: ResolvedRequest) -> str:
     hints = []
     if request.placement == "same-az":
         hints.append('"placement": "same-region" accepts a gang spread over one region\'s AZs')

@@ -20,14 +20,14 @@ on-demand price is the same across a region's AZs.
 from __future__ import annotations
 
 from gpufill import catalog
-from gpufill.models.request import ProvisionRequest
+from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Pool, RegionFacts, RegionScore, TypeFacts, ZoneOffer
 from gpufill.policy.scoring import price_per_fill, score_regions
 
 UNKNOWN = float("inf")
 
 
-def score_all(facts: list[RegionFacts], request: ProvisionRequest, *, blended: bool = False) -> list[RegionScore]:
+def score_all(facts: list[RegionFacts], request: ResolvedRequest, *, blended: bool = False) -> list[RegionScore]:
     scores: list[RegionScore] = []
     for instance_type in request.instance_types:
         scores.extend(score_regions(facts, instance_type, blended=blended))
@@ -77,13 +77,13 @@ def price_capacity_regions(scores: list[RegionScore]) -> list[str]:
     return sorted(best, key=lambda region: (*best[region], region))
 
 
-def price_capacity_pools(facts: list[RegionFacts], scores: list[RegionScore], request: ProvisionRequest) -> list[Pool]:
+def price_capacity_pools(facts: list[RegionFacts], scores: list[RegionScore], request: ResolvedRequest) -> list[Pool]:
     usable = {(s.region, s.instance_type) for s in scores if s.dropped is None}
     return _pools_in(facts, price_capacity_regions(scores), usable, request, blended=False)
 
 
 def spot_pools(
-    facts: list[RegionFacts], scores: list[RegionScore], request: ProvisionRequest, *, blended: bool = False
+    facts: list[RegionFacts], scores: list[RegionScore], request: ResolvedRequest, *, blended: bool = False
 ) -> list[Pool]:
     usable = [s for s in scores if s.dropped is None]
     best_by_region: dict[str, RegionScore] = {}
@@ -101,7 +101,7 @@ def spot_pools(
 
 
 def _pools_in(
-    facts: list[RegionFacts], regions: list[str], scored_pairs: set[tuple[str, str]], request: ProvisionRequest,
+    facts: list[RegionFacts], regions: list[str], scored_pairs: set[tuple[str, str]], request: ResolvedRequest,
     *, blended: bool,
 ) -> list[Pool]:
     """Every pool of each region in turn: types in preference order, AZs in _zone_order."""
@@ -125,7 +125,7 @@ def _pools_in(
     return pools
 
 
-def on_demand_pools(facts: list[RegionFacts], request: ProvisionRequest) -> list[Pool]:
+def on_demand_pools(facts: list[RegionFacts], request: ResolvedRequest) -> list[Pool]:
     def region_key(region: RegionFacts) -> tuple[float, float, str]:
         offer = next(_offers_in_preference(region, request))
         price = offer.on_demand_price if offer.on_demand_price is not None else UNKNOWN
@@ -160,7 +160,7 @@ def _zone_order(zone: ZoneOffer, blended: bool) -> tuple:
     return by_price
 
 
-def _offers_in_preference(region: RegionFacts, request: ProvisionRequest):
+def _offers_in_preference(region: RegionFacts, request: ResolvedRequest):
     by_type = {t.instance_type: t for t in region.types if t.zones}
     return (by_type[t] for t in request.instance_types if t in by_type)
 

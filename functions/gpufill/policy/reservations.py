@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufill.models.request import ProvisionRequest
+from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Pool, ReservationSeen
 
 # What the cause of a run that found no room lists at most.
@@ -34,7 +34,7 @@ class Reservation:
     for_deployment: bool = False  # tagged for this deployment
 
 
-def plan(reservations: list[Reservation], request: ProvisionRequest) -> list[ReservationSeen]:
+def plan(reservations: list[Reservation], request: ResolvedRequest) -> list[ReservationSeen]:
     """Every reservation the run may consider, each with how many instances it gets (`planned`)
     or why it gets none."""
     named = list(request.capacity_reservation_ids or [])
@@ -94,7 +94,7 @@ def _unique(reservations: list[Reservation]) -> list[Reservation]:
     return list(found.values())
 
 
-def _why_unusable(r: Reservation, request: ProvisionRequest, named: list[str]) -> str | None:
+def _why_unusable(r: Reservation, request: ResolvedRequest, named: list[str]) -> str | None:
     if r.state != "active":
         return f"not active ({r.state})"
     if r.instance_type not in request.instance_types:
@@ -106,15 +106,15 @@ def _why_unusable(r: Reservation, request: ProvisionRequest, named: list[str]) -
     return None
 
 
-def _order(r: Reservation, request: ProvisionRequest, named: list[str]) -> tuple:
+def _order(r: Reservation, request: ResolvedRequest, named: list[str]) -> tuple:
     return (*_rank(r.capacity_reservation_id, r.instance_type, r.region, request, named), -r.available, r.capacity_reservation_id)
 
 
-def _position(s: ReservationSeen, request: ProvisionRequest, named: list[str]) -> tuple:
+def _position(s: ReservationSeen, request: ResolvedRequest, named: list[str]) -> tuple:
     return (*_rank(s.capacity_reservation_id, s.instance_type, s.region, request, named), -s.available, s.capacity_reservation_id)
 
 
-def _rank(cr: str, instance_type: str, region: str, request: ProvisionRequest, named: list[str]) -> tuple[int, int, int]:
+def _rank(cr: str, instance_type: str, region: str, request: ResolvedRequest, named: list[str]) -> tuple[int, int, int]:
     def index(items: list[str], item: str) -> int:
         return items.index(item) if item in items else len(items)
 

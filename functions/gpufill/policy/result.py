@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from gpufill.constants import MAX_LISTED_CONNECT_COMMANDS
-from gpufill.models.request import ProvisionRequest
+from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Attempt, Run
 from gpufill.policy.boot import port_forward_command
 
@@ -15,7 +15,7 @@ MAX_RESULT_ATTEMPTS = 300
 CAUSE_BUDGET = 30_000  # a Fail state's cause is capped at 32,768 characters
 
 
-def fill_result(request: ProvisionRequest, run: Run, attempts: list[Attempt], status: str) -> dict:
+def fill_result(request: ResolvedRequest, run: Run, attempts: list[Attempt], status: str) -> dict:
     instances = [i.model_dump(mode="json", exclude_none=True) for i in run.instances]
     if len(run.instances) <= MAX_LISTED_CONNECT_COMMANDS:
         for item in instances:

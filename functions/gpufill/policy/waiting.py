@@ -21,17 +21,17 @@ from gpufill.constants import (
     WAIT_HISTORY_BUDGET,
     WAIT_MAX_DELAY_SECONDS,
 )
-from gpufill.models.request import ProvisionRequest
+from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Attempt, Run, Waiting
 
 # The share of a delay that jitter may take off: a delay lies in [3/4, 1] of its nominal value.
 JITTER_SHARE = 0.25
 # History events of one try, measured on the local engine (docs/state-machine.md): the wait
-# loop's own states (MarketExhausted, PlanNextTry, WaitOrGiveUp, WaitForCapacity, StartNextTry,
-# TryAgain), the ScoreRegions Map's frame and RankPools come to 29; each region adds 7 to score
-# (a Map iteration) and at most 7 per market to prepare (PrepareRegion and NextMove); each
+# loop's own states (WhatAfterThisMarket, PlanNextTry, ShouldWaitAgain, PauseForCapacity, StartNextTry,
+# WhereToTryAgain), the ScoreRegions Map's frame and RankPools come to 29; each region adds 7 to score
+# (a Map iteration) and at most 7 per market to prepare (PrepareRegion and WhereNext); each
 # LaunchBatch step adds 7 and makes at least one attempt; spot-then-on-demand's second market
-# adds RankOnDemandPools and another MarketExhausted (16 with headroom). So a try with R regions,
+# adds RankOnDemandPools and another WhatAfterThisMarket (16 with headroom). So a try with R regions,
 # M markets and A attempts has at most 29 + 16 (M - 1) + (7 + 7 M) R + 7 A events, before task
 # retries (3 each), which WAIT_HISTORY_BUDGET leaves room for.
 EVENTS_PER_TRY = 29
@@ -39,7 +39,7 @@ EVENTS_PER_MARKET = 16
 EVENTS_TO_SCORE_A_REGION = 7
 EVENTS_TO_PREPARE_A_REGION = 7
 EVENTS_PER_ATTEMPT = 7
-# Before the first try: the execution's start, ValidateRequest and RouteByAction.
+# Before the first try: the execution's start, ValidateRequest and WhichAction.
 EVENTS_AT_START = 12
 # Step Functions caps an execution name at 80 characters.
 MAX_EXECUTION_NAME = 80
@@ -216,7 +216,7 @@ def teardown_command(request_id: str) -> dict:
     return {"action": "teardown", "request_id": request_id}
 
 
-def expired_cause(run: Run, request: ProvisionRequest, attempts: list[Attempt], budget: int = CAUSE_BUDGET) -> str:
+def expired_cause(run: Run, request: ResolvedRequest, attempts: list[Attempt], budget: int = CAUSE_BUDGET) -> str:
     """CAPACITY_WAIT_EXPIRED: every instance kept, the tries, every pool tried, how to end them."""
     wait = run.wait
     assert wait is not None

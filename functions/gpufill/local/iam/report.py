@@ -15,8 +15,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufill import constants
 from gpufill.local.iam.enforcement import Judgement
+from gpufill.local.iam.usage import principal_names
 
 REPO = Path(__file__).resolve().parents[4]
 NEEDS_FILE = REPO / "functions" / "gpufill" / "catalog" / "iam_needs.json"
@@ -108,16 +108,6 @@ def _end_lifetimes(engine, examples: Path, runs: list[tuple[str, str | None]]) -
         engine.follow(name)
 
 
-def usage_of(engine) -> dict[str, list[str]]:
-    """Which actions each principal (function task, StateMachine, Instance) was allowed, in one engine."""
-    names = _principal_names(engine)
-    used: dict[str, set[str]] = defaultdict(set)
-    for j in list(engine.iam.seen):
-        if j.result == "Allowed":
-            used[names.get(j.role_arn, j.principal)].add(j.action)
-    return {principal: sorted(actions) for principal, actions in used.items()}
-
-
 def unused_across(folder: Path, uses: dict[str, RoleUse]) -> dict[str, list[str]]:
     """Per principal, the granted actions no engine that left its usage in `folder` used."""
     used: dict[str, set[str]] = defaultdict(set)
@@ -133,7 +123,7 @@ def unused_across(folder: Path, uses: dict[str, RoleUse]) -> dict[str, list[str]
 def measure(results) -> dict[str, RoleUse]:
     uses: dict[str, RoleUse] = {}
     for engine, judgements in results:
-        names = _principal_names(engine)
+        names = principal_names(engine)
         for role_arn, role in engine.roles.items():
             use = uses.setdefault(role_arn, RoleUse(role_arn, names.get(role_arn, role.name)))
             use.granted |= _allowed_actions(role.policies)
@@ -186,18 +176,6 @@ def render(uses: dict[str, RoleUse]) -> str:
 
 def _order(need: dict) -> str:
     return json.dumps(need, sort_keys=True)
-
-
-def _principal_names(engine) -> dict[str, str]:
-    names = {f.role.arn: f.task for f in engine.functions.values()}
-    for deployment in engine.deployments.values():
-        names[deployment.app.state_machine_role.arn] = "StateMachine"
-        names[deployment.app.instance_role.arn] = "Instance"
-        names[deployment.app.scheduler_role.arn] = "Scheduler"
-        for arn, role in engine.roles.items():
-            if role.name.startswith(constants.forwarding_role_name(deployment.env, "")):
-                names[arn] = constants.FORWARDING_PRINCIPAL  # one per region, from one template
-    return names
 
 
 def _allowed_actions(policies: list[dict]) -> set[str]:

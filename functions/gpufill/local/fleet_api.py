@@ -23,6 +23,7 @@ from gpufill import catalog
 from gpufill.local import visibility
 from gpufill.local.ec2_errors import FLEET_ERRORS
 from gpufill.local.fleet_allocation import CAPACITY, ON_DEMAND_STRATEGIES, QUOTA, SPOT_STRATEGIES, UNTRIED, Pool, allocate
+from gpufill.local.limits import check_launch_values, check_tags
 
 DEFAULT_STRATEGY = {"spot": "price-capacity-optimized", "on-demand": "lowest-price"}
 FLEET_ID_TAG = "aws:ec2:fleet-id"
@@ -179,8 +180,6 @@ class FleetApi:
     # --- CreateFleet, type instant -------------------------------------------------------------
 
     def create_instant(self, response) -> dict[str, Any]:
-        from gpufill.local.market import check_launch_values, check_tags
-
         backend, region = response.ec2_backend, response.region
         capacity = response._get_param("TargetCapacitySpecification", {})
         total = int(capacity.get("TotalTargetCapacity") or 0)

@@ -15,7 +15,7 @@ they are tried last, as in the other modes. Every pool is asked for at most once
 
 from __future__ import annotations
 
-from gpufill.models.request import ProvisionRequest
+from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import FleetAnswer, LaunchResult, Pool, Run
 from gpufill.policy import fill, gang
 from gpufill.policy.errors import is_rejection, is_stale_ami, region_unusable
@@ -28,7 +28,7 @@ ON_DEMAND_STRATEGY = {"cost": "lowest-price", "latency": "prioritized"}
 MAX_FLEET_RETRIES = 2
 
 
-def overrides(run: Run, pools: list[Pool], request: ProvisionRequest) -> list[int]:
+def overrides(run: Run, pools: list[Pool], request: ResolvedRequest) -> list[int]:
     """The pools one call covers: from the cursor on, every pool of its region, market and
     deferral the run may try."""
     here = pools[run.cursor]
@@ -39,16 +39,16 @@ def overrides(run: Run, pools: list[Pool], request: ProvisionRequest) -> list[in
     ]
 
 
-def allocation_strategy(market: str, request: ProvisionRequest) -> str:
+def allocation_strategy(market: str, request: ResolvedRequest) -> str:
     return SPOT_STRATEGY if market == "spot" else ON_DEMAND_STRATEGY[request.on_demand_strategy]
 
 
-def single_zone(request: ProvisionRequest) -> bool:
+def single_zone(request: ResolvedRequest) -> bool:
     """A same-az gang asks EC2 to put the whole fleet in one AZ."""
     return request.placement == "same-az"
 
 
-def min_target(run: Run, request: ProvisionRequest) -> int | None:
+def min_target(run: Run, request: ResolvedRequest) -> int | None:
     """An all-or-nothing same-az gang asks for all it misses or nothing (EC2 takes a minimum
     target only with a single AZ); other gangs are rolled back by the run as in other modes."""
     if request.all_or_nothing and single_zone(request):
@@ -62,7 +62,7 @@ def begin_call(run: Run, pool: Pool | None = None) -> Run:
     return run.model_copy(update={"batch": batch})
 
 
-def after_fleet(run: Run, pools: list[Pool], answer: FleetAnswer, request: ProvisionRequest) -> Run:
+def after_fleet(run: Run, pools: list[Pool], answer: FleetAnswer, request: ResolvedRequest) -> Run:
     """Log an attempt per pool EC2 answered for, take its instances, and move on."""
     here = pools[run.cursor]
     if answer.failure is not None:
@@ -95,7 +95,7 @@ def after_fleet(run: Run, pools: list[Pool], answer: FleetAnswer, request: Provi
     return _leave(moved, pools, here, request)
 
 
-def _ask_again(run: Run, pools: list[Pool], settled: list, request: ProvisionRequest) -> Run:
+def _ask_again(run: Run, pools: list[Pool], settled: list, request: ResolvedRequest) -> Run:
     """EC2 was busy for some pools: the next call covers them alone (the others are settled)."""
     for item in settled:
         run = fill.block(run, fill.pool_key(pools[item.index]))
@@ -104,7 +104,7 @@ def _ask_again(run: Run, pools: list[Pool], settled: list, request: ProvisionReq
     return run.model_copy(update={"next": "launch", "fleet_retries": run.fleet_retries + 1})
 
 
-def _after_failure(run: Run, pools: list[Pool], failure: LaunchResult, request: ProvisionRequest) -> Run:
+def _after_failure(run: Run, pools: list[Pool], failure: LaunchResult, request: ResolvedRequest) -> Run:
     if is_rejection(failure.reason):
         return run.model_copy(update={"next": "rejected"})
     if is_stale_ami(failure.reason):
@@ -115,14 +115,14 @@ def _after_failure(run: Run, pools: list[Pool], failure: LaunchResult, request: 
     return _leave(run, pools, here, request)
 
 
-def _refresh_or_leave(run: Run, pools: list[Pool], request: ProvisionRequest) -> Run:
+def _refresh_or_leave(run: Run, pools: list[Pool], request: ResolvedRequest) -> Run:
     """A stale AMI is resolved once per region, then the call is made again with the fresh one."""
     if run.launch is None or not run.launch.ami_refreshed:
         return run.model_copy(update={"next": "refresh"})
     return _leave(run, pools, pools[run.cursor], request)
 
 
-def _leave(run: Run, pools: list[Pool], here: Pool, request: ProvisionRequest) -> Run:
+def _leave(run: Run, pools: list[Pool], here: Pool, request: ResolvedRequest) -> Run:
     """The pools this fleet covered are done for the market: on to the next open pool."""
     left = run.model_copy(update={"fleet_retries": 0})
     return fill.advance(fill.block(left, fill.fleet_key(here)), pools, request)

@@ -1,0 +1,87 @@
+"""moto's Step Functions interpreter made to behave as AWS's: the startExecution integration's
+parameters and answer, `$$.State.EnteredTime` and Wait states on the modelled clock, one
+StartExecution per name at a time."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import ExitStack
+from unittest import mock
+
+from gpufill.adapters import clock
+
+
+def start_execution_as_aws_does():
+    """`arn:aws:states:::states:startExecution` takes StateMachineArn, Name and Input, as on AWS;
+    moto's interpreter hands them to boto3 unchanged, whose StartExecution wants stateMachineArn,
+    name and input, and fails. Rename them the way AWS's integration does."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (
+        StateTaskServiceSfn,
+    )
+
+    original = StateTaskServiceSfn._normalise_parameters
+
+    def normalise(service, parameters, boto_service_name=None, service_action_name=None):
+        original(service, parameters, boto_service_name, service_action_name)
+        if service_action_name is None and service._get_boto_service_action() == "start_execution":
+            for key in [k for k in parameters if k in ("StateMachineArn", "Name", "Input", "TraceHeader")]:
+                parameters[key[0].lower() + key[1:]] = parameters.pop(key)
+
+    def evaluate(service, env, *args, **kwargs):
+        original_eval(service, env, *args, **kwargs)
+        if service._get_boto_service_action() == "start_execution" and isinstance(env.stack[-1], dict):
+            answer = env.stack.pop()  # AWS answers ExecutionArn and StartDate
+            env.stack.append({key[0].upper() + key[1:]: value for key, value in answer.items()})
+
+    original_eval = StateTaskServiceSfn._eval_service_task
+    stack = ExitStack()
+    stack.enter_context(mock.patch.object(StateTaskServiceSfn, "_normalise_parameters", normalise))
+    stack.enter_context(mock.patch.object(StateTaskServiceSfn, "_eval_service_task", evaluate))
+    return stack
+
+def wait_states_on_the_modelled_clock(engine):
+    """Wait states return at once; the seconds they would have waited count in the modelled time."""
+    from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
+
+    def wait_interval(function, env, wait_seconds):
+        engine.calls.waited(wait_seconds)
+        engine.advance(wait_seconds)
+
+    return mock.patch.object(WaitFunction, "_wait_interval", wait_interval)
+
+
+def entered_time_on_the_modelled_clock():
+    """`$$.State.EnteredTime` is read from the clock the handlers share, so an approval asked after
+    modelled hours has its deadline after them (moto reads the wall clock)."""
+    import datetime as real
+
+    from moto.stepfunctions.parser.asl.component.state import state
+
+    class _Datetime:
+        @staticmethod
+        def now(tz=None):
+            return clock.now().astimezone(tz) if tz else clock.now()
+
+    class _Module:
+        datetime = _Datetime
+        timezone = real.timezone
+
+    return mock.patch.object(state, "datetime", _Module)
+
+
+def atomic_start_execution():
+    """Step Functions decides a StartExecution under a name atomically: two at once with the same
+    name and input start one execution. moto checks the name, then registers the execution, so
+    two deliveries of one instance's events could both start one; a lock makes it one decision."""
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    original = StepFunctionsParserBackend.start_execution
+    lock = threading.Lock()
+
+    def start_execution(backend, *args, **kwargs):
+        with lock:
+            return original(backend, *args, **kwargs)
+
+    return mock.patch.object(StepFunctionsParserBackend, "start_execution", start_execution)
+
+

@@ -1,0 +1,193 @@
+"""What makes moto fast enough for the suite, changing nothing it answers: botocore models loaded
+once per process, state machine definitions parsed once, one Lambda client per region for the
+interpreter, response classes' method listings kept, retry backoff that costs no wall time."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from contextlib import ExitStack
+from typing import Any
+from unittest import mock
+
+
+def no_sleeping_retries():
+    """Retry backoff (the state machine's and botocore's own) costs no wall time locally."""
+    import botocore.endpoint
+    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+
+    class _Clock:
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            return None
+
+        def __getattr__(self, name):
+            return getattr(time, name)
+
+    stack = ExitStack()
+    stack.enter_context(mock.patch.object(retrier_decl, "time", _Clock()))
+    stack.enter_context(mock.patch.object(botocore.endpoint, "time", _Clock()))
+    return stack
+
+
+def one_lambda_client_per_region():
+    """moto's interpreter makes a new boto3 Lambda client for every Lambda task it runs (about
+    7 ms each); one per region serves them all (it ignores a task's Credentials either way)."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+    original = lambda_eval_utils.boto_client_for
+    clients: dict[tuple[str, str], Any] = {}
+    lock = threading.Lock()
+
+    def boto_client_for(region: str, service: str, state_credentials: Any = None):
+        with lock:
+            if (region, service) not in clients:
+                clients[(region, service)] = original(region=region, service=service, state_credentials=state_credentials)
+            return clients[(region, service)]
+
+    return mock.patch.object(lambda_eval_utils, "boto_client_for", boto_client_for)
+
+
+_MODELS: dict[tuple, Any] = {}
+_MODELS_LOCK = threading.RLock()  # a model load lists the services first
+
+
+def shared_botocore_models():
+    """Every boto3 session in the process (the handlers', Powertools', moto's interpreter's)
+    loads each service model once. A botocore Loader caches models per session, and the
+    interpreter and Powertools make new sessions, so each would parse the same multi-megabyte
+    JSON again. The models are read-only once loaded (botocore already hands one cached
+    object to every client of a session). Likewise, per process: the listing of every service's
+    directory (over 400) a new Loader makes before its first model, the endpoints and other
+    top-level data files (read-only too), and a service's regions (each new session would load
+    the service's whole model to read its endpoint prefix; moto makes a session per backend)."""
+    from botocore.loaders import Loader
+    from botocore.session import Session
+
+    original = Loader.load_service_model
+    original_listing = Loader.list_available_services
+    original_data = Loader.load_data_with_path
+    original_regions = Session.get_available_regions
+
+    def load_service_model(loader, service_name, type_name, api_version=None):
+        # Loaders with other search paths (boto3's, moto's) load the same file: the key is the
+        # file a loader would read and the extras it would merge into it (moto's loader merges
+        # its own, boto3's the SDK's).
+        try:
+            version = api_version or loader.determine_latest_version(service_name, type_name)
+            name = f"{service_name}/{version}/{type_name}"
+            found = next(path for path in loader._potential_locations(name) if loader.file_loader.exists(path))
+            extras = tuple(json.dumps(e, sort_keys=True) for e in loader._find_extras(service_name, type_name, version))
+            key = ("model", found, extras)
+        except Exception:  # noqa: BLE001 (an unknown service or version: the loader itself says so)
+            key = (tuple(loader.search_paths), service_name, type_name, api_version)
+        with _MODELS_LOCK:  # parallel Map branches would otherwise each parse the same model at once
+            if key not in _MODELS:
+                _MODELS[key] = original(loader, service_name, type_name, api_version)
+            return _MODELS[key]
+
+    def list_available_services(loader, type_name):
+        key = ("services", tuple(loader.search_paths), type_name)
+        with _MODELS_LOCK:
+            if key not in _MODELS:
+                _MODELS[key] = tuple(original_listing(loader, type_name))
+            return list(_MODELS[key])
+
+    def load_data_with_path(loader, name):
+        # Only the top-level files (endpoints, partitions, _retry, sdk-default-configuration):
+        # a service model gets its extras merged into it in place, per loader.
+        if "/" in name:
+            return original_data(loader, name)
+        found = next((path for path in loader._potential_locations(name) if loader.file_loader.exists(path)), None)
+        key = ("data", found or tuple(loader.search_paths), name)
+        with _MODELS_LOCK:
+            if key not in _MODELS:
+                _MODELS[key] = original_data(loader, name)
+            return _MODELS[key]
+
+    def get_available_regions(session, service_name, partition_name="aws", allow_non_regional=False):
+        key = ("regions", tuple(session.get_component("data_loader").search_paths), service_name,
+               partition_name, allow_non_regional)
+        with _MODELS_LOCK:
+            if key not in _MODELS:
+                _MODELS[key] = tuple(original_regions(session, service_name, partition_name, allow_non_regional))
+            return list(_MODELS[key])
+
+    stack = ExitStack()
+    stack.enter_context(mock.patch.object(Loader, "load_service_model", load_service_model))
+    stack.enter_context(mock.patch.object(Loader, "list_available_services", list_available_services))
+    stack.enter_context(mock.patch.object(Loader, "load_data_with_path", load_data_with_path))
+    stack.enter_context(mock.patch.object(Session, "get_available_regions", get_available_regions))
+    return stack
+
+
+_PARSE_TREES: dict[str, Any] = {}
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_definitions_once():
+    """moto parses a definition with ANTLR when the state machine is created and again at every
+    StartExecution (about 0.3 s for gpufill's). The parse tree of a text that parsed without
+    errors is kept for the process; every parse still builds fresh evaluation components from
+    it (moto's Preprocessor reads the tree, never changes it), so no execution shares state
+    with another. A text with syntax errors is parsed, and refused, every time. The text of
+    each node of a kept tree is kept too: the Preprocessor asks for the whole program's text
+    (for an error message it raises only when StartAt or States is missing) on every build."""
+    from antlr4.RuleContext import RuleContext
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+
+    original = AmazonStateLanguageParser.parse
+    original_text = RuleContext.getText
+
+    def parse(definition: str):
+        with _PARSE_LOCK:
+            tree = _PARSE_TREES.get(definition)
+        if tree is None:
+            program, tree = original(definition)
+            with _PARSE_LOCK:
+                _remember_texts(tree)
+                _PARSE_TREES[definition] = tree
+            return program, tree
+        return Preprocessor().visit(tree), tree
+
+    def get_text(context):
+        text = _TEXTS.get(id(context))  # only nodes of kept trees, which live as long as the process
+        return text if text is not None else original_text(context)
+
+    stack = ExitStack()
+    stack.enter_context(mock.patch.object(AmazonStateLanguageParser, "parse", staticmethod(parse)))
+    stack.enter_context(mock.patch.object(RuleContext, "getText", get_text))
+    return stack
+
+
+_TEXTS: dict[int, str] = {}
+
+
+def _remember_texts(tree) -> str:
+    from antlr4.RuleContext import RuleContext
+
+    if not isinstance(tree, RuleContext):
+        return tree.getText()  # a token
+    text = "".join(_remember_texts(child) for child in (tree.children or ()))
+    _TEXTS[id(tree)] = text
+    return text
+
+
+def one_response_method_listing():
+    """moto lists a response class's methods (inspect.getmembers, about a millisecond) on every
+    request to see whether it has the action; the listing is kept per class while the engine runs."""
+    from moto.core import responses
+
+    original = responses.method_names_from_class
+    listings: dict[type, list[str]] = {}
+
+    def method_names_from_class(clazz):
+        if clazz not in listings:
+            listings[clazz] = original(clazz)
+        return listings[clazz]
+
+    return mock.patch.object(responses, "method_names_from_class", method_names_from_class)
+
+
