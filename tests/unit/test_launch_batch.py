@@ -686,3 +686,41 @@ def test_a_step_that_launches_for_a_request_with_a_lifetime_schedules_its_teardo
     plan = PlanRef(request_id="req-1", market="spot", key="plan#req-1#k", pools=1)
     launch_batch.launch_step(LoopEvent(request=req, run=run, state_machine="arn:sm"), req, plan, [A], run, Clock(100_000))
     assert ("schedule", "req-1", "2026-12-04T14:00:00+00:00", "arn:sm") in aws
+
+
+# --- the end of every step: its attempts logged, a stop explained ----------------------------------
+
+
+def test_a_step_that_ends_a_market_reads_the_whole_attempt_log_for_its_cause(aws, monkeypatch):
+    from gpufill.models.run import Attempt
+
+    read = []
+    tried = Attempt(number=5, region=REGION, availability_zone="us-west-2a", instance_type="g6.xlarge", market="spot",
+                    batch=1, launched=0, outcome="capacity", reason="InsufficientInstanceCapacity")
+    monkeypatch.setattr(run_store, "load_attempts", lambda rid, total: read.append((rid, total)) or [tried])
+    run = Run(batch=1, remaining=1, next="exhausted", attempts_total=5)
+    out = launch_batch.finish_step(run, request(count=1), "spot")
+    assert read == [("req-1", 5)] and "us-west-2a" in out.cause
+
+
+def test_a_reservations_only_stop_without_a_plan_names_no_reservation(aws, monkeypatch):
+    monkeypatch.setattr(run_store, "load_attempts", lambda rid, total: [])
+    out = launch_batch.finish_step(Run(batch=1, remaining=1, next="exhausted"), request(count=1, capacity_reservations="only",
+                                                                                      market="on-demand"), "on-demand")
+    assert out.cause and "cr-" not in out.cause
+
+
+def test_a_rejected_run_is_ended_with_the_rejection_explained_and_its_attempts_logged(aws, monkeypatch):
+    from gpufill.models.run import Attempt
+    from gpufill.policy.exhaustion import rejection_cause
+
+    refused = Attempt(number=1, region=REGION, availability_zone="us-west-2a", instance_type="g6.xlarge", market="spot",
+                      batch=1, launched=0, outcome="error", reason="InvalidParameterValue")
+    monkeypatch.setattr(run_store, "save_attempts", lambda rid, attempts: aws.append(("attempts", rid, len(attempts))))
+    req = request(count=1)
+    run = Run(batch=1, remaining=1, next="rejected", attempts_total=1, step_attempts=[refused])
+    out = launch_batch.finish_step(run, req, "spot")
+    assert aws == [("attempts", "req-1", 1)]
+    assert out.next == "rejected" and out.cause == rejection_cause(run, req) and out.cause
+    done = Run(batch=1, remaining=0, next="done")
+    assert launch_batch.finish_step(done, req, "spot") == done
