@@ -5,6 +5,8 @@ template version retired only once its instances are recorded. AWS is replaced b
 what the handler asks the adapters for."""
 
 import base64
+import json
+import logging
 
 import pytest
 
@@ -89,7 +91,9 @@ def test_a_pool_without_a_subnet_is_answered_without_an_intent_or_a_call(aws, mo
 def test_a_same_az_gang_of_efa_types_launches_into_its_cluster_group_made_first(aws, monkeypatch):
     sent = []
     monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: sent.append(kw) or LaunchResult(outcome="capacity"))
-    launch_batch.launch(request(placement="same-az"), SETUP, EFA, 4, "tok", set())
+    grouped: set[str] = set()
+    launch_batch.launch(request(placement="same-az"), SETUP, EFA, 4, "tok", grouped)
+    assert grouped == {REGION}  # the step removes it later if the run leaves the region
     group = "gpufill-prod-req-1-us-west-2a"
     assert aws[0] == ("group", REGION, group, {"request_id": "req-1", "deployment": "prod"})
     assert aws[1][0] == "intent" and sent[0]["spec"].placement_group == group
@@ -200,7 +204,9 @@ def test_an_all_or_nothing_same_az_gang_fleet_asks_one_zone_all_at_once_in_its_c
     twin = EFA.model_copy(update={"instance_type": "g6.48xlarge"})
     calls = []
     monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
-    launch_batch.launch_fleet(step, req, [EFA, twin, other], run, set())
+    grouped: set[str] = set()
+    launch_batch.launch_fleet(step, req, [EFA, twin, other], run, grouped)
+    assert grouped == {REGION}
     [call] = calls
     assert call.single_zone is True and call.min_target == 4
     assert call.placement_groups == {"us-west-2a": "gpufill-prod-req-1-us-west-2a", "us-west-2b": "gpufill-prod-req-1-us-west-2b"}
@@ -324,3 +330,397 @@ def test_an_instance_ec2_does_not_show_yet_retries_the_step_and_other_refusals_a
     with pytest.raises(ClientError, match="UnauthorizedOperation"):
         launch_batch.refill_stopped(run, req, "td")
     assert ended == []  # nothing is recorded ended that EC2 did not end
+
+
+# --- the step itself: the plan loaded, a maintained request kept, a refill stopped before or after ----
+
+
+class Context:
+    function_name = "LaunchBatch"
+    function_version = "$LATEST"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:1:function:LaunchBatch"
+    memory_limit_in_mb = 256
+    aws_request_id = "req"
+    log_group_name = "/aws/lambda/LaunchBatch"
+    log_stream_name = "local"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 100_000
+
+
+@pytest.fixture
+def stepped(aws, monkeypatch):
+    """The table and the launch step answered in-process; what the handler asked, in order."""
+    from gpufill.adapters import visibility
+    from gpufill.models.run import Plan
+
+    stops: list = []
+    monkeypatch.setattr(run_store, "load_plan", lambda key: aws.append(("plan", key)) or Plan(request_id="req-1", market="spot", pools=[A, B]))
+    monkeypatch.setattr(run_store, "save_request", lambda rid, body: aws.append(("keep request", rid, body)))
+    monkeypatch.setattr(run_store, "maintenance_stopped_by", lambda rid: aws.append(("stopped?", rid)) or (stops.pop(0) if stops else None))
+
+    def launch_step(step, req, plan, pools, run, context):
+        aws.append(("launch step", plan.key, [p.key for p in pools], run.step_attempts, visibility.seconds_left()))
+        assert (step.request, step.state_machine, req.request_id, context.function_name) == (req, "arn:sm", "req-1", "LaunchBatch")
+        return run.model_copy(update={"launched": 1, "instances": [instance("i-new")]}).model_dump(mode="json", exclude_none=True)
+
+    monkeypatch.setattr(launch_batch, "launch_step", launch_step)
+    monkeypatch.setattr(launch_batch, "refill_stopped", lambda run, req, by: aws.append(("refill stopped", [i.instance_id for i in run.instances], by, req.owner_id)) or run.model_copy(update={"next": "stopped"}))
+    return aws, stops
+
+
+def step_event(req) -> dict:
+    from gpufill.models.run import Attempt, PlanRef
+
+    run = Run(batch=2, remaining=2, next="launch", attempts_total=1, launch=SETUP, step_attempts=[Attempt(
+        number=1, region=REGION, availability_zone="us-west-2a", instance_type="g6.xlarge", market="spot",
+        batch=2, launched=0, outcome="capacity")])
+    plan = PlanRef(request_id="req-1", market="spot", key="plan#req-1#k", pools=2)
+    return {"request": req.model_dump(mode="json"), "plan": plan.model_dump(mode="json"),
+            "run": run.model_dump(mode="json", exclude_none=True), "state_machine": "arn:sm"}
+
+
+def test_a_step_launches_the_plans_pools_from_a_fresh_step_within_the_time_it_keeps_back(stepped):
+    asked, _ = stepped
+    out = launch_batch.handler(step_event(request()), Context())
+    # The step starts with no attempts of its own and may wait only while 30 s of its time is left.
+    assert asked == [("plan", "plan#req-1#k"), ("launch step", "plan#req-1#k", [A.key, B.key], [], 70.0)]
+    assert out["launched"] == 1 and out["instances"][0]["instance_id"] == "i-new"
+
+
+def test_a_maintained_request_is_kept_before_anything_launches_and_a_refill_does_not_keep_it_again(stepped):
+    asked, _ = stepped
+    req = request(maintain=True, count=2)
+    launch_batch.handler(step_event(req), Context())
+    assert asked[1] == ("keep request", "req-1", req.model_dump(mode="json", exclude_none=True))
+    assert asked[2][0] == "launch step"
+    asked.clear()
+    launch_batch.handler(step_event(request(maintain=True, count=1, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))), Context())
+    assert not [a for a in asked if a[0] == "keep request"]
+
+
+def test_a_refill_whose_request_was_torn_down_launches_nothing(stepped):
+    asked, stops = stepped
+    stops.append("req-0-teardown")
+    req = request(maintain=True, count=1, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))
+    out = launch_batch.handler(step_event(req), Context())
+    assert asked == [("plan", "plan#req-1#k"), ("stopped?", "req-0"), ("refill stopped", [], "req-0-teardown", "req-0")]
+    assert out["next"] == "stopped" and "cause" not in out  # unset fields left out of the state
+
+
+def test_a_refill_torn_down_while_it_launched_ends_what_it_launched(stepped):
+    asked, stops = stepped
+    stops.extend([None, "req-0-teardown"])
+    req = request(maintain=True, count=1, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))
+    out = launch_batch.handler(step_event(req), Context())
+    assert [a[0] for a in asked] == ["plan", "stopped?", "launch step", "stopped?", "refill stopped"]
+    assert asked[3] == ("stopped?", "req-0")  # asked again of the request the refill belongs to
+    assert asked[-1] == ("refill stopped", ["i-new"], "req-0-teardown", "req-0") and out["next"] == "stopped"
+    assert "cause" not in out
+
+
+def test_a_refill_not_torn_down_keeps_what_it_launched_and_a_plain_request_never_asks(stepped, monkeypatch):
+    asked, _ = stepped
+    req = request(maintain=True, count=1, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))
+    out = launch_batch.handler(step_event(req), Context())
+    assert [a[0] for a in asked] == ["plan", "stopped?", "launch step", "stopped?"] and out["launched"] == 1
+    asked.clear()
+    launch_batch.handler(step_event(request()), Context())
+    assert "stopped?" not in [a[0] for a in asked]
+    # A refill step that launched nothing has nothing to end: the teardown is not asked about again.
+    asked.clear()
+    monkeypatch.setattr(launch_batch, "launch_step", lambda step, req, plan, pools, run, context: aws_answer(run))
+    launch_batch.handler(step_event(req), Context())
+    assert [a[0] for a in asked] == ["plan", "stopped?"]
+
+
+def aws_answer(run):
+    return run.model_dump(mode="json", exclude_none=True)
+
+
+def test_a_request_with_a_lifetime_records_its_end_and_schedules_its_teardown_once_recorded(aws, monkeypatch, caplog):
+    from gpufill.adapters import schedules
+
+    caplog.set_level(logging.INFO)
+    made = [True]
+    monkeypatch.setattr(schedules, "schedule_expiry", lambda rid, at, sm: aws.append(("schedule", rid, at, sm)) or made.pop(0))
+    timed = request(maintain=True).model_copy(update={"expires_at": "2026-12-04T14:00:00+00:00"})
+    launch_batch.keep([instance("i-1")], timed, "tok", "arn:sm")
+    assert aws == [("record", ["i-1"], {"request_id": "req-1", "client_token": "tok", "maintain": True, "replaces": None,
+                                        "lifetime_expires_at": "2026-12-04T14:00:00+00:00"}),
+                   ("schedule", "req-1", "2026-12-04T14:00:00+00:00", "arn:sm")]
+    [logged] = [r for r in caplog.records if r.getMessage() == "lifetime scheduled"]
+    assert logged.expires_at == "2026-12-04T14:00:00+00:00"
+    # A retried step finds the schedule made already: nothing more is said.
+    made.append(False)
+    caplog.clear()
+    launch_batch.keep([instance("i-1")], timed, "tok", "arn:sm")
+    assert not [r for r in caplog.records if r.getMessage() == "lifetime scheduled"]
+
+
+def test_a_stopped_refill_is_logged_with_its_teardown_and_counted_once(ended, monkeypatch, caplog):
+    caplog.set_level(logging.INFO)
+    counted = []
+    monkeypatch.setattr(launch_batch.metrics, "add_metric", lambda **kw: counted.append(kw))
+    req, run = refill_run(instance("i-b"), instance("i-a"))
+    launch_batch.refill_stopped(run, req, "td-1")
+    [logged] = [r for r in caplog.records if r.getMessage() == "refill stopped by a teardown"]
+    assert (logged.teardown, logged.terminated) == ("td-1", ["i-a", "i-b"])
+    assert counted == [{"name": "RefillsStopped", "unit": "Count", "value": 1}]
+
+
+# --- one RunInstances step: calls one after another, each recorded, bounded by count and time -----
+
+
+class Clock(Context):
+    def __init__(self, *millis):
+        self.left = list(millis)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.left.pop(0) if len(self.left) > 1 else self.left[0]
+
+
+@pytest.fixture
+def probing(aws, monkeypatch):
+    """EC2's answer per pool, in order; what the handler asked, in order."""
+    from gpufill.models.run import PlanRef
+
+    answers: dict[str, list[LaunchResult]] = {}
+
+    def launch(req, setup, pool, batch, token, grouped):
+        assert (req.request_id, setup, type(grouped)) == ("req-1", SETUP, set)
+        aws.append(("launch", pool.key, batch, token))
+        return answers[pool.key].pop(0) if len(answers[pool.key]) > 1 else answers[pool.key][0]
+
+    monkeypatch.setattr(launch_batch, "launch", launch)
+    monkeypatch.setattr(run_store, "save_attempts", lambda rid, attempts: aws.append(("attempts", rid, [a.outcome for a in attempts])))
+    monkeypatch.setattr(run_store, "load_attempts", lambda rid, total: [])
+    plan = PlanRef(request_id="req-1", market="spot", key="plan#req-1#k", pools=2)
+    return aws, answers, plan
+
+
+def probe_step(req, **fields):
+    run = Run(**{"batch": 1, "remaining": 4, "next": "launch", "attempts_total": 6, "launch": SETUP, **fields})
+    return LoopEvent(request=req, run=run, state_machine="arn:sm"), run
+
+
+def test_a_step_tries_pool_after_pool_with_fresh_tokens_records_each_launch_and_remembers_empty_pools(probing, caplog, monkeypatch):
+    aws, answers, plan = probing
+    caplog.set_level(logging.INFO)
+    answers[A.key] = [LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity")]
+    answers[B.key] = [LaunchResult(outcome="launched", instances=[instance("i-1", B)])]
+    req = request(count=1, launch_mode="exact")
+    step, run = probe_step(req, remaining=1)
+    tidied = []
+    monkeypatch.setattr(launch_batch, "tidy_groups", lambda grouped, run, pools, r: tidied.append((grouped, run.next, pools, r)))
+    out = launch_batch.launch_step(step, req, plan, [A, B], fill.begin_step(run), Clock(100_000))
+    assert tidied == [(set(), out["next"], [A, B], req)]
+    seven, eight = client_token("arn:sm", "req-1", 7), client_token("arn:sm", "req-1", 8)
+    assert aws == [("launch", A.key, 1, seven), ("full", A.key, {"request_id": "req-1", "reason": "InsufficientInstanceCapacity"}),
+                   ("launch", B.key, 1, eight),
+                   ("record", ["i-1"], {"request_id": "req-1", "client_token": eight, "maintain": False, "replaces": None, "lifetime_expires_at": None}),
+                   ("attempts", "req-1", ["capacity", "launched"])]
+    assert out["launched"] == 1 and out["instances"][0]["instance_id"] == "i-1" and "cause" not in out
+    logged = [(r.pool, r.batch, r.outcome, r.launched) for r in caplog.records if r.getMessage() == "batch answered"]
+    assert logged == [(A.key, 1, "capacity", 0), (B.key, 1, "launched", 1)]
+
+
+def test_a_pool_found_empty_without_a_reason_is_remembered_as_capacity_and_a_reservation_never(probing):
+    aws, answers, plan = probing
+    reserved = B.model_copy(update={"capacity_reservation_id": "cr-1", "market": "on-demand"})
+    answers[A.key] = [LaunchResult(outcome="capacity")]
+    answers[reserved.key] = [LaunchResult(outcome="capacity")]
+    req = request(count=1, launch_mode="exact", capacity_reservations="open")
+    step, run = probe_step(req, remaining=1)
+    launch_batch.launch_step(step, req, plan, [A, reserved], fill.begin_step(run), Clock(100_000))
+    assert [a for a in aws if a[0] == "full"] == [("full", A.key, {"request_id": "req-1", "reason": "capacity"})]
+
+
+def test_a_step_makes_at_most_its_share_of_calls_and_stops_early_when_its_time_runs_short(probing):
+    aws, answers, plan = probing
+    pools = [A.model_copy(update={"availability_zone": f"us-west-2{z}"}) for z in "abcdefghijk"]
+    for pool in pools:
+        answers[pool.key] = [LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity")]
+    req = request(count=1, launch_mode="exact")
+    step, run = probe_step(req, remaining=1)
+    launch_batch.launch_step(step, req, plan, pools, fill.begin_step(run), Clock(100_000))
+    assert len([a for a in aws if a[0] == "launch"]) == fill.MAX_PROBES_PER_STEP == 8
+    aws.clear()
+    # The first call is always made; the next only while 30 s are left, and the step still ends as one.
+    out = launch_batch.launch_step(step, req, plan, pools, fill.begin_step(run), Clock(1_000))
+    assert len([a for a in aws if a[0] == "launch"]) == 1
+    assert out["next"] == "launch" and ("attempts", "req-1", ["capacity"]) in aws
+    aws.clear()
+    launch_batch.launch_step(step, req, plan, pools, fill.begin_step(run), Clock(100_000, 100_000, 30_000, 29_999))
+    assert len([a for a in aws if a[0] == "launch"]) == 4  # 30 s left is enough; a millisecond less is not
+
+
+def test_a_fleet_step_goes_through_the_fleet_and_is_finished_the_same_way(probing, monkeypatch):
+    aws, _, plan = probing
+    req = request(launch_mode="fleet", count=1)
+    step, run = probe_step(req, remaining=1)
+
+    def fleet(step_, req_, pools, run_, grouped):
+        assert (step_, req_, type(grouped)) == (step, req, set)
+        aws.append(("fleet", [p.key for p in pools]))
+        return run_.model_copy(update={"next": "exhausted", "step_attempts": [], "cause": None})
+
+    monkeypatch.setattr(launch_batch, "launch_fleet", fleet)
+    tidied = []
+    monkeypatch.setattr(launch_batch, "tidy_groups", lambda grouped, run, pools, r: tidied.append((grouped, run.next, pools, r)))
+    out = launch_batch.launch_step(step, req, plan, [A, B], run, Clock(100_000))
+    assert tidied == [(set(), "exhausted", [A, B], req)]
+    assert "wait" not in out and "gang" not in out  # unset fields left out of the state
+    assert aws == [("fleet", [A.key, B.key])] and out["next"] == "exhausted"
+    assert json.loads(out["cause"])["error"] == "ALL_SPOT_EXHAUSTED"  # finished as the plan's market says
+
+
+# --- the cluster groups a step made where the run does not stay -----------------------------------
+
+
+def test_groups_made_in_regions_the_run_leaves_are_removed_and_a_failure_is_only_logged(aws, monkeypatch, caplog):
+    from gpufill.adapters.aws import TransientAwsError
+
+    from aws_fakes import client_error
+
+    caplog.set_level(logging.INFO)
+    east = Pool(region="us-east-1", availability_zone="us-east-1a", instance_type="g6.xlarge", market="spot", price=0.4)
+    removed = []
+
+    def remove_empty(region, deployment, ids):
+        removed.append((region, deployment, ids))
+        if region == "eu-west-1":
+            raise client_error("InvalidPlacementGroup.InUse", operation="DeletePlacementGroup")
+        if region == "ap-south-1":
+            raise TransientAwsError("throttled")
+
+    monkeypatch.setattr(placement_groups, "remove_empty", remove_empty)
+    req = request()
+    staying = Run(batch=1, remaining=1, next="launch", cursor=1)
+    launch_batch.tidy_groups({REGION, "us-east-1", "eu-west-1", "ap-south-1"}, staying, [A, east], req)
+    assert removed == [("ap-south-1", "prod", {"req-1"}), ("eu-west-1", "prod", {"req-1"}), (REGION, "prod", {"req-1"})]
+    logged = [(r.levelname, r.region) for r in caplog.records if r.getMessage() == "empty cluster groups not deleted"]
+    assert logged == [("WARNING", "ap-south-1"), ("WARNING", "eu-west-1")]
+    assert "InvalidPlacementGroup.InUse" in [r for r in caplog.records if r.getMessage() == "empty cluster groups not deleted"][1].error
+    removed.clear()
+    launch_batch.tidy_groups({REGION, "us-east-1"}, staying.model_copy(update={"next": "refresh", "cursor": 0}), [A, east], req)
+    assert removed == [("us-east-1", "prod", {"req-1"})]
+    removed.clear()
+    # A run that moves on (or whose cursor is past the plan) stays nowhere.
+    launch_batch.tidy_groups({REGION}, staying.model_copy(update={"next": "prepare", "cursor": 0}), [A, east], req)
+    launch_batch.tidy_groups({REGION}, staying.model_copy(update={"cursor": 2}), [A, east], req)
+    assert removed == [(REGION, "prod", {"req-1"}), (REGION, "prod", {"req-1"})]
+    monkeypatch.delenv("GPUFILL_DEPLOYMENT")
+    removed.clear()
+    launch_batch.tidy_groups({REGION}, staying.model_copy(update={"cursor": 2}), [A, east], req)
+    assert removed == [(REGION, "", {"req-1"})]
+
+
+def test_a_step_that_runs_out_of_pools_ends_the_market_exhausted_naming_it(probing):
+    aws, answers, plan = probing
+    answers[A.key] = answers[B.key] = [LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity")]
+    req = request(count=1, launch_mode="exact")
+    step, run = probe_step(req, remaining=1)
+    out = launch_batch.launch_step(step, req, plan, [A, B], fill.begin_step(run), Clock(100_000))
+    assert out["next"] == "exhausted" and json.loads(out["cause"])["error"] == "ALL_SPOT_EXHAUSTED"
+
+
+@pytest.mark.parametrize("fleet_mode", [False, True])
+def test_a_reservations_only_step_that_found_no_room_names_the_reservations_its_plan_saw(probing, monkeypatch, fleet_mode):
+    from gpufill.models.run import ReservationSeen
+
+    aws, answers, plan = probing
+    seen = ReservationSeen(capacity_reservation_id="cr-0abc", region=REGION, availability_zone="us-west-2a",
+                           instance_type="g6.xlarge", available=0, match="open")
+    plan = plan.model_copy(update={"market": "on-demand", "reservations": [seen]})
+    reserved = A.model_copy(update={"capacity_reservation_id": "cr-0abc", "market": "on-demand"})
+    answers[reserved.key] = [LaunchResult(outcome="capacity", reason="ReservationCapacityExceeded")]
+    req = request(count=1, launch_mode="fleet" if fleet_mode else "exact", capacity_reservations="only", market="on-demand")
+    step, run = probe_step(req, remaining=1)
+    monkeypatch.setattr(launch_batch, "launch_fleet", lambda step_, req_, pools, run_, grouped: run_.model_copy(update={"next": "exhausted"}))
+    out = launch_batch.launch_step(step, req, plan, [reserved], fill.begin_step(run), Clock(100_000))
+    assert out["next"] == "exhausted" and "cr-0abc" in out["cause"]
+
+
+@pytest.mark.parametrize(("reservations", "market", "off"), [
+    ("none", "on-demand", True), ("open", "on-demand", False), ("none", "spot", False)])
+def test_capacity_reservations_none_keeps_on_demand_launches_out_of_open_reservations(aws, monkeypatch, reservations, market, off):
+    sent, calls = [], []
+    monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: sent.append(kw["spec"]) or LaunchResult(outcome="capacity"))
+    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: calls.append((call, spec)) or FleetAnswer())
+    pool = A.model_copy(update={"market": market})
+    launch_batch.launch(request(capacity_reservations=reservations, market=market), SETUP, pool, 1, "tok", set())
+    assert sent[0].reservations_off is (reservations == "none")  # RunInstances: asked for the pool's own market
+    step, req, run = fleet_step(capacity_reservations=reservations, market=market)
+    reserved = pool.model_copy(update={"capacity_reservation_id": "cr-9"})
+    launch_batch.launch_fleet(step, req, [reserved, B], run, set())
+    [(call, spec)] = calls
+    assert spec.reservations_off is off and call.capacity_reservation_id == "cr-9"
+
+
+def test_a_fleet_from_a_reservation_asks_for_its_room_and_remembers_only_ordinary_pools_empty(aws, monkeypatch):
+    step, req, run = fleet_step(market="on-demand")
+    reserved = A.model_copy(update={"market": "on-demand", "capacity_reservation_id": "cr-1", "reserved": 2})
+    ordinary = B.model_copy(update={"market": "on-demand"})
+    calls = []
+    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer(answers=[
+        PoolAnswer(index=0, result=LaunchResult(outcome="capacity", reason="ReservationCapacityExceeded")),
+        PoolAnswer(index=1, result=LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity"))]))
+    launch_batch.launch_fleet(step, req, [reserved, ordinary], run, set())
+    assert calls[0].target == 2  # what the plan gave the reservation, not the 4 still missing
+    assert [a for a in aws if a[0] == "full"] == [("full", ordinary.key, {"request_id": "req-1", "reason": "capacity"})]
+
+
+@pytest.mark.parametrize("fleet_mode", [False, True])
+def test_a_step_that_launches_for_a_request_with_a_lifetime_schedules_its_teardown_on_this_state_machine(aws, monkeypatch, fleet_mode):
+    from gpufill.adapters import schedules
+    from gpufill.models.run import PlanRef
+
+    monkeypatch.setattr(schedules, "schedule_expiry", lambda rid, at, sm: aws.append(("schedule", rid, at, sm)) or True)
+    monkeypatch.setattr(run_store, "save_attempts", lambda rid, attempts: None)
+    monkeypatch.setattr(launch_batch, "launch", lambda *a: LaunchResult(outcome="launched", instances=[instance("i-1")]))
+    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: FleetAnswer(answers=[
+        PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1")]))]))
+    req = request(count=1, launch_mode="fleet" if fleet_mode else "exact").model_copy(update={"expires_at": "2026-12-04T14:00:00+00:00"})
+    run = Run(batch=1, remaining=1, next="launch", attempts_total=0, launch=SETUP)
+    plan = PlanRef(request_id="req-1", market="spot", key="plan#req-1#k", pools=1)
+    launch_batch.launch_step(LoopEvent(request=req, run=run, state_machine="arn:sm"), req, plan, [A], run, Clock(100_000))
+    assert ("schedule", "req-1", "2026-12-04T14:00:00+00:00", "arn:sm") in aws
+
+
+# --- the end of every step: its attempts logged, a stop explained ----------------------------------
+
+
+def test_a_step_that_ends_a_market_reads_the_whole_attempt_log_for_its_cause(aws, monkeypatch):
+    from gpufill.models.run import Attempt
+
+    read = []
+    tried = Attempt(number=5, region=REGION, availability_zone="us-west-2a", instance_type="g6.xlarge", market="spot",
+                    batch=1, launched=0, outcome="capacity", reason="InsufficientInstanceCapacity")
+    monkeypatch.setattr(run_store, "load_attempts", lambda rid, total: read.append((rid, total)) or [tried])
+    run = Run(batch=1, remaining=1, next="exhausted", attempts_total=5)
+    out = launch_batch.finish_step(run, request(count=1), "spot")
+    assert read == [("req-1", 5)] and "us-west-2a" in out.cause
+
+
+def test_a_reservations_only_stop_without_a_plan_names_no_reservation(aws, monkeypatch):
+    monkeypatch.setattr(run_store, "load_attempts", lambda rid, total: [])
+    out = launch_batch.finish_step(Run(batch=1, remaining=1, next="exhausted"), request(count=1, capacity_reservations="only",
+                                                                                      market="on-demand"), "on-demand")
+    assert out.cause and "cr-" not in out.cause
+
+
+def test_a_rejected_run_is_ended_with_the_rejection_explained_and_its_attempts_logged(aws, monkeypatch):
+    from gpufill.models.run import Attempt
+    from gpufill.policy.exhaustion import rejection_cause
+
+    refused = Attempt(number=1, region=REGION, availability_zone="us-west-2a", instance_type="g6.xlarge", market="spot",
+                      batch=1, launched=0, outcome="error", reason="InvalidParameterValue")
+    monkeypatch.setattr(run_store, "save_attempts", lambda rid, attempts: aws.append(("attempts", rid, len(attempts))))
+    req = request(count=1)
+    run = Run(batch=1, remaining=1, next="rejected", attempts_total=1, step_attempts=[refused])
+    out = launch_batch.finish_step(run, req, "spot")
+    assert aws == [("attempts", "req-1", 1)]
+    assert out.next == "rejected" and out.cause == rejection_cause(run, req) and out.cause
+    done = Run(batch=1, remaining=0, next="done")
+    assert launch_batch.finish_step(done, req, "spot") == done

@@ -23,6 +23,7 @@ writes the measured scores (the equivalent mutants and their reasons are kept by
 from __future__ import annotations
 
 import argparse
+import ast
 import fnmatch
 import json
 import os
@@ -39,7 +40,17 @@ MUTATED = ["src/gpufill/models/request.py", "src/gpufill/policy/*",
            # Where a run launches, records, settles and classifies: the code that loses money when wrong.
            "src/gpufill/adapters/aws.py", "src/gpufill/adapters/ec2.py", "src/gpufill/adapters/fleet_launch.py",
            "src/gpufill/adapters/instances_table.py", "src/gpufill/adapters/run_store.py",
-           "src/gpufill/handlers/launch_batch.py"]
+           "src/gpufill/handlers/launch_batch.py",
+           # The handlers that wait for capacity and for boots, refill, roll back and tear down.
+           "src/gpufill/handlers/wait_for_capacity.py", "src/gpufill/handlers/wait_until_running.py",
+           "src/gpufill/handlers/start_refill.py", "src/gpufill/handlers/terminate_region_instances.py",
+           "src/gpufill/handlers/roll_back_gang.py"]
+# mutmut leaves decorated functions alone, and a Lambda handler is decorated (Powertools' logger,
+# tracer and metrics, then transient_aws_errors): in the staged copy of these modules each decorated
+# top-level function is defined bare and wrapped by the same decorators, in the same order, right
+# after it, so its body is mutated and the tests still call it through every wrapper.
+UNDECORATED = ["handlers/launch_batch.py", "handlers/wait_for_capacity.py", "handlers/wait_until_running.py",
+               "handlers/start_refill.py", "handlers/terminate_region_instances.py", "handlers/roll_back_gang.py"]
 # mutmut runs the unit tests that reach each mutated function. The bad-request workflow tests
 # assert the same rules through the local engine, which costs ~15 s per mutant (the engine is
 # deployed anew in each forked test run); the module-level pass runs them in full.
@@ -49,7 +60,7 @@ COPIED = ["tests", "statemachine", "startup", "examples"]
 
 def stage() -> None:
     """Lay out build/mutation/ as mutmut expects it, updating only files that changed."""
-    _sync(ROOT / "functions" / "gpufill", STAGING / "src" / "gpufill")
+    _sync(ROOT / "functions" / "gpufill", STAGING / "src" / "gpufill", UNDECORATED)
     for name in COPIED:
         _sync(ROOT / name, STAGING / name)
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -75,14 +86,36 @@ def stage() -> None:
     _write_if_changed(STAGING / "pyproject.toml", "\n".join(lines) + "\n")
 
 
-def _sync(source: Path, target: Path) -> None:
+def _sync(source: Path, target: Path, undecorated: list[str] | None = None) -> None:
     for path in source.rglob("*"):
         if "__pycache__" in path.parts or path.is_dir():
             continue
-        _write_if_changed(target / path.relative_to(source), path.read_bytes())
+        data = path.read_bytes()
+        if path.relative_to(source).as_posix() in (undecorated or []):
+            data = undecorate(data.decode()).encode()
+        _write_if_changed(target / path.relative_to(source), data)
     for path in list(target.rglob("*")) if target.exists() else []:
         if path.is_file() and "__pycache__" not in path.parts and not (source / path.relative_to(target)).exists():
             path.unlink()
+
+
+def undecorate(source: str) -> str:
+    """The module with each decorated top-level function defined bare, then wrapped by its
+    decorators in an assignment right after it (`@a @b def f` becomes `def f` and `f = a(b(f))`)."""
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    edits = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.decorator_list:
+            wrapped = node.name
+            for decorator in reversed(node.decorator_list):
+                wrapped = f"{ast.get_source_segment(source, decorator)}({wrapped})"
+            first = min(decorator.lineno for decorator in node.decorator_list) - 1
+            edits.append((first, node.lineno - 1, node.end_lineno, f"{node.name} = {wrapped}\n"))
+    for first, definition, end, assignment in reversed(edits):
+        lines[end:end] = ["\n", assignment]
+        del lines[first:definition]
+    return "".join(lines)
 
 
 def _write_if_changed(path: Path, content: str | bytes) -> None:
@@ -173,7 +206,7 @@ def report(results: dict[str, dict[str, str]], baseline: dict) -> bool:
     equivalent = baseline.get("equivalent", {})
     floors = baseline.get("scores", {})
     ok = True
-    print(f"{'module':<34} {'mutants':>7} {'killed':>7} {'equiv.':>7} {'score':>7} {'baseline':>9}")
+    print(f"{'module':<44} {'mutants':>7} {'killed':>7} {'equiv.':>7} {'score':>7} {'baseline':>9}")
     for module in sorted(results):
         statuses = results[module]
         counted = {m: s for m, s in statuses.items() if s not in ("skipped", "not checked")}
@@ -185,7 +218,7 @@ def report(results: dict[str, dict[str, str]], baseline: dict) -> bool:
         flag = ""
         if floor is not None and score < floor:
             ok, flag = False, "  BELOW BASELINE"
-        print(f"{module:<34} {len(counted):>7} {killed:>7} {len(equiv):>7} {score:>6}% "
+        print(f"{module:<44} {len(counted):>7} {killed:>7} {len(equiv):>7} {score:>6}% "
               f"{'' if floor is None else f'{floor}%':>9}{flag}")
         results[module] = statuses
     print()
