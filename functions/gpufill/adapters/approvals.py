@@ -49,26 +49,14 @@ def record_pending(
     requested_at: datetime,
     deadline: datetime,
 ) -> None:
-    item = {
-        "instance_id": approval_key(execution_name),
-        "kind": "approval",
-        "status": "PENDING",
-        "execution_name": execution_name,
-        "execution_arn": execution_arn,
-        "task_token": task_token,
+    _put_pending(execution_name, execution_arn, task_token, requested_at, deadline, {
         "target": json.dumps(teardown["target"]),
         "requested_by": teardown.get("requested_by") or "not given",
         # Every id asked for (from the region batches); the details of the listed ones only, so the
         # item stays far below DynamoDB's 400 KB at the maximum number of ids.
         "instance_ids": sorted(i for batch in teardown["regions"] for ids in batch["requests"].values() for i in ids),
         "instances": json.dumps(teardown["instances"]),
-        "requested_at": requested_at.isoformat(timespec="seconds"),
-        "deadline": deadline.isoformat(timespec="seconds"),
-        INSTANCES_TTL_ATTRIBUTE: int(deadline.timestamp()) + APPROVAL_RETENTION_SECONDS,
-    }
-    # A retried AwaitTeardownApproval gets a new task token: the newest one is the live one,
-    # so the item is overwritten, but never once a decision is on it.
-    _table().put_item(Item=item, ConditionExpression="attribute_not_exists(decided_at)")
+    })
 
 
 def record_pending_purchase(
@@ -82,22 +70,32 @@ def record_pending_purchase(
     deadline: datetime,
 ) -> None:
     """A pending Capacity Block purchase: the same item as a teardown's, answered the same way."""
-    item = {
-        "instance_id": approval_key(execution_name),
-        "kind": "approval",
+    _put_pending(execution_name, execution_arn, task_token, requested_at, deadline, {
         "approval_for": "capacity-block-purchase",
-        "status": "PENDING",
-        "execution_name": execution_name,
-        "execution_arn": execution_arn,
-        "task_token": task_token,
         "target": json.dumps({"request_id": request_id}),
         "requested_by": request_id,
         "purchase": json.dumps(offering),
         "instances": "[]",
+    })
+
+
+def _put_pending(
+    execution_name: str, execution_arn: str, task_token: str, requested_at: datetime, deadline: datetime, asked: dict
+) -> None:
+    item = {
+        "instance_id": approval_key(execution_name),
+        "kind": "approval",
+        "status": "PENDING",
+        "execution_name": execution_name,
+        "execution_arn": execution_arn,
+        "task_token": task_token,
+        **asked,
         "requested_at": requested_at.isoformat(timespec="seconds"),
         "deadline": deadline.isoformat(timespec="seconds"),
         INSTANCES_TTL_ATTRIBUTE: int(deadline.timestamp()) + APPROVAL_RETENTION_SECONDS,
     }
+    # A retried approval step gets a new task token: the newest one is the live one, so the item
+    # is overwritten, but never once a decision is on it.
     _table().put_item(Item=item, ConditionExpression="attribute_not_exists(decided_at)")
 
 
