@@ -238,3 +238,40 @@ def test_a_loopback_endpoint_needs_no_region_or_credentials_configured(monkeypat
     assert session.region_name == "us-east-1" and session.get_credentials() is not None
     monkeypatch.setenv("AWS_REGION", "eu-central-1")
     assert session_for(None, "http://127.0.0.1:4566").region_name == "eu-central-1"
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:4566", "localhost:4566", "ftp://127.0.0.1:4566", "http://127.0.0.1:99999"])
+@pytest.mark.parametrize("verb", [["status"], ["approve", "some-teardown"], ["run", PROVISION, "--yes"]])
+def test_an_endpoint_url_without_http_is_one_usage_line_and_one_json_document(capsys, url, verb):
+    assert main([*verb, "--endpoint-url", url, "--json"]) == 2
+    captured = capsys.readouterr()
+    error = json.loads(captured.out)["error"]
+    assert f"argument --endpoint-url: {url!r} is not" in error["message"] or "has no valid port" in error["message"]
+    assert "Traceback" not in captured.err and "no AWS region" not in captured.err
+    if "://" not in url:
+        assert f"did you mean http://{url}?" in error["message"]
+
+
+@pytest.mark.parametrize("flag, example", [("--gpu", "give a GPU name"), ("--type", "--type is empty"),
+                                           ("--regions", "--regions is empty")])
+def test_an_empty_request_flag_is_refused_and_starts_nothing(capsys, flag, example):
+    args = ["simulate", "--market", PLENTY, flag, ""] + (["--gpu", "L4"] if flag == "--regions" else [])
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    assert example in captured.err and captured.out == ""  # no plan, no run
+
+
+def test_a_request_file_with_a_key_given_twice_is_refused_naming_the_key(tmp_path, capsys):
+    request = tmp_path / "twice.json"
+    request.write_text('{"count": 1, "instance_types": ["g6.xlarge"], "count": 8}')
+    assert main(["simulate", str(request), "--market", PLENTY]) == 2
+    assert f"request file {request}: the key 'count' appears twice in one object; keep one" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, reserved", [("train-c3", "-c and a number"), ("train-expired", "max_lifetime keeps"),
+                                            ("train-refill-i-0abc", "refills keep")])
+def test_a_reserved_name_is_refused_before_anything_starts(capsys, name, reserved):
+    # Nothing listens at the endpoint: the name is refused before any call is made.
+    assert main(["run", PROVISION, "--name", name, "--yes", "--region", "us-east-1", "--endpoint-url", "http://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err
+    assert "(execution name)" in err and reserved in err and "Nothing was started" in err

@@ -158,3 +158,27 @@ def test_an_ended_unpriced_instance_is_spend_at_the_catalog_price_and_marked_est
     ]}
     [entry] = spend.requests(view)
     assert (entry["spent"], entry["estimated"], entry["ended"]) == (0.984, True, True)
+
+
+def test_a_name_already_taken_is_refused_before_the_plan_and_the_question(deployment, capsys):
+    provision(deployment, "sp-taken", 1, capsys)
+    assert main(["up", PROVISION, "--name", "sp-taken", *deployment]) == 2
+    captured = capsys.readouterr()
+    assert "--name 'sp-taken': the execution sp-taken already exists (succeeded); choose another --name" in captured.err
+    assert "gpufill watch sp-taken --env local" in captured.err
+    assert "[y/N]" not in captured.out and "pools in the order" not in captured.out
+
+
+def test_status_of_a_request_nobody_knows_exits_1_and_says_so(deployment, capsys):
+    assert main(["status", "sp-no-such-request", "--json", *deployment]) == 1
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["message"].startswith("no request 'sp-no-such-request' is known to deployment local")
+
+
+def test_a_long_request_id_is_shown_whole_in_every_view(deployment, capsys):
+    long_id = "sp-a-request-named-after-a-long-file-name-of-the-team-" + "x" * 12
+    provision(deployment, long_id, 1, capsys)
+    assert main(["status", "--instances", *deployment]) == 0
+    out = capsys.readouterr().out
+    assert request_line(out, long_id)  # the requests table
+    assert sum(f" {long_id} " in line for line in out.splitlines() if " i-" in line) == 1  # the instances table

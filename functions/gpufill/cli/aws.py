@@ -36,8 +36,23 @@ def add_deployment_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--region", default=None, help="region of the deployment (default: the AWS CLI's region)")
     parser.add_argument(
-        "--endpoint-url", default=None, metavar="URL", help="send every AWS call here (e.g. gpufill local serve's endpoint)"
+        "--endpoint-url", default=None, metavar="URL", type=endpoint_url,
+        help="send every AWS call here (e.g. gpufill local serve's endpoint)",
     )
+
+
+def endpoint_url(text: str) -> str:
+    """--endpoint-url as botocore needs it: http(s)://HOST[:PORT]. botocore's own complaint about a
+    bare `127.0.0.1:4566` is a traceback, so the shape is checked while the arguments are read."""
+    parsed = urlparse(text)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        hint = f"; did you mean http://{text}?" if "://" not in text and text else ""
+        raise argparse.ArgumentTypeError(f"{text!r} is not an endpoint URL such as http://127.0.0.1:4566{hint}")
+    try:
+        parsed.port  # noqa: B018 -- reading it checks the port is a number in range
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} has no valid port (a number from 1 to 65535)") from None
+    return text
 
 
 def env_of(args: argparse.Namespace) -> str:
@@ -172,6 +187,22 @@ def aws_errors(action: str) -> Callable:
 
 
 @aws_errors("start the execution")
+def refuse_taken_name(deployment: Deployment, name: str, flags: str = "") -> None:
+    """A --name another execution of this state machine already has: refused before the plan and
+    the [y/N], which would otherwise end in StartExecution's ExecutionAlreadyExists."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        described = deployment.client("stepfunctions").describe_execution(executionArn=deployment.execution_arn(name))
+    except (ClientError, BotoCoreError):  # none of that name (or no answer): StartExecution has the last word
+        return
+    raise UsageError(
+        f"--name {name!r}: the execution {name} already exists ({described.get('status', 'unknown').lower()}); "
+        f"choose another --name, or follow it with: gpufill watch {name}{flags}",
+        [{"field": "--name", "problem": f"an execution named {name!r} already exists"}],
+    )
+
+
 def start_execution(deployment: Deployment, request: dict, name: str) -> str:
     """Start an execution of the deployment's state machine; its ARN."""
     sfn = deployment.client("stepfunctions")

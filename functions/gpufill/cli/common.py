@@ -103,9 +103,28 @@ def read_json(path: Path, what: str) -> Any:
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"{what} file {path}: cannot be read ({error})") from None
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_no_repeated_keys)
     except json.JSONDecodeError as error:
         raise UsageError(f"{what} file {path}: not JSON ({error.msg} at line {error.lineno} column {error.colno})") from None
+    except _RepeatedKey as repeated:
+        # json keeps the last of two equal keys without a word: the first value the person wrote
+        # would be silently dropped, so the file is refused instead.
+        raise UsageError(f"{what} file {path}: the key {repeated.key!r} appears twice in one object; keep one") from None
+
+
+class _RepeatedKey(Exception):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _no_repeated_keys(pairs: list[tuple[str, Any]]) -> dict:
+    document: dict = {}
+    for key, value in pairs:
+        if key in document:
+            raise _RepeatedKey(key)
+        document[key] = value
+    return document
 
 
 def read_request(path: Path, what: str = "request") -> dict:
@@ -124,15 +143,12 @@ def check_request(request: dict, what: str, *, name: str | None = None) -> None:
     from pydantic import ValidationError
 
     from gpufill.models.request import Request, RequestProblems, describe_problems
-    from gpufill.policy.waiting import is_successor_name
+    from gpufill.policy.execution_names import reserved_problem
 
     problems: list[dict[str, str]] = []
-    if name is not None and is_successor_name(name):
-        problems.append({
-            "field": "(execution name)",
-            "problem": f"{name!r} ends like a continued execution's name (<request>-c<n>), which wait_for_capacity "
-            "keeps for itself; choose a name that does not end in -c and a number",
-        })
+    reserved = reserved_problem(name, request) if name is not None else None
+    if reserved is not None:
+        problems.append({"field": "(execution name)", "problem": reserved})
     try:
         Request.model_validate(request)
     except (ValidationError, RequestProblems) as error:

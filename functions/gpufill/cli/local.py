@@ -45,7 +45,7 @@ def add_parser(verbs) -> None:
     report.add_argument(
         "--usage", type=Path, default=None, metavar="DIR",
         help="also list, per role, the grants no engine used that left its usage in DIR "
-        "(run a test session with GPUFILL_IAM_USAGE=DIR first, e.g. make iam-usage)",
+        "(run a test session with GPUFILL_IAM_USAGE=DIR first, e.g. GPUFILL_IAM_USAGE=/tmp/usage make test)",
     )
     report.set_defaults(handler=iam_report_verb)
     serve = actions.add_parser(

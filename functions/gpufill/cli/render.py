@@ -474,17 +474,19 @@ def render_teardown(result: dict, notifications: list[dict]) -> list[str]:
 
 
 def render_status(result: dict) -> list[str]:
+    # Request ids in full, however long: a person pastes them into teardown and approve.
+    wide = _id_width(i.get("request_id") or "-" for i in result.get("instances", []))
     lines = [
         f"Managed instances ({'request ' + result['filter']['request_id'] if (result.get('filter') or {}).get('request_id') else 'every request'}; "
         f"regions {', '.join(result.get('regions', []))})",
-        f"  {'instance':<19}  {'request':<24} {'zone':<16} {'type':<13} {'market':<9} {'state':<13} {'$/h':>8} {'hours':>6}  finding",
+        f"  {'instance':<19}  {'request':<{wide}} {'zone':<16} {'type':<13} {'market':<9} {'state':<13} {'$/h':>8} {'hours':>6}  finding",
     ]
     # ready_timeout: where startup.sh got to on each instance, after its finding.
     for i in result.get("instances", []):
         price = f"{i['hourly_price']:.4f}" if isinstance(i.get("hourly_price"), (int, float)) else "?"
         hours = f"{i['hours_running']:.2f}" if isinstance(i.get("hours_running"), (int, float)) else "-"
         lines.append(
-            f"  {i['instance_id']:<19}  {(i.get('request_id') or '-')[:24]:<24} {i.get('availability_zone') or i['region']:<16} "
+            f"  {i['instance_id']:<19}  {i.get('request_id') or '-':<{wide}} {i.get('availability_zone') or i['region']:<16} "
             f"{i.get('instance_type') or '-':<13} {i.get('market') or '-':<9} {i['state']:<13} {price:>8} {hours:>6}  {i['finding']}"
             + (f"  startup: {i['startup_step']}" if i.get("startup_step") else "")
             + (f"  expires: {i['expires_at']}" if i.get("expires_at") else "")  # max_lifetime
@@ -548,6 +550,11 @@ def render_plan_preview(request: dict, preview: Any) -> list[str]:
 
 
 PREVIEW_POOLS = 10
+REQUEST_COLUMN = 24  # the request column's least width; a longer id widens it, never is cut
+
+
+def _id_width(ids) -> int:
+    return max([REQUEST_COLUMN, *(len(i) for i in ids)])
 
 
 def render_requests(result: dict, shown: list[dict], hidden: int) -> list[str]:
@@ -557,7 +564,8 @@ def render_requests(result: dict, shown: list[dict], hidden: int) -> list[str]:
     if not shown:
         lines.append("  none holds an instance" + (f" ({hidden} ended, shown with --all)" if hidden else ""))
     else:
-        lines.append(f"  {'request':<32} {'instances':<28} {'$/h now':>9} {'spent so far':>13}  first launch")
+        wide = _id_width(r["request_id"] for r in shown)
+        lines.append(f"  {'request':<{wide}} {'instances':<28} {'$/h now':>9} {'spent so far':>13}  first launch")
         for r in shown:
             counts = ", ".join(f"{n} {state}" for state, n in r["counts"].items()) or "none"
             mark = "~" if r["estimated"] else " "
@@ -565,7 +573,7 @@ def render_requests(result: dict, shown: list[dict], hidden: int) -> list[str]:
             if r.get("teardown_waiting"):
                 unknown += f"  teardown waiting for an answer: {r['teardown_waiting']}"
             lines.append(
-                f"  {r['request_id'][:32]:<32} {counts[:28]:<28} {mark}{r['hourly_cost']:>8.4f} {mark}{r['spent']:>12.4f}  "
+                f"  {r['request_id']:<{wide}} {counts[:28]:<28} {mark}{r['hourly_cost']:>8.4f} {mark}{r['spent']:>12.4f}  "
                 f"{r['first_launch'] or '-'}{unknown}"
             )
         if hidden:

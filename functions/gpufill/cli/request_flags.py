@@ -49,14 +49,14 @@ def build(args: argparse.Namespace, path: Path | None) -> dict:
     request = dict(read_request(path)) if path is not None else {}
     if args.count is not None:
         request["count"] = args.count
-    types = gpu_types(args.gpu) if args.gpu else _listed(args.type) if args.type else None
+    types = gpu_types(args.gpu) if args.gpu is not None else _types(args.type) if args.type is not None else None
     if types is not None:
         request.pop("instance_type", None)
         request["instance_types"] = types
     if args.request_market is not None:
         request["market"] = args.request_market
     if args.regions is not None:
-        request["regions"] = _listed(args.regions)
+        request["regions"] = _listed(args.regions) or _empty("--regions", "us-east-1,us-west-2")
     if args.model is not None:
         request["model_id"] = args.model
     return request
@@ -86,6 +86,17 @@ def _runnable_models() -> list[str]:
         m for m in catalog.known_gpu_models()
         if any(catalog.architecture(t) == SUPPORTED_ARCHITECTURE for t in catalog.types_with_gpu(m))
     ]
+
+
+def _types(text: str) -> list[str]:
+    types = _listed(text)
+    if not types:  # `--type ""` must not fall back to the default type without a word
+        _empty("--type", "g6.xlarge,g5.xlarge")
+    return types
+
+
+def _empty(flag: str, example: str):
+    raise UsageError(f"{flag} is empty: name one or more, e.g. {flag} {example}")
 
 
 def _listed(text: str) -> list[str]:

@@ -69,6 +69,8 @@ def add_parsers(verbs) -> None:
 def run_verb(args: argparse.Namespace) -> int:
     request, name, stem = _request(args)
     deployment = aws.find(args)
+    if args.name:
+        aws.refuse_taken_name(deployment, name, deployment_flags(deployment))
     declined = confirm.confirm(args, deployment, request, stem)
     if declined is not None:
         return declined
@@ -103,6 +105,8 @@ def up_verb(args: argparse.Namespace) -> int:
         )
     confirm.refuse_json_without_yes(args, request)
     deployment = aws.find(args)
+    if args.name:
+        aws.refuse_taken_name(deployment, name, deployment_flags(deployment))
     declined = confirm.confirm(args, deployment, request, stem)
     if declined is not None:
         return declined

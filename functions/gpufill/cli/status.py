@@ -10,6 +10,7 @@ from gpufill.cli import aws
 from gpufill.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    Failed,
     check_name,
     check_request,
     fresh_name,
@@ -64,6 +65,8 @@ def status_verb(args: argparse.Namespace) -> int:
     everything = next((p["execution"] for p in pending or [] if p["target"].get("all")), None)
     for entry in every:
         entry["teardown_waiting"] = waiting.get(entry["request_id"], everything if not entry["ended"] else None)
+    if args.request_id and not every and not pending and not purchases:
+        _known_or_fail(deployment, args.request_id)
     # An ended request is history; one asked for by its id is shown whatever its state.
     shown = [r for r in every if args.all or args.request_id or not r["ended"]]
     hidden = len(every) - len(shown)
@@ -76,6 +79,23 @@ def status_verb(args: argparse.Namespace) -> int:
         lines += [""] + render_status(view.output)
     print("\n".join(lines + render_pending(pending) + render_purchases(purchases)))
     return EXIT_OK
+
+
+def _known_or_fail(deployment: aws.Deployment, request_id: str) -> None:
+    """A request id with no record, no pending approval and no execution is a typo or another
+    deployment's: said so (exit 1) rather than shown as a request holding nothing."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        deployment.client("stepfunctions").describe_execution(executionArn=deployment.execution_arn(request_id))
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
+            raise Failed(
+                f"no request {request_id!r} is known to deployment {deployment.env}: no record and no execution of "
+                f"that name. {program()} status lists the requests that hold instances (--all the ended ones too)"
+            ) from None
+    except BotoCoreError:  # unknown: the status shown stands
+        return
 
 
 def pending_teardowns(deployment: aws.Deployment, request_id: str | None = None) -> list[dict] | None:

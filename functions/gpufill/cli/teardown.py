@@ -63,7 +63,7 @@ def add_parsers(verbs) -> None:
         answer.add_argument("--json", action="store_true", help="print the answer as one JSON document")
         answer.add_argument("--env", default=None, help="deployment env (default: from the ARN, $GPUFILL_ENV, else dev)")
         answer.add_argument("--region", default=None, help="region of the state machine (default: from the ARN, else AWS config)")
-        answer.add_argument("--endpoint-url", default=None, metavar="URL", help="send every AWS call here")
+        answer.add_argument("--endpoint-url", default=None, metavar="URL", type=aws.endpoint_url, help="send every AWS call here")
         answer.set_defaults(handler=answer_verb, decision=decision)
 
 

@@ -14,7 +14,7 @@ from gpufill.handlers.events import ValidateEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.request import ResolvedRequest, Request, describe_problems, normalise, not_an_object
 from gpufill.models.run import Run
-from gpufill.policy import fill, lifetime, waiting
+from gpufill.policy import execution_names, fill, lifetime, waiting
 
 
 @logger.inject_lambda_context(correlation_id_path="request_id")
@@ -29,19 +29,9 @@ def handler(event: dict, context: LambdaContext) -> dict:
         return _invalid(step.request_id, not_an_object(step.input), changes="launched")
     # A bad teardown or status would have changed nothing, not launched nothing: say so.
     changes = "changed" if step.input.get("action") in ("teardown", "status") else "launched"
-    if waiting.is_successor_name(step.request_id):
-        # Kept for continued executions: a run of that name would take a waiting request's successor's.
-        problem = (
-            f"{step.request_id!r} ends like a continued execution's name (<request>-c<n>), which wait_for_capacity "
-            "keeps for itself; choose a name that does not end in -c and a number"
-        )
-        return _invalid(step.request_id, [{"field": "(execution name)", "problem": problem}], changes=changes)
-    if step.request_id.endswith(lifetime.EXPIRY_SUFFIX) and step.input.get("action") != "teardown":
-        # Kept for the spend guard: the teardown a request's max_lifetime starts is named so.
-        problem = (
-            f"{step.request_id!r} ends in {lifetime.EXPIRY_SUFFIX!r}, which max_lifetime keeps for the teardown it "
-            "starts when a request expires; choose another name"
-        )
+    # Kept for the executions gpufill starts itself (a continued wait, a lifetime's teardown, a refill).
+    problem = execution_names.reserved_problem(step.request_id, step.input)
+    if problem is not None:
         return _invalid(step.request_id, [{"field": "(execution name)", "problem": problem}], changes=changes)
     try:
         request = parse(event=step.input, model=Request)
