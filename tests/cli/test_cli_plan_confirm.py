@@ -119,3 +119,32 @@ def test_the_plan_says_what_happens_when_spot_runs_out(request_fields, expected)
     assert shown.if_spot_runs_out == expected
     assert shown.expected_hourly == 1.29 and shown.regions == ["us-west-2", "us-east-1"]
     assert shown.highest_hourly == (2.952 if request_fields.get("market") == "spot-then-on-demand" else 1.41)
+
+
+def test_a_gpu_no_region_sells_is_refused_with_each_regions_reason(endpoint, deployment, capsys):
+    assert main(["up", "--gpu", "H100", "--name", "pc-h100", *deployment]) == 1
+    err = capsys.readouterr().err
+    assert "the plan found no pool to try for this request: ap-northeast-1 p5.4xlarge: type not offered in any zone; " in err
+    assert "us-west-2 p5.4xlarge: type not offered in any zone; nothing was started" in err
+    assert err.rstrip().endswith("nothing was started. Try other --regions or instance types")
+    assert "pc-h100" not in executions(endpoint)
+
+
+def test_ctrl_c_while_the_plan_runs_stops_the_plan_and_says_so(endpoint, deployment, monkeypatch, capsys):
+    import boto3
+
+    from gpufill.cli import confirm
+
+    def interrupted(deployment, arn):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(confirm, "_finish", interrupted)
+    before = set(executions(endpoint))
+    assert main(["up", PROVISION, "--name", "pc-ctrl-c", *deployment]) == 130
+    assert "interrupted: the plan execution plan-provision-spot-" in capsys.readouterr().err
+    (plan,) = set(executions(endpoint)) - before
+    sfn = boto3.client("stepfunctions", region_name="us-east-1", endpoint_url=endpoint.url,
+                       aws_access_key_id="x", aws_secret_access_key="x")
+    arn = next(e["executionArn"] for e in sfn.list_executions(stateMachineArn=endpoint.outputs()["StateMachineArn"])["executions"]
+               if e["name"] == plan)
+    assert sfn.describe_execution(executionArn=arn)["status"] == "ABORTED"

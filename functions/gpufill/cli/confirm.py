@@ -112,7 +112,12 @@ def confirm(args: argparse.Namespace, deployment: aws.Deployment, request: dict,
         return None
     name = fresh_name(f"plan-{stem}")
     arn = aws.start_execution(deployment, plan_request(request), name)
-    view = _finish(deployment, arn)
+    try:
+        view = _finish(deployment, arn)
+    except KeyboardInterrupt:
+        # The plan launches nothing, but its execution would run on unseen: stopped and said so.
+        _stop_plan(deployment, arn, name)
+        raise
     if view.status != "SUCCEEDED":
         print(render_summary(view))
         raise Failed(f"the plan for this request failed ({view.error}); nothing was started")
@@ -120,12 +125,34 @@ def confirm(args: argparse.Namespace, deployment: aws.Deployment, request: dict,
     for line in render_plan_preview(request, shown):
         print(line)
     if not shown.pools:
-        raise Failed("the plan found no pool to try for this request; nothing was started")
+        raise Failed(f"the plan found no pool to try for this request{no_pool_reasons(view.output or {})}; "
+                     "nothing was started. Try other --regions or instance types")
     if _answer("Start it? [y/N] ") in ("y", "yes"):
         return None
     again = shlex.join([*getattr(args, "argv", [args.verb]), "--yes"])
     say(f"nothing was started. To start it without the question: {program()} {again}")
     return EXIT_FAILED
+
+
+def no_pool_reasons(plan: dict, listed: int = 6) -> str:
+    """Why each region and type gave no pool, as the plan's scores say (`: us-east-1 p5.48xlarge:
+    not offered in any AZ; ...`), or nothing when the plan gives no reason."""
+    dropped = [f"{s['region']} {s['instance_type']}: {s['dropped']}" for s in plan.get("regions") or [] if s.get("dropped")]
+    if not dropped:
+        return ""
+    more = f"; and {len(dropped) - listed} more" if len(dropped) > listed else ""
+    return ": " + "; ".join(dropped[:listed]) + more
+
+
+def _stop_plan(deployment: aws.Deployment, arn: str, name: str) -> None:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        deployment.client("stepfunctions").stop_execution(executionArn=arn, cause="gpufill up/run interrupted")
+        say(f"interrupted: the plan execution {name} was stopped; nothing was started")
+    except (BotoCoreError, ClientError) as error:
+        say(f"interrupted: the plan execution {name} could not be stopped ({aws.readable(str(error))}); "
+            "it launches nothing and ends by itself")
 
 
 def _answer(question: str) -> str:

@@ -168,6 +168,7 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self._stack.enter_context(scheduler.patches(self))
         self._stack.enter_context(interpreter.entered_time_on_the_modelled_clock())
         self._stack.enter_context(interpreter.atomic_start_execution())
+        self._stack.enter_context(interpreter.stop_execution_at_any_moment())
         self._stack.enter_context(speedups.one_lambda_client_per_region())
         self._stack.enter_context(speedups.one_response_method_listing())
         self._stack.enter_context(self.calls.patches())

@@ -85,3 +85,27 @@ def atomic_start_execution():
     return mock.patch.object(StepFunctionsParserBackend, "start_execution", start_execution)
 
 
+
+
+# How long a StopExecution waits for a just-started execution's program to be set up (moto's
+# worker thread does that within milliseconds).
+STOP_WAIT_SECONDS = 5.0
+
+
+def stop_execution_at_any_moment():
+    """Step Functions takes StopExecution at any moment of a run, the first milliseconds included;
+    moto's worker has no program to stop until its thread has set one up, and fails the call
+    (`'NoneType' object has no attribute 'set_stop'`). The stop waits for the program, briefly."""
+    import time
+
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+    original = ExecutionWorker.stop
+
+    def stop(worker, *args, **kwargs):
+        until = time.monotonic() + STOP_WAIT_SECONDS
+        while worker.env is None and time.monotonic() < until:
+            time.sleep(0.001)
+        return original(worker, *args, **kwargs)
+
+    return mock.patch.object(ExecutionWorker, "stop", stop)
