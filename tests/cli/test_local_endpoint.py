@@ -290,3 +290,27 @@ def test_a_region_without_the_local_deployment_says_where_it_is(deployment, caps
     message = json.loads(capsys.readouterr().out)["error"]["message"]
     assert message.startswith("no gpufill deployment 'local' in eu-west-1 at http://127.0.0.1:")
     assert message.endswith("gpufill local serve's deployment is in us-east-1")
+
+
+def test_local_clock_advance_lets_a_lifetime_pass_and_its_teardown_is_asked(endpoint, deployment, capsys):
+    lifetime = str(EXAMPLES / "requests/provision-max-lifetime.json")
+    assert main(["run", lifetime, "--count", "1", "--name", "lc-short", "--yes", "--watch", "--json", *deployment]) == 0
+    capsys.readouterr()
+    assert main(["local", "clock", "--endpoint-url", endpoint.url, "--json"]) == 0
+    before = json.loads(capsys.readouterr().out)["elapsed_seconds"]
+
+    assert main(["local", "clock", "advance", "P2D", "--endpoint-url", endpoint.url]) == 0
+    assert capsys.readouterr().out.startswith("advanced P2D; modelled time ")
+    assert main(["local", "clock", "--endpoint-url", endpoint.url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["elapsed_seconds"] >= before + 2 * 86400
+
+    assert main(["status", "lc-short", "--json", *deployment]) == 0
+    pending = json.loads(capsys.readouterr().out)["pending_teardowns"]
+    assert [p["execution"] for p in pending] == ["lc-short-expired"]
+
+
+@pytest.mark.parametrize("args, problem", [(["advance"], "give an ISO 8601 duration"), (["advance", "2h"], "not '2h'"),
+                                           (["advance", "PT0S"], "no time at all"), (["PT2H"], "invalid choice: 'PT2H' (choose from 'advance')")])
+def test_local_clock_refuses_what_is_not_a_duration(endpoint, capsys, args, problem):
+    assert main(["local", "clock", *args, "--endpoint-url", endpoint.url]) == 2
+    assert problem in capsys.readouterr().err

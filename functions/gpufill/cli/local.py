@@ -13,8 +13,10 @@ import warnings
 from contextlib import redirect_stderr
 from pathlib import Path
 
+from gpufill.cli.aws import endpoint_url
 from gpufill.cli.common import (
     EXIT_INTERRUPTED,
+    Failed,
     EXIT_TERMINATED,
     Terminated,
     UsageError,
@@ -32,7 +34,7 @@ EXAMPLE_REQUEST = "examples/requests/provision-spot.json"
 
 def add_parser(verbs) -> None:
     local = verbs.add_parser("local", help="run gpufill's simulated account as a local AWS endpoint")
-    actions = local.add_subparsers(dest="local_verb", metavar="serve|iam-report", required=True)
+    actions = local.add_subparsers(dest="local_verb", metavar="serve|clock|iam-report", required=True)
     report = actions.add_parser(
         "iam-report",
         help="run gpufill's paths locally and print, per role, the grants they used and those never used",
@@ -63,6 +65,63 @@ def add_parser(verbs) -> None:
     )
     add_log_options(serve)
     serve.set_defaults(handler=serve_verb)
+    clock = actions.add_parser(
+        "clock",
+        help="read or move gpufill local serve's modelled clock",
+        description="Reads the modelled time of the engine behind --endpoint-url; `advance DURATION` lets that "
+        "much modelled time pass at once, so lifetimes, approval deadlines and Capacity Block starts "
+        "and ends happen as they would.",
+    )
+    clock.add_argument("move", nargs="?", choices=["advance"], help="advance: let DURATION pass")
+    clock.add_argument("duration", nargs="?", default=None, help="an ISO 8601 duration such as PT2H or P1D")
+    clock.add_argument("--endpoint-url", required=True, type=endpoint_url, metavar="URL",
+                       help="gpufill local serve's endpoint (it prints it)")
+    clock.add_argument("--json", action="store_true", help="print the clock as one JSON document")
+    clock.set_defaults(handler=clock_verb)
+
+
+def clock_verb(args: argparse.Namespace) -> int:
+    import json
+    import urllib.error
+    import urllib.request
+
+    from gpufill.local.server import CLOCK_PATH
+
+    body = None
+    if args.move == "advance":
+        body = json.dumps({"advance_seconds": _duration_seconds(args.duration)}).encode()
+    request = urllib.request.Request(args.endpoint_url.rstrip("/") + CLOCK_PATH, data=body, method="POST" if body else "GET",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=600) as answer:  # noqa: S310 -- a loopback URL the user gave
+            read = json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        raise Failed(f"the local endpoint refused: {json.loads(error.read() or b'{}').get('message', error.reason)}") from None
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        raise Failed(f"no gpufill local serve answers at {args.endpoint_url} ({getattr(error, 'reason', error)}); "
+                     f"start one with {program()} local serve --market FILE") from None
+    if args.json:
+        print_json(read)
+    else:
+        moved = f"advanced {args.duration}; " if body else ""
+        print(f"{moved}modelled time {read['now']} ({read['elapsed_seconds'] / 3600:.2f} h since the engine started)")
+    return 0
+
+
+def _duration_seconds(text: str | None) -> float:
+    from datetime import timedelta
+
+    from pydantic import TypeAdapter, ValidationError
+
+    if not text or not text.startswith("P"):
+        raise UsageError(f"gpufill local clock advance: give an ISO 8601 duration such as PT2H or P1D, not {text!r}")
+    try:
+        seconds = TypeAdapter(timedelta).validate_python(text).total_seconds()
+    except ValidationError:
+        raise UsageError(f"gpufill local clock advance: {text!r} is not an ISO 8601 duration such as PT2H or P1D") from None
+    if seconds <= 0:
+        raise UsageError(f"gpufill local clock advance: {text!r} is no time at all; give one such as PT2H")
+    return seconds
 
 
 def iam_report_verb(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ exactly as they find one on AWS.
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -23,6 +24,9 @@ from xml.sax.saxutils import escape
 from gpufill import constants
 
 LOOPBACK = "127.0.0.1"
+# The modelled clock's own path beside the AWS APIs; at most 200 days at a time (a block lasts 182).
+CLOCK_PATH = "/_gpufill/clock"
+MAX_ADVANCE_SECONDS = 200 * 86400
 CLOUDFORMATION_NS = "http://cloudformation.amazonaws.com/doc/2010-05-15/"
 
 
@@ -80,6 +84,8 @@ def _with_stack(app: Callable, endpoint: LocalEndpoint) -> Callable:
     """Answers CloudFormation calls (DescribeStacks of gpufill-<env>); everything else goes to moto."""
 
     def serve(environ: dict[str, Any], start_response: Callable) -> Any:
+        if environ.get("PATH_INFO") == CLOCK_PATH:
+            return _clock(environ, start_response, endpoint)
         if _service(environ) != "cloudformation":
             return app(environ, start_response)
         length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -94,6 +100,32 @@ def _with_stack(app: Callable, endpoint: LocalEndpoint) -> Callable:
         return _reply(start_response, 200, _describe_stacks(stack, endpoint))
 
     return serve
+
+
+def _clock(environ: dict[str, Any], start_response: Callable, endpoint: LocalEndpoint) -> list[bytes]:
+    """The engine's modelled clock (not an AWS API): GET reads it; POST {"advance_seconds": N}
+    lets N modelled seconds pass, so schedules, approval deadlines and Capacity Block starts and
+    ends happen as they would (`gpufill local clock advance`)."""
+    from gpufill.adapters import clock
+
+    if environ.get("REQUEST_METHOD") == "POST":
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        try:
+            seconds = json.loads(environ["wsgi.input"].read(length) or b"{}").get("advance_seconds")
+        except (ValueError, AttributeError):
+            seconds = None
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 < seconds <= MAX_ADVANCE_SECONDS:
+            return _json_reply(start_response, 400, {"message": f"advance_seconds must be a number of seconds from 1 to {MAX_ADVANCE_SECONDS}"})
+        endpoint.engine.advance(float(seconds))
+    now = clock.now()
+    return _json_reply(start_response, 200, {"now": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "elapsed_seconds": endpoint.engine.elapsed})
+
+
+def _json_reply(start_response: Callable, status: int, body: dict) -> list[bytes]:
+    data = json.dumps(body).encode()
+    start_response(f"{status} {'OK' if status == 200 else 'Bad Request'}",
+                   [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+    return [data]
 
 
 def _service(environ: dict[str, Any]) -> str | None:
