@@ -1,4 +1,4 @@
-"""No module of gpufill, the CDK app or the benchmark imports a module that imports it back, directly
+"""No module of gpufill, the CDK app, the benchmark or the mutation tools imports a module that imports it back, directly
 or through others: every import counts, at the top, inside a function (a lazy import) or under
 TYPE_CHECKING, so each module can be read, and moved, with what it needs and nothing that needs it."""
 
@@ -9,7 +9,9 @@ from tests.support import ROOT
 
 # Where each tree's modules are imported from: gpufill from functions/, the CDK app's package
 # (gpufill_stack) from cdk/, the benchmark as `bench` from the repository root.
-TREES = [(ROOT / "functions" / "gpufill", ROOT / "functions"), (ROOT / "cdk", ROOT / "cdk"), (ROOT / "bench", ROOT)]
+# The mutation tools import each other by file name from their own folder.
+TREES = [(ROOT / "functions" / "gpufill", ROOT / "functions"), (ROOT / "cdk", ROOT / "cdk"), (ROOT / "bench", ROOT),
+         (ROOT / "tools" / "mutation", ROOT / "tools" / "mutation")]
 
 
 def modules() -> dict[str, Path]:

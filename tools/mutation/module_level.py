@@ -207,10 +207,8 @@ def main() -> int:
     args = parser.parse_args()
     as_json = args.json
     if not (STAGING / "src" / "gpufill").exists():
-        sys.path.insert(0, str(Path(__file__).parent))
-        from run import stage  # the staging copy run.py lays out
-
-        stage()
+        # run.py lays out the staging copy; asked as a command, so neither file imports the other.
+        subprocess.run([sys.executable, str(Path(__file__).with_name("run.py")), "--stage-only"], check=True)
     found: dict[str, dict[str, str]] = {}
     # --rerun-survivors: keep the last pass's kills, test only what survived it (after new tests).
     last = json.loads(RESULTS.read_text()) if args.rerun_survivors and RESULTS.exists() else {}

@@ -267,8 +267,11 @@ def main() -> int:
     parser.add_argument("--only", action="append", metavar="PATTERN",
                         help="mutate, test and report only modules matching this glob, e.g. 'gpufill.policy.result*' "
                              "(repeatable; --update-baseline then updates only those modules)")
+    parser.add_argument("--stage-only", action="store_true", help="lay out the staging copy and stop (module_level.py)")
     args = parser.parse_args()
     stage()
+    if args.stage_only:
+        return 0
     if args.only and not any(matches(m, args.only) for m in mutmut_modules() + module_level_modules()):
         parser.error(f"no mutated module matches {' '.join(args.only)}")
     if not args.skip_mutmut:
