@@ -168,6 +168,9 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self._stack.enter_context(scheduler.patches(self))
         self._stack.enter_context(interpreter.entered_time_on_the_modelled_clock())
         self._stack.enter_context(interpreter.atomic_start_execution())
+        from gpufill.local.iam import trust
+
+        self._stack.enter_context(trust.state_machine_starts(self))
         self._stack.enter_context(speedups.one_lambda_client_per_region())
         self._stack.enter_context(speedups.one_response_method_listing())
         self._stack.enter_context(self.calls.patches())
