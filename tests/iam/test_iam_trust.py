@@ -120,7 +120,7 @@ def test_a_scheduler_role_trusting_schedule_arns_never_starts_the_teardown(judge
         engine.advance(600)
         executions = engine.executions()
         [run] = [r for r in engine.schedule_runs if r["schedule"] == "life-untrusted"]
-        refusals = list(engine._trust.refusals)
+        refusals = list(trust.engine_trust(engine).refusals)
     assert executions == []  # the teardown never starts
     assert run["refused"] and run["error"].startswith("AccessDenied: scheduler.amazonaws.com is not authorized")
     assert role.name in run["error"] and "schedule/gpufill-local/*" in run["error"]
