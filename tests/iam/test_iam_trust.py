@@ -137,3 +137,17 @@ def test_a_state_machine_whose_role_does_not_trust_step_functions_cannot_start(j
     assert refused.value.response["Error"]["Code"] == "AccessDeniedException"
     assert "states.amazonaws.com" in str(refused.value) and role.name in str(refused.value)
     assert executions == []
+
+
+def test_a_function_whose_role_does_not_trust_lambda_fails_the_run_naming_the_refusal(judged_account):
+    with judged_account(ONE_REGION) as (engine, _):
+        for name, function in list(engine.functions.items()):
+            if function.task == "RankPools":
+                engine.functions[name] = replace(function, role=trusting(function.role, trust.STATES))
+                role = function.role
+        execution = engine.run(request(launch_mode="fleet"), name="no-lambda-trust")
+    # The handler never runs: the run ends on gpufill's own error, naming the refusal, nothing launched.
+    assert execution.error == "PROVISIONING_FAILED", execution.cause
+    assert execution.cause["failed_with"]["error"] == "Lambda.AccessDeniedException"
+    assert role.name in execution.cause["failed_with"]["cause"] and "does not name lambda.amazonaws.com" in execution.cause["failed_with"]["cause"]
+    assert "Nothing was launched" in execution.cause["message"]
