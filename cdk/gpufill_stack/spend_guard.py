@@ -29,11 +29,13 @@ class SpendGuard(Construct):
             "SchedulerRole",
             description=f"gpufill ({env}): EventBridge Scheduler starts a request's teardown at its max_lifetime and reminds approvers",
             # Only Scheduler acting for this account's schedules of this group (confused-deputy guard).
+            # Scheduler sets aws:SourceArn to the schedule *group's* ARN, never a schedule's: a
+            # condition on `schedule/<group>/*` refuses every run (Scheduler user guide).
             assumed_by=iam.ServicePrincipal(
                 "scheduler.amazonaws.com",
                 conditions={
                     "StringEquals": {"aws:SourceAccount": stack.account},
-                    "ArnLike": {"aws:SourceArn": self.schedule_arn("*")},
+                    "ArnEquals": {"aws:SourceArn": self.group_arn},
                 },
             ),
         )
@@ -47,6 +49,7 @@ class SpendGuard(Construct):
         self.role.add_to_policy(iam.PolicyStatement(actions=["states:StartExecution"], resources=[state_machine]))
         self.role.add_to_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[approval_topic.topic_arn]))
 
-    def schedule_arn(self, name: str) -> str:
+    @property
+    def group_arn(self) -> str:
         stack = Stack.of(self)
-        return f"arn:{stack.partition}:scheduler:{stack.region}:{stack.account}:schedule/{self.group_name}/{name}"
+        return f"arn:{stack.partition}:scheduler:{stack.region}:{stack.account}:schedule-group/{self.group_name}"

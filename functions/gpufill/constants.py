@@ -88,6 +88,9 @@ INTENT_RETENTION_SECONDS = 30 * 24 * 3600
 # The capacity-signal table: pools that answered "no capacity" lately, shared by every run.
 # Items expire through the TTL attribute; readers also ignore items past their expiry.
 CAPACITY_TABLE_KEY = "pool"
+# GetSpotPlacementScores takes at most 10 RegionNames a call (EC2 API reference; botocore's model
+# says max 10 but does not check it, so the refusal comes from EC2).
+PLACEMENT_SCORE_REGIONS_PER_CALL = 10
 ENV_CAPACITY_TABLE = "CAPACITY_TABLE"
 ENV_CAPACITY_CACHE_SECONDS = "CAPACITY_CACHE_SECONDS"
 DEFAULT_CAPACITY_CACHE_SECONDS = 180

@@ -161,6 +161,14 @@ def test_region_level_placement_scores_name_regions_not_zones_with_the_same_caps
     assert {s["Score"] for s in region_scores(["g6.xlarge"], (WEST, EAST))} == {3}
 
 
+def test_more_than_10_placement_score_regions_are_refused_as_ec2_does(engine):
+    eleven = [WEST, EAST, IRELAND] + [f"ap-south-{n}" for n in range(8)]
+    configurations = len(engine.market._placement_configurations)
+    code, message = error_of(lambda: scores(engine, ["g6.xlarge", "g5.xlarge", "g6.2xlarge"], regions=eleven))
+    assert code == "InvalidParameterValue" and "RegionNames" in message and "10" in message
+    assert len(engine.market._placement_configurations) == configurations  # a refused call is no configuration
+
+
 def test_distinct_placement_configurations_are_limited_per_day(engine):
     engine.market.placement_configurations_per_day = len(engine.market._placement_configurations) + 1
     try:

@@ -106,9 +106,19 @@ def test_placement_scores_are_asked_once_for_every_type_and_region_and_kept(monk
     regions = [f"r-{n:02d}" for n in range(15)]
     found = placement_scores.scores(["g6.xlarge", "g5.xlarge", "g6e.xlarge"], 16, regions)
     again = placement_scores.scores(["g6e.xlarge", "g5.xlarge", "g6.xlarge"], 16, list(reversed(regions)))
-    # One call scores the whole set of types over every region; the same configuration is not asked twice.
-    assert asked == [(["g5.xlarge", "g6.xlarge", "g6e.xlarge"], regions, 16)]
-    assert found == again and len(found) == 10 and found[("r-00", "r-00-az1")] == 7
+    # One call per 10 regions scores the whole set of types; the same configuration is not asked twice.
+    types = ["g5.xlarge", "g6.xlarge", "g6e.xlarge"]
+    assert asked == [(types, regions[:10], 16), (types, regions[10:], 16)]
+    assert found == again and len(found) == 15 and found[("r-14", "r-14-az1")] == 7
+
+
+def test_placement_score_regions_go_in_sorted_calls_of_at_most_10():
+    regions = [f"r-{n:02d}" for n in range(40)] + ["r-03"]
+    chunks = placement_scores.region_chunks(list(reversed(regions)))
+    assert [len(c) for c in chunks] == [10, 10, 10, 10]
+    assert sum(chunks, []) == sorted(set(regions))
+    assert placement_scores.region_chunks(["b", "a"]) == [["a", "b"]]
+    assert placement_scores.region_chunks([]) == []
 
 
 def test_region_level_placement_scores_are_asked_apart_and_keyed_by_region(monkeypatch):

@@ -1,8 +1,11 @@
 """Spot placement scores: AWS's own 1-10 estimate of how likely a spot request of this size succeeds.
 
 Used as AWS defines them: one call per request with every acceptable instance type (AWS
-warns that one or two types give scores that are always low), every candidate region at
-once; only the top 10 come back, and scores are comparable only within that one answer.
+warns that one or two types give scores that are always low) and up to 10 candidate regions,
+the most a call takes: more regions are asked in calls of 10 (sorted, so the same candidates
+make the same calls), each answering its top 10. AWS compares scores only within one answer;
+past 10 candidates there is no single answer to be had, so the calls' scores are read side by
+side on their 1-10 scale. Each call is one configuration against the account's 24-hour limit.
 Two levels: per AZ (`scores`, SingleAvailabilityZone: what a launch into one AZ meets) and
 per region (`region_scores`: AWS assumes a fleet free to use every AZ, which is what a
 fleet launch is). The API limits how many distinct configurations an account may ask about in
@@ -24,7 +27,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from gpufill.adapters import clock
 from gpufill.adapters.aws import client, resource
-from gpufill.constants import CAPACITY_TABLE_KEY, ENV_CAPACITY_TABLE, INSTANCES_TTL_ATTRIBUTE, LOCAL_HOME_REGION
+from gpufill.constants import (
+    CAPACITY_TABLE_KEY,
+    ENV_CAPACITY_TABLE,
+    INSTANCES_TTL_ATTRIBUTE,
+    LOCAL_HOME_REGION,
+    PLACEMENT_SCORE_REGIONS_PER_CALL,
+)
 
 logger = Logger(child=True)
 KEEP_SECONDS = 600
@@ -67,18 +76,27 @@ def _scores(
 
 def _ask(instance_types: list[str], target_capacity: int, regions: list[str], home_region: str, single_zone: bool) -> dict:
     found: dict = {}
-    pages = client("ec2", home_region).get_paginator("get_spot_placement_scores").paginate(
-        InstanceTypes=sorted(set(instance_types)),
-        TargetCapacity=target_capacity,
-        TargetCapacityUnitType="units",
-        SingleAvailabilityZone=single_zone,
-        RegionNames=sorted(set(regions)),
-    )
-    for page in pages:
-        for entry in page["SpotPlacementScores"]:
-            key = (entry["Region"], entry["AvailabilityZoneId"]) if single_zone else entry["Region"]
-            found[key] = int(entry["Score"])
+    paginator = client("ec2", home_region).get_paginator("get_spot_placement_scores")
+    for chunk in region_chunks(regions):
+        pages = paginator.paginate(
+            InstanceTypes=sorted(set(instance_types)),
+            TargetCapacity=target_capacity,
+            TargetCapacityUnitType="units",
+            SingleAvailabilityZone=single_zone,
+            RegionNames=chunk,
+        )
+        for page in pages:
+            for entry in page["SpotPlacementScores"]:
+                key = (entry["Region"], entry["AvailabilityZoneId"]) if single_zone else entry["Region"]
+                found[key] = int(entry["Score"])
     return found
+
+
+def region_chunks(regions: list[str]) -> list[list[str]]:
+    """The candidate regions, sorted and without repeats, in calls of at most 10 (EC2's limit)."""
+    ordered = sorted(set(regions))
+    size = PLACEMENT_SCORE_REGIONS_PER_CALL
+    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
 
 
 def _config_key(instance_types: list[str], target_capacity: int, regions: list[str], single_zone: bool) -> str:

@@ -159,6 +159,10 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self._stack.enter_context(lambdas.in_process(self))
         self._stack.enter_context(faults.at_the_wire(self))
         self.iam = self._stack.enter_context(self._judged_calls())
+        from gpufill.local.iam import trust
+
+        # Every start judged: the state machine's role must trust Step Functions (local/iam/trust.py).
+        self._stack.enter_context(trust.state_machine_starts(self))
         self._stack.enter_context(speedups.no_sleeping_retries())
         # A handler's own backoff (adapters/visibility.py) lets modelled time pass instead of sleeping.
         self._stack.enter_context(mock.patch.object(clock, "_sleep", self.advance))

@@ -62,8 +62,7 @@ class Executions:
                 for e in page["executions"]:
                     _stop_execution(sfn, e["executionArn"], error="LocalEngineClosed")
         self._release_task_token_waits()
-        for thread in set(threading.enumerate()) - self._threads_before:
-            thread.join(timeout=10)
+        join_all(set(threading.enumerate()) - self._threads_before, timeout=10)
 
     def run(
         self,
@@ -187,6 +186,25 @@ class Executions:
             approval=approval,
             notifications=self.approval_messages(env)[published:],
         )
+
+def join_all(threads, *, timeout: float) -> None:
+    """Join every thread, each within `timeout` seconds. threading.enumerate() lists a thread from
+    the moment start() is called, before it has started: joining it then raises "cannot join
+    thread before it is started". Such a thread is waited for until it has started (or the time
+    is up, when it is left alone: nothing of this engine can be running in it yet)."""
+    for thread in threads:
+        if thread is threading.current_thread():
+            continue
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+                break
+            except RuntimeError:  # registered, not yet started
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.001)
+
 
 def _execution_record(arn: str):
     """moto's record of execution `arn` (what DescribeExecution answers from), or None."""

@@ -76,7 +76,7 @@ def patches(engine):
             elif arn.service == "events" and arn.resource_type == "event-bus":
                 if arn.region != rule.region_name and not target.get("RoleArn"):
                     continue  # EventBridge needs a role to put events on another region's bus
-                if arn.region != rule.region_name and not event_delivery.may_put(engine, target.get("RoleArn"), target["Arn"], arn.region):
+                if arn.region != rule.region_name and not event_delivery.may_put(engine, target.get("RoleArn"), target["Arn"], arn.region, rule.arn):
                     continue  # the role EventBridge assumes may not put events there
                 bus = events_backends[arn.account][arn.region].event_buses[arn.resource_id]
                 for other in list(bus.rules.values()):

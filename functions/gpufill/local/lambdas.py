@@ -101,6 +101,7 @@ def in_process(engine):
     from moto.awslambda.models import LambdaFunction
 
     from gpufill.local.faults import KilledInvocation
+    from gpufill.local.iam import trust
 
     calls, faults = engine.calls, engine.faults
 
@@ -110,6 +111,9 @@ def in_process(engine):
         fault = faults.for_invocation(task)
         if fault is not None and not fault.after:
             return lambda_error(fault.error, function), True, ""
+        untrusted = trust.refusal(engine, deployed.role, trust.LAMBDA)
+        if untrusted is not None:  # Lambda cannot assume the execution role: the handler never runs
+            return json.dumps({"errorType": "Lambda.AccessDeniedException", "errorMessage": untrusted.message}), True, ""
         module_name, _, attr = function.handler.rpartition(".")
         handler = getattr(importlib.import_module(module_name), attr)
         # A function the state machine does not invoke (StartRefill) runs outside any run.

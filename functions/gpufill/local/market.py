@@ -27,7 +27,7 @@ from gpufill.local.cluster_groups import ClusterGroups
 from gpufill.local.fleet_api import FleetApi
 
 from gpufill import catalog, constants
-from gpufill.constants import STARTUP_STEP_FAILED_PREFIX, TAG_STARTUP_STEP
+from gpufill.constants import PLACEMENT_SCORE_REGIONS_PER_CALL, STARTUP_STEP_FAILED_PREFIX, TAG_STARTUP_STEP
 from gpufill.local import filters
 from gpufill.local import capacity_blocks
 from gpufill.local.limits import MAX_TAGS_PER_RESOURCE, check_launch_values
@@ -201,6 +201,12 @@ class SimulatedMarket:
         if self.placement_scores_denied:
             raise EC2ClientError(
                 "UnauthorizedOperation", "You are not authorized to perform: ec2:GetSpotPlacementScores"
+            )
+        if len(regions) > PLACEMENT_SCORE_REGIONS_PER_CALL:
+            # EC2 checks the request's shape before anything else; botocore does not check the maximum.
+            raise EC2ClientError(
+                "InvalidParameterValue",
+                f"The request contains {len(regions)} RegionNames; at most {PLACEMENT_SCORE_REGIONS_PER_CALL} are allowed.",
             )
         with self._lock:
             if configuration not in self._placement_configurations:

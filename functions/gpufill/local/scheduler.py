@@ -5,8 +5,9 @@ A schedule created in moto is run here when modelled time reaches it:
 - `rate(N unit)` from its StartDate (else its creation) every N units, until its EndDate.
 Before it runs, the schedule is looked up again: one deleted (or replaced under its name) since
 does not run, as on AWS. Its target is a universal target (`arn:aws:scheduler:::aws-sdk:sfn:
-startExecution`, `...:sns:publish`) called with the schedule's role: the engine judges the call
-against that role's policies (a refused call does not happen and is recorded, as Scheduler
+startExecution`, `...:sns:publish`) called with the schedule's role: the engine judges the role's
+trust (Scheduler assumes it with aws:SourceArn = the schedule group's ARN, local/iam/trust.py),
+then the call against that role's policies (a refused call does not happen and is recorded, as Scheduler
 records a failed invocation) and makes it with the target's Input as the API's parameters.
 Every run is kept in `engine.schedule_runs`.
 
@@ -97,7 +98,7 @@ def _run(engine, backend, schedule, due: datetime) -> None:
         return  # deleted (or made anew under its name) before it came due
     record = {"schedule": schedule.name, "group": schedule.group_name, "due": due.isoformat(timespec="seconds"),
               "target": schedule.target.get("Arn")}
-    record.update(_invoke(engine, schedule.target))
+    record.update(_invoke(engine, schedule.target, group=schedule.group_name))
     engine.schedule_runs.append(record)
     if AT.match(schedule.schedule_expression):
         if schedule.action_after_completion == "DELETE":
@@ -108,8 +109,10 @@ def _run(engine, backend, schedule, due: datetime) -> None:
         engine.at_later(_elapsed_at(engine, following), lambda: _run(engine, backend, schedule, following))
 
 
-def _invoke(engine, target: dict) -> dict:
-    """Call the universal target as Scheduler does: as the schedule's role, judged first."""
+def _invoke(engine, target: dict, *, group: str = "default") -> dict:
+    """Call the universal target as Scheduler does: as the schedule's role (which must trust
+    Scheduler acting for the schedule's group), its call judged first."""
+    from gpufill.local.iam import trust
     from gpufill.local.iam.authorizations import Call
     from gpufill.local.iam.enforcement import refusal
     from gpufill.local.iam.principals import principal
@@ -126,6 +129,10 @@ def _invoke(engine, target: dict) -> dict:
         role = engine.roles.get(target.get("RoleArn") or "")
         if role is None:
             return {"error": "Scheduler could not assume the schedule's role", "refused": True}
+        source = trust.schedule_group_arn(engine.home_region, engine.account, group)
+        untrusted = trust.refusal(engine, role, trust.SCHEDULER, source)
+        if untrusted is not None:
+            return {"error": f"AccessDenied: {untrusted.message}", "refused": True}
         call_params = {k[0].lower() + k[1:] if iam_service == "states" else k: v for k, v in parameters.items()}
         call = Call(iam_service, api, call_params, engine.home_region, engine.account)
         denied = refusal(principal(role, "scheduler", engine.account), call, engine_world(engine), engine.iam)

@@ -122,6 +122,7 @@ class Evaluator:
         self._next_id = 0
         self._known_sets: set[str] = set()
         self._decisions: dict[tuple[str, str, str], Decision] = {}
+        self._trusts: dict[str, str] = {}
         self.asked = 0  # questions that reached Node (cache misses)
         self.answered = 0  # every judge() call
 
@@ -222,6 +223,24 @@ class Evaluator:
             )
             self._decisions[cache_key] = decision
             return decision
+
+    def trusts(self, role_arn: str, account: str, trust_policy: dict, service: str,
+               context: Mapping[str, str]) -> str:
+        """Whether `service` may assume the role (sts:AssumeRole) under its trust policy, with the
+        request context the service sets: Allowed | ImplicitlyDenied | ExplicitlyDenied."""
+        key = json.dumps([role_arn, account, trust_policy, service, _plain(context)], sort_keys=True)
+        with self._lock:
+            self.answered += 1
+            if key in self._trusts:
+                return self._trusts[key]
+            self.asked += 1
+            answer = self._ask({"op": "trust", "role": role_arn, "account": account, "trustPolicy": trust_policy,
+                                "service": service, "context": _plain(context)})
+            if "error" in answer:
+                detail = json.dumps(answer.get("errors") or {}, sort_keys=True)[:2000]
+                raise QuestionError(f"sts:AssumeRole on {role_arn} by {service}: {answer['error']} {detail}".strip())
+            self._trusts[key] = answer["result"]
+            return answer["result"]
 
     def first_refusal(
         self, principal_arn: str, account: str, policies: Sequence[tuple[str, dict]], authorizations: Sequence[Authorization]

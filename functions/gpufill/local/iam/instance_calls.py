@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gpufill import constants
 from gpufill.local.iam.authorizations import Call
+from gpufill.local.iam import trust
 from gpufill.local.iam.enforcement import refusal
 from gpufill.local.iam.principals import principal
 
@@ -24,8 +25,10 @@ class InstanceCalls:
         if not engine.judge_iam or engine.iam is None:
             return True
         deployment = self._deployment_of(instance)
-        role = deployment.app.instance_role
-        caller = principal(engine.roles.get(role.arn, role), instance.id, engine.account)
+        role = engine.roles.get(deployment.app.instance_role.arn, deployment.app.instance_role)
+        if trust.refusal(engine, role, trust.EC2) is not None:
+            return False  # EC2 cannot give the instance the profile's role: the instance has no credentials
+        caller = principal(role, instance.id, engine.account)
         source = f"arn:aws:ec2:{region}:{engine.account}:instance/{instance.id}"
         caller = type(caller)(**{**caller.__dict__, "source_instance_arn": source})
         call = Call(service, operation, params, region, engine.account)

@@ -7,6 +7,8 @@
 //   {"id": 1, "op": "policies", "key": "<hash>", "policies": [{"name": ..., "policy": {...}}]}
 //   {"id": 2, "op": "judge", "key": "<hash>", "principal": ARN, "account": "...",
 //    "action": "ec2:RunInstances", "resource": ARN, "context": {...}}
+//   {"id": 3, "op": "trust", "role": ARN, "account": "...", "trustPolicy": {...},
+//    "service": "scheduler.amazonaws.com", "context": {...}}   (a service assuming a role)
 // Each answer is one line with the same id.
 import { createInterface } from 'node:readline'
 import { pathToFileURL } from 'node:url'
@@ -91,6 +93,28 @@ async function judge(request) {
   }
 }
 
+// A service assuming a role: sts:AssumeRole on the role, by the service principal, decided by the
+// role's trust policy alone (a resource policy; a service principal has no identity policy).
+async function trust(request) {
+  const result = await runSimulation(
+    {
+      request: {
+        principal: request.service,
+        action: 'sts:AssumeRole',
+        resource: { resource: request.role, accountId: request.account },
+        contextVariables: request.context || {}
+      },
+      identityPolicies: [],
+      serviceControlPolicies: [],
+      resourceControlPolicies: [],
+      resourcePolicy: request.trustPolicy
+    },
+    { simulationMode: 'Strict' }
+  )
+  if (result.resultType === 'error') return { error: result.errors.message, errors: result.errors }
+  return { result: result.overallResult }
+}
+
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity })
 for await (const line of lines) {
   if (!line.trim()) continue
@@ -108,6 +132,8 @@ for await (const line of lines) {
       answer = { ok: true }
     } else if (request.op === 'judge') {
       answer = await judge(request)
+    } else if (request.op === 'trust') {
+      answer = await trust(request)
     } else {
       answer = { error: `unknown op ${request.op}` }
     }
