@@ -42,12 +42,13 @@ def ask(**overrides):
     return Ask(**{**fields, **overrides})
 
 
-def offer(n, fee, *, region=WEST, start_days=1.0, count=2, hours=24, itype="p5.48xlarge", currency="USD"):
+def offer(n, fee, *, region=WEST, start_days=1.0, count=2, hours=24, itype="p5.48xlarge", currency="USD", minutes=0,
+          span=None):
     start = NOW + timedelta(days=start_days)
     return Offering(
         offering_id=f"cb-{n:017x}", region=region, availability_zone=f"{region}a", instance_type=itype,
-        instance_count=count, start=start, end=start + timedelta(hours=hours), duration_hours=hours,
-        upfront_fee=fee, currency=currency,
+        instance_count=count, start=start, end=start + (span or timedelta(hours=hours, minutes=minutes)),
+        duration_hours=hours, duration_minutes=minutes, upfront_fee=fee, currency=currency,
     )
 
 
@@ -130,11 +131,32 @@ def test_offerings_that_do_not_fit_are_listed_with_their_reason():
     reasons = {s.offering.offering_id[-1]: s.why_not for s in choice.seen}
     assert "above max_upfront_usd" in reasons["1"]
     assert "block of 2" in reasons["2"]
-    assert "asks for 24" in reasons["3"]
+    assert "a day or more beyond the 24 hours asked" in reasons["3"]
     assert "after start_within" in reasons["4"]
     assert "not a requested type" in reasons["5"]
     assert "not a candidate region" in reasons["6"]
     assert "US dollars" in reasons["7"]
+
+
+def test_blocks_end_at_1130_utc_so_one_lasting_hours_and_minutes_fits_when_it_covers_the_ask_within_a_day():
+    # AWS offers, for an asked 24 hours, blocks slightly shorter and slightly longer (each ends at 11:30 UTC).
+    longer, shorter, day_more = offer(1, 100, hours=25, minutes=30), offer(2, 90, hours=22, minutes=35), offer(3, 80, hours=48)
+    choice = choose([longer, shorter, day_more], ask())
+    assert choice.picked == longer
+    reasons = {s.offering.offering_id[-1]: s.why_not for s in choice.seen}
+    assert reasons["2"] == "lasts 22 h 35 min, less than the 24 hours asked"
+    assert reasons["3"] == "lasts 48 h, a day or more beyond the 24 hours asked"
+    assert why_not(offer(4, 1, hours=47, minutes=59), ask()) is None
+    assert why_not(offer(5, 1, hours=24), ask()) is None
+
+
+def test_an_offering_in_several_segments_is_refused_with_its_reason():
+    # Its dates span 30 hours but it holds 24: not one block gpufill can launch into.
+    split = offer(1, 100, hours=24, span=timedelta(hours=30))
+    assert choose([split], ask()).picked is None
+    assert why_not(split, ask()) == (
+        "runs in several segments: 2026-12-05T12:00:00Z to 2026-12-06T18:00:00Z spans 30 h but it holds 24 h of capacity"
+    )
 
 
 def test_the_no_capacity_block_cause_names_every_offer_and_the_budget():
@@ -155,7 +177,8 @@ offers_strategy = st.lists(
         region=st.sampled_from([WEST, EAST, "eu-central-1"]),
         start_days=st.floats(-1, 30),
         count=st.sampled_from([1, 2, 4]),
-        hours=st.sampled_from([24, 48]),
+        hours=st.sampled_from([22, 24, 25, 47, 48]),
+        minutes=st.integers(0, 59),
         itype=st.sampled_from(["p5.48xlarge", "p4d.24xlarge"]),
     ),
     max_size=12,
@@ -174,6 +197,8 @@ def test_the_pick_never_exceeds_the_budget_never_misfits_and_is_the_cheapest_fit
     assert choice.picked.upfront_fee <= budget
     assert why_not(choice.picked, wanted) is None
     assert choice.picked.upfront_fee == min(o.upfront_fee for o in fitting)
+    # It covers the asked duration, and by less than a day more.
+    assert timedelta(hours=24) <= choice.picked.lasts < timedelta(hours=48)
     assert {s.offering.offering_id for s in choice.seen} == {o.offering_id for o in offers}
 
 
