@@ -127,3 +127,31 @@ def test_spot_and_on_demand_come_first_and_the_block_only_when_they_cannot_fill(
     entered = execution.entered()
     assert execution.status == "SUCCEEDED", execution.cause
     assert entered.index("RankOnDemandPools") < entered.index("FindCapacityBlocks")
+
+
+def audited(engine, execution, request_id):
+    """The exactly-once audit (tests/support/audit.py): what EC2 runs, what the records hold and
+    what the run said agree; one purchase per approved purchase approval."""
+    from tests.support.audit import live_instances, recorded_instances, reported_instances
+
+    live = live_instances(request_id, regions=(OHIO, VIRGINIA))
+    assert live == recorded_instances(request_id) == reported_instances(execution)
+    assert len(engine.market.blocks.purchases) == execution.entered().count("AwaitPurchaseApproval") == 1
+    return live
+
+
+def test_a_failed_payment_ends_purchase_failed_naming_the_block_with_nothing_launched(local_account):
+    with local_account(market(offer(OHIO, 1800))) as engine:
+        engine.faults.payment_failed(after_minutes=5)
+        execution = engine.run(request(), name="cb-unpaid", decision="approved")
+        live = audited(engine, execution, "cb-unpaid")
+        [block] = blocks_held(engine).values()
+        status = engine.run({"action": "status", "request_id": "cb-unpaid"}, name="cb-unpaid-status").output["waiting"]
+    assert execution.error == "PURCHASE_FAILED" and live == set()
+    held = execution.cause["capacity_block"]
+    assert (held["capacity_reservation_id"], held["upfront_fee"], held["payment"]) == (block.id, 1800, "failed")
+    assert block.id in execution.cause["message"] and "nothing was launched" in execution.cause["message"]
+    # It waited out payment-pending (a look a minute) and never reached the block's start.
+    entered = execution.entered()
+    assert entered.count("CheckBlockPayment") >= 4 and "WaitForBlockStart" not in entered
+    assert status.startswith(f"the payment for Capacity Block {block.id}")

@@ -142,6 +142,9 @@ class PurchaseApprovalEvent(_Event):
 class PurchaseEvent(_Event):
     request: ResolvedRequest
     block: dict
+    run: Run | None = None
+    # CheckBlockPayment: look at the bought block's payment again, never buy.
+    check: bool = False
 
 
 class BlockLaunchEvent(_Event):

@@ -22,6 +22,8 @@ import json
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
+from gpufill.constants import BLOCK_PAYMENT_FAILED, BLOCK_PAYMENT_PENDING, PURCHASE_FAILED
+
 BLOCK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 HOURS_PER_DAY = 24
 DAILY_STEPS_UP_TO_DAYS = 14
@@ -302,5 +304,42 @@ def purchase_ended_cause(error: str, block: dict, *, request_id: str) -> str:
             "request_id": request_id,
             "proposed": block,
             "hint": "Run the request again to be asked again (offerings change); approve with gpufill approve EXECUTION.",
+        }
+    )
+
+
+def payment(state: str | None) -> str:
+    """What a bought block's state says of its upfront payment: "pending" (look again later),
+    "failed" (EC2 releases the block: PURCHASE_FAILED), or "paid" (scheduled, active, or any later
+    state: the run waits for its start)."""
+    if state == BLOCK_PAYMENT_PENDING:
+        return "pending"
+    if state == BLOCK_PAYMENT_FAILED:
+        return "failed"
+    return "paid"
+
+
+def purchase_failed_cause(held: dict, *, request_id: str, kept: list[dict]) -> str:
+    """PURCHASE_FAILED: the block bought (named), its payment failed, nothing launched into it;
+    any instance launched before the block is listed with the teardown that ends it."""
+    block = (
+        f"Capacity Block {held['capacity_reservation_id']} ({held['instance_count']} x {held['instance_type']} in "
+        f"{held['availability_zone']}, from {held['start']} to {held['end']}, upfront fee ${held['upfront_fee']:,.2f})"
+    )
+    still = (
+        f" The {len(kept)} instance(s) launched before the block still run: end them with gpufill teardown {request_id}."
+        if kept else ""
+    )
+    return json.dumps(
+        {
+            "error": PURCHASE_FAILED,
+            "message": (
+                f"The upfront payment for {block} failed (payment-failed): EC2 releases the block, "
+                f"and nothing was launched into it.{still}"
+            ),
+            "request_id": request_id,
+            "capacity_block": {**held, "payment": "failed"},
+            "instances": kept,
+            "hint": "Check the account's payment method and limits for Capacity Blocks, then run the request again.",
         }
     )
