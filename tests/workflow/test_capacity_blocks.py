@@ -136,7 +136,8 @@ def audited(engine, execution, request_id):
 
     live = live_instances(request_id, regions=(OHIO, VIRGINIA))
     assert live == recorded_instances(request_id) == reported_instances(execution)
-    assert len(engine.market.blocks.purchases) == execution.entered().count("AwaitPurchaseApproval") == 1
+    asked = sum(e.entered().count("AwaitPurchaseApproval") for e in [*execution.continued_from, execution])
+    assert len(engine.market.blocks.purchases) == asked == 1
     return live
 
 
@@ -155,3 +156,19 @@ def test_a_failed_payment_ends_purchase_failed_naming_the_block_with_nothing_lau
     entered = execution.entered()
     assert entered.count("CheckBlockPayment") >= 4 and "WaitForBlockStart" not in entered
     assert status.startswith(f"the payment for Capacity Block {block.id}")
+
+
+def test_a_continued_wait_keeps_the_block_it_bought_and_launches_into_it(local_account, monkeypatch):
+    # The launch into the block comes up short once: the wait hands over to a new execution at once.
+    monkeypatch.setenv("WAIT_TRIES_PER_EXECUTION", "1")
+    with local_account(market(offer(OHIO, 1800, start_in_hours=1))) as engine:
+        engine.faults.aws("ec2", "RunInstances", error="InsufficientInstanceCapacity")
+        execution = engine.run(request(wait_for_capacity={"deadline": "PT6H"}), name="cb-waits", decision="approved")
+        live = audited(engine, execution, "cb-waits")
+        [block] = blocks_held(engine).values()
+    assert [e.output["status"] for e in execution.continued_from] == ["CONTINUED"]
+    assert execution.status == "SUCCEEDED", execution.cause
+    assert execution.output["status"] == "FULFILLED" and execution.output["capacity_block"]["capacity_reservation_id"] == block.id
+    # The continued execution launched into the block it was handed, and bought nothing more.
+    assert {i["capacity_reservation_id"] for i in execution.output["instances"]} == {block.id} and len(live) == 2
+    assert "FindCapacityBlocks" not in execution.entered()

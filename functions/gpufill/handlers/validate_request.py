@@ -91,7 +91,25 @@ def _continued(execution_name: str, carried: object) -> dict:
             changes="launched",
         )
     logger.info("continued", extra={"request_id": request.request_id, "tries": run.wait.tries if run.wait else None})
-    return {"valid": True, "request": request.model_dump(mode="json"), "run": run.model_dump(mode="json", exclude_none=True)}
+    carried_on = {"valid": True, "request": request.model_dump(mode="json"), "run": run.model_dump(mode="json", exclude_none=True)}
+    if run.capacity_block:
+        # A Capacity Block bought before the hand-over: the successor launches into it (WhichAction),
+        # never looks for or buys another.
+        carried_on["block"] = held_block(run.capacity_block)
+    return carried_on
+
+
+def held_block(held: dict) -> dict:
+    """The block a run holds, as PlanBlockLaunch reads it after a purchase: the reservation, and
+    the offering's duration (the hourly price shown spreads its fee over it)."""
+    lasts = _moment(held["end"]) - _moment(held["start"])
+    return {"reservation": held, "offering": {"duration_hours": max(1, round(lasts.total_seconds() / 3600))}}
+
+
+def _moment(text: str):
+    from datetime import datetime
+
+    return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
 
 
 def user_fields(request: ResolvedRequest) -> dict:
@@ -106,6 +124,12 @@ def user_fields(request: ResolvedRequest) -> dict:
         fields["max_lifetime"] = f"PT{request.max_lifetime_seconds}S"
     if request.wait_for_capacity_seconds is not None:
         fields["wait_for_capacity"] = {"deadline": f"PT{request.wait_for_capacity_seconds}S"}
+    if request.capacity_block is not None:
+        block = request.capacity_block
+        fields["capacity_block"] = {
+            "max_upfront_usd": block.max_upfront_usd, "duration_hours": block.duration_hours,
+            "start_within": f"PT{block.start_within_seconds}S",
+        }
     return fields
 
 
