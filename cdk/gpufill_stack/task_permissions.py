@@ -843,10 +843,10 @@ TASKS: dict[str, TaskSpec] = {
         grants=(purchase_tagged_capacity_blocks, update_instance_records),
     ),
     "PlanBlockLaunchFunctionArn": TaskSpec(
-        summary="Lays out the started Capacity Block as the pool the fill loop launches into; notes it for status",
+        summary="Lays out the started Capacity Block as the pool the fill loop launches into, unless a teardown stopped it; notes it for status",
         memory_mb=256,
         timeout_seconds=15,
-        grants=(put_instance_records, update_instance_records),
+        grants=(put_instance_records, update_instance_records, read_instance_record),
     ),
 }
 

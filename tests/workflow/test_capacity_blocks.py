@@ -172,3 +172,34 @@ def test_a_continued_wait_keeps_the_block_it_bought_and_launches_into_it(local_a
     # The continued execution launched into the block it was handed, and bought nothing more.
     assert {i["capacity_reservation_id"] for i in execution.output["instances"]} == {block.id} and len(live) == 2
     assert "FindCapacityBlocks" not in execution.entered()
+
+
+def test_a_teardown_asked_while_the_run_waits_for_its_block_stops_the_launch_into_it(local_account):
+    # One Spot instance of two launches, a block of one is bought for the rest; while the run waits
+    # for the block's start the request's teardown is asked and approved.
+    one_spot = market(offer(OHIO, 900, count=1, start_in_hours=5))
+    one_spot["regions"][OHIO]["zones"][f"{OHIO}a"][P5].update(spot=1, spot_price=12.5)
+    torn: dict = {}
+
+    def tear_down():
+        torn.update(engine.run({"action": "teardown", "request_id": "cb-torn"}, name="cb-torn-down", decision="approved").output)
+
+    with local_account(one_spot) as engine:
+        engine.at(2 * 3600, tear_down)
+        execution = engine.run(request(market="spot"), name="cb-torn", decision="approved")
+        from tests.support.audit import live_instances, recorded_instances
+
+        live, recorded = live_instances("cb-torn", regions=(OHIO, VIRGINIA)), recorded_instances("cb-torn")
+        [block] = blocks_held(engine).values()
+        bought = engine.market.blocks.purchases
+        status = engine.run({"action": "status", "request_id": "cb-torn"}, name="cb-torn-status").output["waiting"]
+    assert torn["status"] == "TERMINATED" and torn["instance_count"] == 1
+    assert execution.status == "SUCCEEDED", execution.cause
+    out = execution.output
+    assert (out["status"], out["launched"]) == ("WAIT_ENDED", 1) and "teardown" in out["reason"]
+    # Nothing launched into the block; the one Spot instance was the teardown's, and nothing runs.
+    assert out["capacity_block"]["capacity_reservation_id"] == block.id and block.instances == []
+    assert [i["instance_id"] for i in out["instances"]] == [i["instance_id"] for i in torn["instances"]]
+    assert live == recorded == set() and len(bought) == 1
+    assert execution.entered()[-3:] == ["PlanBlockLaunch", "IsBlockLaunchStopped", "BlockLaunchStoppedByTeardown"]
+    assert status.startswith(f"the launch into Capacity Block {block.id} was stopped by teardown cb-torn-down")

@@ -82,7 +82,7 @@ REPORTED_ON_EXIT = {"FindTeardownInstances", "RecordApprovalDecision", "RecordAp
 QUIET_STATES |= {"ShouldWaitAgain", "WhereToTryAgain", "PauseForCapacity", "IsHandedOver"}
 WAIT_STEPS = {"PlanNextTry", "StartNextTry"}
 # capacity_block: the choices route on what ChooseCapacityBlock and the decision reported.
-QUIET_STATES |= {"WhatAfterTheBlockChoice", "IsPurchaseApproved", "IsBlockPaid", "PauseForPayment"}
+QUIET_STATES |= {"WhatAfterTheBlockChoice", "IsPurchaseApproved", "IsBlockPaid", "PauseForPayment", "IsBlockLaunchStopped"}
 REPORTED_ON_EXIT |= {"RecordPurchaseDecision", "RecordPurchaseExpiry"}
 
 

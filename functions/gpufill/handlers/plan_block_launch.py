@@ -22,6 +22,14 @@ from gpufill.models.run import Plan, PlanRef, Pool
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=BlockLaunchEvent)
     request, run, held = step.request, step.run, step.block["reservation"]
+    stopped = (run_store.load_wait(request.owner_id) or {}).get("stopped_by")
+    if stopped:
+        # The request's teardown was asked while the run waited for the block: nothing is launched
+        # into it (the block stays bought, unused until its end), as a teardown ends a wait for capacity.
+        run_store.save_wait(request.owner_id, {"phase": "capacity-block-stopped", "execution": request.request_id,
+                                               **{k: held[k] for k in ("capacity_reservation_id", "availability_zone", "start", "end")}})
+        logger.info("launch into the capacity block stopped by a teardown", extra={"teardown": stopped})
+        return {"stopped_by": stopped, "capacity_block": held}
     hours = max(1, step.block["offering"]["duration_hours"])
     pool = Pool(
         region=held["region"],

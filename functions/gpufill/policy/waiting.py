@@ -221,6 +221,12 @@ def view_line(view: dict | None) -> str | None:
             f"from {view.get('start')} to {view.get('end')}) failed: EC2 releases it, nothing was launched into it "
             "(PURCHASE_FAILED)"
         )
+    if phase == "capacity-block-stopped":
+        return (
+            f"the launch into Capacity Block {view.get('capacity_reservation_id')} was stopped by teardown "
+            f"{view.get('stopped_by')}: the block ({view.get('availability_zone')}, from {view.get('start')} to "
+            f"{view.get('end')}) stays bought and unused until its end"
+        )
     if phase == "capacity-block-in-use":
         return (
             f"runs in Capacity Block {view.get('capacity_reservation_id')} ({view.get('availability_zone')}) until "
