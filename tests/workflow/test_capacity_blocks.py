@@ -203,3 +203,18 @@ def test_a_teardown_asked_while_the_run_waits_for_its_block_stops_the_launch_int
     assert live == recorded == set() and len(bought) == 1
     assert execution.entered()[-3:] == ["PlanBlockLaunch", "IsBlockLaunchStopped", "BlockLaunchStoppedByTeardown"]
     assert status.startswith(f"the launch into Capacity Block {block.id} was stopped by teardown cb-torn-down")
+
+
+def test_the_lifetime_schedule_made_before_the_block_moves_to_an_hour_before_the_block_ends(local_account):
+    one_spot = market(offer(OHIO, 900, count=1, start_in_hours=1))
+    one_spot["regions"][OHIO]["zones"][f"{OHIO}a"][P5].update(spot=1, spot_price=12.5)
+    with local_account(one_spot) as engine:
+        # The Spot instance makes the request's schedule for 20 days; the block ends within 3.
+        execution = engine.run(request(market="spot", max_lifetime="P20D"), name="cb-life", decision="approved")
+        [block] = blocks_held(engine).values()
+        life = engine.client("scheduler", "us-east-1").get_schedule(GroupName="gpufill-local", Name="life-cb-life")
+        live = audited(engine, execution, "cb-life")
+    due = (block.end - timedelta(hours=1)).replace(tzinfo=None).isoformat(timespec="seconds")
+    assert execution.output["status"] == "FULFILLED" and len(live) == 2
+    assert life["ScheduleExpression"] == f"at({due})" and life["ActionAfterCompletion"] == "DELETE"
+    assert execution.output["expires_at"] == (block.end - timedelta(hours=1)).isoformat()

@@ -151,3 +151,5 @@ class BlockLaunchEvent(_Event):
     request: ResolvedRequest
     run: Run
     block: dict
+    # The lifetime schedule's target (moved to the block's end).
+    state_machine: str = ""

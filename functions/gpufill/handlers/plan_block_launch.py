@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import run_store
+from gpufill.adapters import run_store, schedules
 from gpufill.handlers.events import BlockLaunchEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.run import Plan, PlanRef, Pool
@@ -56,6 +56,11 @@ def handler(event: dict, context: LambdaContext) -> dict:
     # The request's teardown is asked (behind its approval, as max_lifetime's is) an hour before the
     # block ends; EC2 itself ends what still runs in it 30 minutes before the end.
     expires = _earlier(request.expires_at, _iso(_moment(held["end"]) - TEARDOWN_BEFORE_END))
+    if request.expires_at is not None and expires != request.expires_at and run.launched:
+        # Instances launched before the block made the request's max_lifetime schedule: it moves
+        # to the block's end, whichever comes first (a block's launches would not move it).
+        moved = schedules.move_expiry(request.owner_id, expires, step.state_machine)
+        logger.info("lifetime moved to the block's end", extra={"expires_at": expires, "moved": moved})
     ref = PlanRef(request_id=request.request_id, market="on-demand", scoring="capacity-block", key=key, pools=1)
     return {
         "plan": ref.model_dump(mode="json", exclude_none=True),
