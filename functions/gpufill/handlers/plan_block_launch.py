@@ -30,7 +30,9 @@ def handler(event: dict, context: LambdaContext) -> dict:
                                                **{k: held[k] for k in ("capacity_reservation_id", "availability_zone", "start", "end")}})
         logger.info("launch into the capacity block stopped by a teardown", extra={"teardown": stopped})
         return {"stopped_by": stopped, "capacity_block": held}
-    hours = max(1, step.block["offering"]["duration_hours"])
+    offered = step.block["offering"]
+    # Hours plus minutes: every block ends at 11:30 UTC (CapacityBlockDurationMinutes).
+    hours = max(1.0, offered["duration_hours"] + offered.get("duration_minutes", 0) / 60)
     pool = Pool(
         region=held["region"],
         availability_zone=held["availability_zone"],
