@@ -212,3 +212,34 @@ def test_status_says_which_block_a_request_holds_until_its_start_and_then_runs_i
     assert "holds Capacity Block cr-0123456789abcdef0 (2 x p5.48xlarge in us-east-2a)" in waiting
     assert "from 2026-12-06T11:30:00Z to 2026-12-07T11:30:00Z; r1 launches into it at its start" in waiting
     assert "until 2026-12-07T11:30:00Z" in view_line({"phase": "capacity-block-in-use", **held})
+    assert view_line({"phase": "capacity-block-payment", **held}).endswith(
+        "its payment is pending, and r1 looks again every minute")
+    assert "(PURCHASE_FAILED)" in view_line({"phase": "capacity-block-payment-failed", **held})
+    stopped = view_line({"phase": "capacity-block-stopped", "stopped_by": "down-1", **held})
+    assert stopped.startswith("the launch into Capacity Block cr-0123456789abcdef0 was stopped by teardown down-1")
+
+
+@pytest.mark.parametrize(("state", "said"), [("payment-pending", "pending"), ("payment-failed", "failed"),
+                                             ("scheduled", "paid"), ("active", "paid"), (None, "paid")])
+def test_a_blocks_state_says_whether_its_payment_is_pending_failed_or_through(state, said):
+    from gpufill.policy.capacity_blocks import payment
+
+    assert payment(state) == said
+
+
+def test_a_failed_payment_names_the_block_and_what_still_runs():
+    from gpufill.policy.capacity_blocks import purchase_failed_cause
+
+    held = {"capacity_reservation_id": "cr-0123456789abcdef0", "instance_count": 2, "instance_type": P5,
+            "availability_zone": "us-east-2a", "start": "2026-12-06T11:30:00Z", "end": "2026-12-07T11:30:00Z",
+            "upfront_fee": 1390.0}
+    cause = json.loads(purchase_failed_cause(held, request_id="r1", kept=[]))
+    assert cause["error"] == "PURCHASE_FAILED" and cause["capacity_block"] == {**held, "payment": "failed"}
+    assert cause["message"] == (
+        "The upfront payment for Capacity Block cr-0123456789abcdef0 (2 x p5.48xlarge in us-east-2a, from "
+        "2026-12-06T11:30:00Z to 2026-12-07T11:30:00Z, upfront fee $1,390.00) failed (payment-failed): EC2 releases "
+        "the block, and nothing was launched into it."
+    )
+    kept = json.loads(purchase_failed_cause(held, request_id="r1", kept=[{"instance_id": "i-1", "region": "us-east-2"}]))
+    assert kept["instances"] == [{"instance_id": "i-1", "region": "us-east-2"}]
+    assert kept["message"].endswith("The 1 instance(s) launched before the block still run: end them with gpufill teardown r1.")
