@@ -143,7 +143,7 @@ def audited(engine, execution, request_id):
 
 def test_a_failed_payment_ends_purchase_failed_naming_the_block_with_nothing_launched(local_account):
     with local_account(market(offer(OHIO, 1800))) as engine:
-        engine.faults.payment_failed(after_minutes=5)
+        engine.faults.payment_failed(after_minutes=3)
         execution = engine.run(request(), name="cb-unpaid", decision="approved")
         live = audited(engine, execution, "cb-unpaid")
         [block] = blocks_held(engine).values()
@@ -154,7 +154,7 @@ def test_a_failed_payment_ends_purchase_failed_naming_the_block_with_nothing_lau
     assert block.id in execution.cause["message"] and "nothing was launched" in execution.cause["message"]
     # It waited out payment-pending (a look a minute) and never reached the block's start.
     entered = execution.entered()
-    assert entered.count("CheckBlockPayment") >= 4 and "WaitForBlockStart" not in entered
+    assert entered.count("CheckBlockPayment") >= 2 and "WaitForBlockStart" not in entered
     assert status.startswith(f"the payment for Capacity Block {block.id}")
 
 
