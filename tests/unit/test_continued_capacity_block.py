@@ -20,4 +20,4 @@ def test_the_successor_is_handed_the_block_with_its_length():
     held = {"capacity_reservation_id": "cr-0123456789abcdef0", "start": "2026-12-05T04:55:00Z",
             "end": "2026-12-06T11:30:00Z", "upfront_fee": 1390.0}
     block = held_block(held)
-    assert block["reservation"] == held and block["offering"] == {"duration_hours": 31}
+    assert block["reservation"] == held and block["offering"] == {"duration_hours": 30, "duration_minutes": 35}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime
 
 from aws_lambda_powertools.utilities.parser import ValidationError, parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -101,14 +102,13 @@ def _continued(execution_name: str, carried: object) -> dict:
 
 def held_block(held: dict) -> dict:
     """The block a run holds, as PlanBlockLaunch reads it after a purchase: the reservation, and
-    the offering's duration (the hourly price shown spreads its fee over it)."""
+    the offering's hours and minutes (the hourly price shown spreads its fee over them)."""
     lasts = _moment(held["end"]) - _moment(held["start"])
-    return {"reservation": held, "offering": {"duration_hours": max(1, round(lasts.total_seconds() / 3600))}}
+    hours, minutes = divmod(int(lasts.total_seconds() // 60), 60)
+    return {"reservation": held, "offering": {"duration_hours": hours, "duration_minutes": minutes}}
 
 
-def _moment(text: str):
-    from datetime import datetime
-
+def _moment(text: str) -> datetime:
     return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
 
 
