@@ -629,6 +629,16 @@ def schedule_lifetime_end(r: TaskResources) -> Grant:
     )
 
 
+def move_lifetime_end(r: TaskResources) -> Grant:
+    """scheduler:UpdateSchedule of a request's max_lifetime schedule, moved earlier to a Capacity
+    Block's end and still run by the scheduler role (adapters.schedules.move_expiry)."""
+    lives = r.schedule_arn("life-*")
+    return Grant(
+        [iam.PolicyStatement(actions=["scheduler:UpdateSchedule"], resources=[lives]), _pass_scheduler_role(r)],
+        {nag.wildcard_resource(r.scope, lives): _SCHEDULE_NAMES},
+    )
+
+
 def schedule_approval_reminders(r: TaskResources) -> Grant:
     """scheduler:CreateSchedule of an approval's reminders, run by the scheduler role
     (adapters.schedules.schedule_reminders)."""
@@ -843,10 +853,10 @@ TASKS: dict[str, TaskSpec] = {
         grants=(purchase_tagged_capacity_blocks, update_instance_records),
     ),
     "PlanBlockLaunchFunctionArn": TaskSpec(
-        summary="Lays out the started Capacity Block as the pool the fill loop launches into; notes it for status",
+        summary="Lays out the started Capacity Block as the pool the fill loop launches into, unless a teardown stopped it; notes it for status",
         memory_mb=256,
         timeout_seconds=15,
-        grants=(put_instance_records, update_instance_records),
+        grants=(put_instance_records, update_instance_records, read_instance_record, move_lifetime_end),
     ),
 }
 

@@ -349,3 +349,12 @@ TRIGGER_MAX_LIFETIME = "max_lifetime"
 
 def schedule_group_name(env: str) -> str:
     return f"gpufill-{env}"
+
+# A Capacity Block's upfront payment (docs/capacity-blocks.md): EC2 shows the block
+# `payment-pending` while it is processed (up to 12 hours), then `scheduled`, or `payment-failed`
+# and the block is released. The run looks again every PAYMENT_CHECK_SECONDS; a failed payment
+# ends it PURCHASE_FAILED.
+BLOCK_PAYMENT_PENDING = "payment-pending"
+BLOCK_PAYMENT_FAILED = "payment-failed"
+PAYMENT_CHECK_SECONDS = 60
+PURCHASE_FAILED = "PURCHASE_FAILED"

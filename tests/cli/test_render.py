@@ -140,3 +140,16 @@ def test_the_status_of_a_waiting_request_says_so():
     printed = render_status(result)
     assert printed[2:5] == ["", "Waiting: waiting for capacity until T; next try at T2; 3 tries so far", ""]
     assert not any(line.startswith("Waiting:") for line in render_status({**result, "waiting": None}))
+
+
+def test_a_failed_block_payment_names_the_block():
+    from gpufill.policy.capacity_blocks import purchase_failed_cause
+
+    held = {"capacity_reservation_id": "cr-0123456789abcdef0", "instance_count": 2, "instance_type": "p5.48xlarge",
+            "availability_zone": "us-east-2a", "start": "2026-12-06T11:30:00Z", "end": "2026-12-07T11:30:00Z",
+            "upfront_fee": 1390.0}
+    view = ExecutionView.from_aws({"name": "r1", "executionArn": "arn", "status": "FAILED", "error": "PURCHASE_FAILED",
+                                   "cause": purchase_failed_cause(held, request_id="r1", kept=[])}, [])
+    text = render_summary(view).splitlines()
+    assert text[1] == "FAILED with PURCHASE_FAILED"
+    assert text[3] == "  block: cr-0123456789abcdef0 in us-east-2a, 2026-12-06T11:30:00Z to 2026-12-07T11:30:00Z, $1,390.00, payment failed"

@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 
-from gpufill.adapters import clock
 from gpufill.local.deploy.images import LOCAL_AMI
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
@@ -55,9 +54,13 @@ def test_offerings_answer_exactly_the_type_count_and_duration_within_the_date_ra
     assert [(o["AvailabilityZone"], o["UpfrontFee"], o["CurrencyCode"]) for o in found] == [
         (f"{EAST}a", "1500.50", "USD"), (f"{EAST}b", "1200.00", "USD"),
     ]
-    assert found[0]["EndDate"] - found[0]["StartDate"] == timedelta(hours=24)
+    # Every block ends at 11:30 UTC: it lasts the asked 24 hours plus the minutes to the next 11:30.
+    for o in found:
+        assert (o["EndDate"].hour, o["EndDate"].minute) == (11, 30)
+        lasts = timedelta(hours=o["CapacityBlockDurationHours"], minutes=o["CapacityBlockDurationMinutes"])
+        assert o["EndDate"] - o["StartDate"] == lasts and timedelta(hours=24) <= lasts < timedelta(hours=48)
     assert [o["InstanceCount"] for o in offerings(ec2, count=4)] == [4]
-    soon = offerings(ec2, EndDateRange=clock.now() + timedelta(hours=27))
+    soon = offerings(ec2, EndDateRange=found[0]["EndDate"])
     assert [o["AvailabilityZone"] for o in soon] == [f"{EAST}a"]
     assert error_of(lambda: offerings(ec2, count=3))[0] == "InvalidParameterValue"
     assert error_of(lambda: offerings(ec2, hours=25))[0] == "InvalidParameterValue"
@@ -72,7 +75,8 @@ def test_a_purchase_is_a_tagged_targeted_reservation_and_buying_it_again_is_refu
     bought = ec2.purchase_capacity_block(
         CapacityBlockOfferingId=offer["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX", TagSpecifications=TAGS
     )["CapacityReservation"]
-    assert bought["ReservationType"] == "capacity-block" and bought["State"] == "scheduled"
+    # The upfront payment is processed first (payment-pending), then the block is scheduled.
+    assert bought["ReservationType"] == "capacity-block" and bought["State"] == "payment-pending"
     assert bought["InstanceMatchCriteria"] == "targeted" and bought["AvailableInstanceCount"] == 0
     # EC2 documents no tag filter for DescribeCapacityReservations: a caller reads the tags.
     described = [
@@ -87,21 +91,45 @@ def test_a_purchase_is_a_tagged_targeted_reservation_and_buying_it_again_is_refu
     )[0] == "InvalidCapacityBlockOfferingId.NotFound"
     assert offer["CapacityBlockOfferingId"] not in {o["CapacityBlockOfferingId"] for o in offerings(ec2)}
     assert account.market.blocks.purchases == [(EAST, offer["CapacityBlockOfferingId"])]
+    account.advance(120)
+    [paid] = ec2.describe_capacity_reservations(CapacityReservationIds=[bought["CapacityReservationId"]])["CapacityReservations"]
+    assert paid["State"] == "scheduled"
+
+
+def test_a_failed_payment_leaves_the_block_payment_failed_and_never_usable(account):
+    account.faults.payment_failed(after_minutes=10)
+    ec2 = account.client("ec2", EAST)
+    offer = offerings(ec2)[0]  # starts in 2 hours
+    block = ec2.purchase_capacity_block(
+        CapacityBlockOfferingId=offer["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX"
+    )["CapacityReservation"]["CapacityReservationId"]
+
+    def state():
+        return ec2.describe_capacity_reservations(CapacityReservationIds=[block])["CapacityReservations"][0]["State"]
+
+    account.advance(5 * 60)
+    assert state() == "payment-pending"
+    account.advance(6 * 60)
+    assert state() == "payment-failed"
+    account.advance(2 * 3600)  # past its start: still no capacity
+    assert state() == "payment-failed" and error_of(lambda: launch(ec2, block))[0] == "ReservationCapacityExceeded"
+    assert account.faults.injected
 
 
 def test_launches_fit_only_while_the_block_is_active_and_end_thirty_minutes_before_it_does(account):
     ec2 = account.client("ec2", EAST)
-    offer = offerings(ec2)[0]  # starts in 2 hours, lasts 24
+    offer = offerings(ec2)[0]  # starts in 2 hours, ends at the 11:30 UTC a day or so later
     block = ec2.purchase_capacity_block(
         CapacityBlockOfferingId=offer["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX"
     )["CapacityReservation"]["CapacityReservationId"]
+    lasts = (offer["EndDate"] - offer["StartDate"]).total_seconds()
     assert error_of(lambda: launch(ec2, block))[0] == "ReservationCapacityExceeded"  # scheduled, not active yet
     account.advance(2 * 3600 + 60)
     assert error_of(lambda: launch(ec2, block, market=None))[0] == "InvalidParameterCombination"
     instances = launch(ec2, block, count=2)
     assert {i["CapacityReservationId"] for i in instances} == {block}
     assert error_of(lambda: launch(ec2, block))[0] == "ReservationCapacityExceeded"  # full
-    account.advance(23 * 3600 + 1800)  # 29 minutes before the end: EC2 has ended them
+    account.advance(lasts - 60 - 29 * 60)  # 29 minutes before the end: EC2 has ended them
     ids = [i["InstanceId"] for i in instances]
     error_of(lambda: ec2.describe_instances(InstanceIds=ids))  # new instances are not described at once
     states = {i["State"]["Name"] for r in ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in r["Instances"]}

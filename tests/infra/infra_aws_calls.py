@@ -62,6 +62,7 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "describe_execution": ("states:DescribeExecution",),
     # A schedule runs with a role the caller passes to Scheduler.
     "create_schedule": ("scheduler:CreateSchedule", "iam:PassRole"),
+    "update_schedule": ("scheduler:UpdateSchedule", "iam:PassRole"),
     "delete_schedule": ("scheduler:DeleteSchedule",),
 }
 # Method names shaped like AWS operations: one of these not in ACTIONS is reported as unknown.

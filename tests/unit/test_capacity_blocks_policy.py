@@ -42,12 +42,13 @@ def ask(**overrides):
     return Ask(**{**fields, **overrides})
 
 
-def offer(n, fee, *, region=WEST, start_days=1.0, count=2, hours=24, itype="p5.48xlarge", currency="USD"):
+def offer(n, fee, *, region=WEST, start_days=1.0, count=2, hours=24, itype="p5.48xlarge", currency="USD", minutes=0,
+          span=None):
     start = NOW + timedelta(days=start_days)
     return Offering(
         offering_id=f"cb-{n:017x}", region=region, availability_zone=f"{region}a", instance_type=itype,
-        instance_count=count, start=start, end=start + timedelta(hours=hours), duration_hours=hours,
-        upfront_fee=fee, currency=currency,
+        instance_count=count, start=start, end=start + (span or timedelta(hours=hours, minutes=minutes)),
+        duration_hours=hours, duration_minutes=minutes, upfront_fee=fee, currency=currency,
     )
 
 
@@ -130,11 +131,32 @@ def test_offerings_that_do_not_fit_are_listed_with_their_reason():
     reasons = {s.offering.offering_id[-1]: s.why_not for s in choice.seen}
     assert "above max_upfront_usd" in reasons["1"]
     assert "block of 2" in reasons["2"]
-    assert "asks for 24" in reasons["3"]
+    assert "a day or more beyond the 24 hours asked" in reasons["3"]
     assert "after start_within" in reasons["4"]
     assert "not a requested type" in reasons["5"]
     assert "not a candidate region" in reasons["6"]
     assert "US dollars" in reasons["7"]
+
+
+def test_blocks_end_at_1130_utc_so_one_lasting_hours_and_minutes_fits_when_it_covers_the_ask_within_a_day():
+    # AWS offers, for an asked 24 hours, blocks slightly shorter and slightly longer (each ends at 11:30 UTC).
+    longer, shorter, day_more = offer(1, 100, hours=25, minutes=30), offer(2, 90, hours=22, minutes=35), offer(3, 80, hours=48)
+    choice = choose([longer, shorter, day_more], ask())
+    assert choice.picked == longer
+    reasons = {s.offering.offering_id[-1]: s.why_not for s in choice.seen}
+    assert reasons["2"] == "lasts 22 h 35 min, less than the 24 hours asked"
+    assert reasons["3"] == "lasts 48 h, a day or more beyond the 24 hours asked"
+    assert why_not(offer(4, 1, hours=47, minutes=59), ask()) is None
+    assert why_not(offer(5, 1, hours=24), ask()) is None
+
+
+def test_an_offering_in_several_segments_is_refused_with_its_reason():
+    # Its dates span 30 hours but it holds 24: not one block gpufill can launch into.
+    split = offer(1, 100, hours=24, span=timedelta(hours=30))
+    assert choose([split], ask()).picked is None
+    assert why_not(split, ask()) == (
+        "runs in several segments: 2026-12-05T12:00:00Z to 2026-12-06T18:00:00Z spans 30 h but it holds 24 h of capacity"
+    )
 
 
 def test_the_no_capacity_block_cause_names_every_offer_and_the_budget():
@@ -155,7 +177,8 @@ offers_strategy = st.lists(
         region=st.sampled_from([WEST, EAST, "eu-central-1"]),
         start_days=st.floats(-1, 30),
         count=st.sampled_from([1, 2, 4]),
-        hours=st.sampled_from([24, 48]),
+        hours=st.sampled_from([22, 24, 25, 47, 48]),
+        minutes=st.integers(0, 59),
         itype=st.sampled_from(["p5.48xlarge", "p4d.24xlarge"]),
     ),
     max_size=12,
@@ -174,6 +197,8 @@ def test_the_pick_never_exceeds_the_budget_never_misfits_and_is_the_cheapest_fit
     assert choice.picked.upfront_fee <= budget
     assert why_not(choice.picked, wanted) is None
     assert choice.picked.upfront_fee == min(o.upfront_fee for o in fitting)
+    # It covers the asked duration, and by less than a day more.
+    assert timedelta(hours=24) <= choice.picked.lasts < timedelta(hours=48)
     assert {s.offering.offering_id for s in choice.seen} == {o.offering_id for o in offers}
 
 
@@ -187,3 +212,34 @@ def test_status_says_which_block_a_request_holds_until_its_start_and_then_runs_i
     assert "holds Capacity Block cr-0123456789abcdef0 (2 x p5.48xlarge in us-east-2a)" in waiting
     assert "from 2026-12-06T11:30:00Z to 2026-12-07T11:30:00Z; r1 launches into it at its start" in waiting
     assert "until 2026-12-07T11:30:00Z" in view_line({"phase": "capacity-block-in-use", **held})
+    assert view_line({"phase": "capacity-block-payment", **held}).endswith(
+        "its payment is pending, and r1 looks again every minute")
+    assert "(PURCHASE_FAILED)" in view_line({"phase": "capacity-block-payment-failed", **held})
+    stopped = view_line({"phase": "capacity-block-stopped", "stopped_by": "down-1", **held})
+    assert stopped.startswith("the launch into Capacity Block cr-0123456789abcdef0 was stopped by teardown down-1")
+
+
+@pytest.mark.parametrize(("state", "said"), [("payment-pending", "pending"), ("payment-failed", "failed"),
+                                             ("scheduled", "paid"), ("active", "paid"), (None, "paid")])
+def test_a_blocks_state_says_whether_its_payment_is_pending_failed_or_through(state, said):
+    from gpufill.policy.capacity_blocks import payment
+
+    assert payment(state) == said
+
+
+def test_a_failed_payment_names_the_block_and_what_still_runs():
+    from gpufill.policy.capacity_blocks import purchase_failed_cause
+
+    held = {"capacity_reservation_id": "cr-0123456789abcdef0", "instance_count": 2, "instance_type": P5,
+            "availability_zone": "us-east-2a", "start": "2026-12-06T11:30:00Z", "end": "2026-12-07T11:30:00Z",
+            "upfront_fee": 1390.0}
+    cause = json.loads(purchase_failed_cause(held, request_id="r1", kept=[]))
+    assert cause["error"] == "PURCHASE_FAILED" and cause["capacity_block"] == {**held, "payment": "failed"}
+    assert cause["message"] == (
+        "The upfront payment for Capacity Block cr-0123456789abcdef0 (2 x p5.48xlarge in us-east-2a, from "
+        "2026-12-06T11:30:00Z to 2026-12-07T11:30:00Z, upfront fee $1,390.00) failed (payment-failed): EC2 releases "
+        "the block, and nothing was launched into it."
+    )
+    kept = json.loads(purchase_failed_cause(held, request_id="r1", kept=[{"instance_id": "i-1", "region": "us-east-2"}]))
+    assert kept["instances"] == [{"instance_id": "i-1", "region": "us-east-2"}]
+    assert kept["message"].endswith("The 1 instance(s) launched before the block still run: end them with gpufill teardown r1.")

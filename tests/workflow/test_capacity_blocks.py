@@ -127,3 +127,94 @@ def test_spot_and_on_demand_come_first_and_the_block_only_when_they_cannot_fill(
     entered = execution.entered()
     assert execution.status == "SUCCEEDED", execution.cause
     assert entered.index("RankOnDemandPools") < entered.index("FindCapacityBlocks")
+
+
+def audited(engine, execution, request_id):
+    """The exactly-once audit (tests/support/audit.py): what EC2 runs, what the records hold and
+    what the run said agree; one purchase per approved purchase approval."""
+    from tests.support.audit import live_instances, recorded_instances, reported_instances
+
+    live = live_instances(request_id, regions=(OHIO, VIRGINIA))
+    assert live == recorded_instances(request_id) == reported_instances(execution)
+    asked = sum(e.entered().count("AwaitPurchaseApproval") for e in [*execution.continued_from, execution])
+    assert len(engine.market.blocks.purchases) == asked == 1
+    return live
+
+
+def test_a_failed_payment_ends_purchase_failed_naming_the_block_with_nothing_launched(local_account):
+    with local_account(market(offer(OHIO, 1800))) as engine:
+        engine.faults.payment_failed(after_minutes=3)
+        execution = engine.run(request(), name="cb-unpaid", decision="approved")
+        live = audited(engine, execution, "cb-unpaid")
+        [block] = blocks_held(engine).values()
+        status = engine.run({"action": "status", "request_id": "cb-unpaid"}, name="cb-unpaid-status").output["waiting"]
+    assert execution.error == "PURCHASE_FAILED" and live == set()
+    held = execution.cause["capacity_block"]
+    assert (held["capacity_reservation_id"], held["upfront_fee"], held["payment"]) == (block.id, 1800, "failed")
+    assert block.id in execution.cause["message"] and "nothing was launched" in execution.cause["message"]
+    # It waited out payment-pending (a look a minute) and never reached the block's start.
+    entered = execution.entered()
+    assert entered.count("CheckBlockPayment") >= 2 and "WaitForBlockStart" not in entered
+    assert status.startswith(f"the payment for Capacity Block {block.id}")
+
+
+def test_a_continued_wait_keeps_the_block_it_bought_and_launches_into_it(local_account, monkeypatch):
+    # The launch into the block comes up short once: the wait hands over to a new execution at once.
+    monkeypatch.setenv("WAIT_TRIES_PER_EXECUTION", "1")
+    with local_account(market(offer(OHIO, 1800, start_in_hours=1))) as engine:
+        engine.faults.aws("ec2", "RunInstances", error="InsufficientInstanceCapacity")
+        execution = engine.run(request(wait_for_capacity={"deadline": "PT6H"}), name="cb-waits", decision="approved")
+        live = audited(engine, execution, "cb-waits")
+        [block] = blocks_held(engine).values()
+    assert [e.output["status"] for e in execution.continued_from] == ["CONTINUED"]
+    assert execution.status == "SUCCEEDED", execution.cause
+    assert execution.output["status"] == "FULFILLED" and execution.output["capacity_block"]["capacity_reservation_id"] == block.id
+    # The continued execution launched into the block it was handed, and bought nothing more.
+    assert {i["capacity_reservation_id"] for i in execution.output["instances"]} == {block.id} and len(live) == 2
+    assert "FindCapacityBlocks" not in execution.entered()
+
+
+def test_a_teardown_asked_while_the_run_waits_for_its_block_stops_the_launch_into_it(local_account):
+    # One Spot instance of two launches, a block of one is bought for the rest; while the run waits
+    # for the block's start the request's teardown is asked and approved.
+    one_spot = market(offer(OHIO, 900, count=1, start_in_hours=5))
+    one_spot["regions"][OHIO]["zones"][f"{OHIO}a"][P5].update(spot=1, spot_price=12.5)
+    torn: dict = {}
+
+    def tear_down():
+        torn.update(engine.run({"action": "teardown", "request_id": "cb-torn"}, name="cb-torn-down", decision="approved").output)
+
+    with local_account(one_spot) as engine:
+        engine.at(2 * 3600, tear_down)
+        execution = engine.run(request(market="spot"), name="cb-torn", decision="approved")
+        from tests.support.audit import live_instances, recorded_instances
+
+        live, recorded = live_instances("cb-torn", regions=(OHIO, VIRGINIA)), recorded_instances("cb-torn")
+        [block] = blocks_held(engine).values()
+        bought = engine.market.blocks.purchases
+        status = engine.run({"action": "status", "request_id": "cb-torn"}, name="cb-torn-status").output["waiting"]
+    assert torn["status"] == "TERMINATED" and torn["instance_count"] == 1
+    assert execution.status == "SUCCEEDED", execution.cause
+    out = execution.output
+    assert (out["status"], out["launched"]) == ("WAIT_ENDED", 1) and "teardown" in out["reason"]
+    # Nothing launched into the block; the one Spot instance was the teardown's, and nothing runs.
+    assert out["capacity_block"]["capacity_reservation_id"] == block.id and block.instances == []
+    assert [i["instance_id"] for i in out["instances"]] == [i["instance_id"] for i in torn["instances"]]
+    assert live == recorded == set() and len(bought) == 1
+    assert execution.entered()[-3:] == ["PlanBlockLaunch", "IsBlockLaunchStopped", "BlockLaunchStoppedByTeardown"]
+    assert status.startswith(f"the launch into Capacity Block {block.id} was stopped by teardown cb-torn-down")
+
+
+def test_the_lifetime_schedule_made_before_the_block_moves_to_an_hour_before_the_block_ends(local_account):
+    one_spot = market(offer(OHIO, 900, count=1, start_in_hours=1))
+    one_spot["regions"][OHIO]["zones"][f"{OHIO}a"][P5].update(spot=1, spot_price=12.5)
+    with local_account(one_spot) as engine:
+        # The Spot instance makes the request's schedule for 20 days; the block ends within 3.
+        execution = engine.run(request(market="spot", max_lifetime="P20D"), name="cb-life", decision="approved")
+        [block] = blocks_held(engine).values()
+        life = engine.client("scheduler", "us-east-1").get_schedule(GroupName="gpufill-local", Name="life-cb-life")
+        live = audited(engine, execution, "cb-life")
+    due = (block.end - timedelta(hours=1)).replace(tzinfo=None).isoformat(timespec="seconds")
+    assert execution.output["status"] == "FULFILLED" and len(live) == 2
+    assert life["ScheduleExpression"] == f"at({due})" and life["ActionAfterCompletion"] == "DELETE"
+    assert execution.output["expires_at"] == (block.end - timedelta(hours=1)).isoformat()

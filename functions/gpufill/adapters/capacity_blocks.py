@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 from gpufill.adapters.aws import TRANSPORT_ERRORS, client
 from gpufill.adapters.visibility import until_visible
 from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_MANAGED_VALUE, TAG_REQUEST_ID
-from gpufill.policy.capacity_blocks import Offering
+from gpufill.policy.capacity_blocks import LONGER_BY_AT_MOST, Offering
 
 logger = Logger(child=True)
 
@@ -37,7 +37,8 @@ class RegionNotAnswering(Exception):
 def offerings(
     region: str, instance_types: list[str], count: int, duration_hours: int, start_from: datetime, start_by: datetime
 ) -> list[Offering]:
-    """Every offering of each type for exactly `count` instances and `duration_hours`, starting in the window."""
+    """Every offering of each type for exactly `count` instances and about `duration_hours` (AWS answers
+    hours plus minutes to the block's 11:30 UTC end), starting in the window."""
     ec2 = client("ec2", region)
     found: list[Offering] = []
     for instance_type in instance_types:
@@ -47,8 +48,9 @@ def offerings(
                 InstanceCount=count,
                 CapacityDurationHours=duration_hours,
                 StartDateRange=start_from,
-                # EndDateRange bounds the end: a block starting by start_by ends by start_by + duration.
-                EndDateRange=start_by + timedelta(hours=duration_hours),
+                # EndDateRange bounds the end: a block starting by start_by ends by start_by + duration,
+                # or up to a day later, since every block ends at 11:30 UTC (policy/capacity_blocks.py).
+                EndDateRange=start_by + timedelta(hours=duration_hours) + LONGER_BY_AT_MOST,
             )
             answered = [o for page in pages for o in page.get("CapacityBlockOfferings", [])]
         except (ClientError, *TRANSPORT_ERRORS) as error:
@@ -64,6 +66,7 @@ def offerings(
                 start=o["StartDate"],
                 end=o["EndDate"],
                 duration_hours=int(o["CapacityBlockDurationHours"]),
+                duration_minutes=int(o.get("CapacityBlockDurationMinutes") or 0),
                 upfront_fee=float(o["UpfrontFee"]),
                 currency=o.get("CurrencyCode", "USD"),
             )

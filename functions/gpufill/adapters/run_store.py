@@ -200,14 +200,19 @@ def load_wait(request_id: str) -> dict | None:
 
 
 def mark_wait_stopped(request_id: str, *, by: str) -> bool:
-    """A teardown of a waiting request: its next try ends the wait instead of launching. False if it does not wait."""
+    """A teardown of a waiting request: its next try (or its launch into its Capacity Block) ends the
+    wait instead of launching. False if it does not wait."""
     try:
         _table().update_item(
             Key={INSTANCES_TABLE_KEY: wait_key(request_id)},
             UpdateExpression="SET stopped_by = :by",
-            ConditionExpression="attribute_exists(#key) AND phase IN (:waiting, :trying)",
+            ConditionExpression="attribute_exists(#key) AND phase IN (:waiting, :trying, :paying, :block, :in_block)",
             ExpressionAttributeNames={"#key": INSTANCES_TABLE_KEY},
-            ExpressionAttributeValues={":by": by, ":waiting": "waiting", ":trying": "trying"},
+            # A run holding a Capacity Block waits too (for the payment, for the block's start) and
+            # may launch into it again: the stop mark ends that as it ends a wait for capacity.
+            ExpressionAttributeValues={":by": by, ":waiting": "waiting", ":trying": "trying",
+                                       ":paying": "capacity-block-payment", ":block": "capacity-block",
+                                       ":in_block": "capacity-block-in-use"},
         )
     except _table().meta.client.exceptions.ConditionalCheckFailedException:
         return False

@@ -77,6 +77,34 @@ def schedule_expiry(request_id: str, expires_at: str, state_machine_arn: str) ->
     )
 
 
+def move_expiry(request_id: str, expires_at: str, state_machine_arn: str) -> bool:
+    """Move the request's lifetime schedule to `expires_at` (earlier: a Capacity Block's end), in
+    one call, so the request is never without one. UpdateSchedule replaces the whole definition,
+    so everything create sets is sent again. False when there is none (nothing launched yet: the
+    first launch makes it, at the moved moment)."""
+    try:
+        client("scheduler").update_schedule(
+            GroupName=os.environ[ENV_SCHEDULE_GROUP],
+            Name=lifetime.lifetime_schedule_name(request_id),
+            ScheduleExpression=lifetime.at_expression(lifetime.due_moment(expires_at, clock.now())),
+            ScheduleExpressionTimezone="UTC",
+            FlexibleTimeWindow={"Mode": "OFF"},
+            Target={
+                "Arn": lifetime.START_EXECUTION_TARGET,
+                "RoleArn": os.environ[ENV_SCHEDULER_ROLE_ARN],
+                "Input": lifetime.expiry_target_input(state_machine_arn, request_id),
+                "RetryPolicy": RETRY_POLICY,
+            },
+            State="ENABLED",
+            ActionAfterCompletion="DELETE",
+        )
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            return False
+        raise
+    return True
+
+
 def cancel_expiry(request_id: str) -> bool:
     return delete(lifetime.lifetime_schedule_name(request_id))
 

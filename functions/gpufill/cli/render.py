@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
+from gpufill.constants import PURCHASE_FAILED
+
 
 @dataclass
 class ExecutionView:
@@ -80,7 +82,7 @@ REPORTED_ON_EXIT = {"FindTeardownInstances", "RecordApprovalDecision", "RecordAp
 QUIET_STATES |= {"ShouldWaitAgain", "WhereToTryAgain", "PauseForCapacity", "IsHandedOver"}
 WAIT_STEPS = {"PlanNextTry", "StartNextTry"}
 # capacity_block: the choices route on what ChooseCapacityBlock and the decision reported.
-QUIET_STATES |= {"WhatAfterTheBlockChoice", "IsPurchaseApproved"}
+QUIET_STATES |= {"WhatAfterTheBlockChoice", "IsPurchaseApproved", "IsBlockPaid", "PauseForPayment", "IsBlockLaunchStopped"}
 REPORTED_ON_EXIT |= {"RecordPurchaseDecision", "RecordPurchaseExpiry"}
 
 
@@ -204,10 +206,11 @@ class Progress:
             self._line(f"    {count} {self.plan.get('market')} pool(s) ranked")
         elif name == "ChooseCapacityBlock":
             self._block_chosen(state.get("block") or {})
-        elif name == "PurchaseCapacityBlock":
+        elif name in ("PurchaseCapacityBlock", "CheckBlockPayment"):
             held = (state.get("block") or {}).get("reservation") or {}
+            paid = {"pending": " (payment pending)", "failed": " (payment failed)"}.get(held.get("payment"), "")
             self._line(f"    holding {held.get('capacity_reservation_id')} in {held.get('availability_zone')} "
-                       f"from {held.get('start')} to {held.get('end')}")
+                       f"from {held.get('start')} to {held.get('end')}{paid}")
         elif (name == "LaunchBatch" and (state.get("request") or {}).get("launch_mode") == "fleet" and step_attempts(run)
               and not run.get("capacity_block")):  # a Capacity Block is launched into with RunInstances
             # One CreateFleet over the region: what it asked for, then EC2's answer for each pool it used.
@@ -381,6 +384,10 @@ def render_summary(execution: Any) -> str:
             lines.append(f"  {cause.get('message', '')}")
             for field in cause.get("fields", []):
                 lines.append(f"  - {field['field']}: {field['problem']}")
+            if execution.error == PURCHASE_FAILED and cause.get("capacity_block"):
+                b = cause["capacity_block"]
+                lines.append(f"  block: {b['capacity_reservation_id']} in {b['availability_zone']}, {b['start']} to {b['end']}, "
+                             f"${b['upfront_fee']:,.2f}, payment failed")
             if execution.error == "CAPACITY_WAIT_EXPIRED" and cause.get("instances"):
                 lines.append(f"  kept ({len(cause['instances'])} running):")
                 lines += [f"    {i['instance_id']}  {i['pool']}" for i in cause["instances"]]

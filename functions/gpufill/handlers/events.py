@@ -142,9 +142,14 @@ class PurchaseApprovalEvent(_Event):
 class PurchaseEvent(_Event):
     request: ResolvedRequest
     block: dict
+    run: Run | None = None
+    # CheckBlockPayment: look at the bought block's payment again, never buy.
+    check: bool = False
 
 
 class BlockLaunchEvent(_Event):
     request: ResolvedRequest
     run: Run
     block: dict
+    # The lifetime schedule's target (moved to the block's end).
+    state_machine: str = ""

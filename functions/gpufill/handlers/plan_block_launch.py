@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import run_store
+from gpufill.adapters import run_store, schedules
 from gpufill.handlers.events import BlockLaunchEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.run import Plan, PlanRef, Pool
@@ -22,7 +22,17 @@ from gpufill.models.run import Plan, PlanRef, Pool
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=BlockLaunchEvent)
     request, run, held = step.request, step.run, step.block["reservation"]
-    hours = max(1, step.block["offering"]["duration_hours"])
+    stopped = (run_store.load_wait(request.owner_id) or {}).get("stopped_by")
+    if stopped:
+        # The request's teardown was asked while the run waited for the block: nothing is launched
+        # into it (the block stays bought, unused until its end), as a teardown ends a wait for capacity.
+        run_store.save_wait(request.owner_id, {"phase": "capacity-block-stopped", "execution": request.request_id,
+                                               **{k: held[k] for k in ("capacity_reservation_id", "availability_zone", "start", "end")}})
+        logger.info("launch into the capacity block stopped by a teardown", extra={"teardown": stopped})
+        return {"stopped_by": stopped, "capacity_block": held}
+    offered = step.block["offering"]
+    # Hours plus minutes: every block ends at 11:30 UTC (CapacityBlockDurationMinutes).
+    hours = max(1.0, offered["duration_hours"] + offered.get("duration_minutes", 0) / 60)
     pool = Pool(
         region=held["region"],
         availability_zone=held["availability_zone"],
@@ -48,6 +58,11 @@ def handler(event: dict, context: LambdaContext) -> dict:
     # The request's teardown is asked (behind its approval, as max_lifetime's is) an hour before the
     # block ends; EC2 itself ends what still runs in it 30 minutes before the end.
     expires = _earlier(request.expires_at, _iso(_moment(held["end"]) - TEARDOWN_BEFORE_END))
+    if request.expires_at is not None and expires != request.expires_at and run.launched:
+        # Instances launched before the block made the request's max_lifetime schedule: it moves
+        # to the block's end, whichever comes first (a block's launches would not move it).
+        moved = schedules.move_expiry(request.owner_id, expires, step.state_machine)
+        logger.info("lifetime moved to the block's end", extra={"expires_at": expires, "moved": moved})
     ref = PlanRef(request_id=request.request_id, market="on-demand", scoring="capacity-block", key=key, pools=1)
     return {
         "plan": ref.model_dump(mode="json", exclude_none=True),

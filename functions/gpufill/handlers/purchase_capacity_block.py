@@ -1,5 +1,9 @@
 """PurchaseCapacityBlock: buy the approved offering exactly once (adapters.capacity_blocks.purchase_once),
-and say when the block starts and ends."""
+and say when the block starts and ends and what became of its upfront payment.
+
+CheckBlockPayment (the same function, `check`): while EC2 shows the block `payment-pending`, look
+at it again (found by its purchase tags; never buys). A `payment-failed` block ends the run
+PURCHASE_FAILED with the block named (policy/capacity_blocks.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +14,10 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill.adapters import capacity_blocks, run_store
-from gpufill.constants import ENV_DEPLOYMENT
+from gpufill.constants import BLOCK_PAYMENT_PENDING, ENV_DEPLOYMENT
 from gpufill.handlers.events import PurchaseEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
+from gpufill.policy import capacity_blocks as policy
 
 
 @logger.inject_lambda_context(correlation_id_path="request.request_id")
@@ -21,17 +26,35 @@ from gpufill.handlers.observability import logger, metrics, tracer, transient_aw
 @transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=PurchaseEvent)
-    offering = step.block["offering"]
-    reservation, now = capacity_blocks.purchase_once(
-        offering["region"], offering["offering_id"], deployment=os.environ[ENV_DEPLOYMENT], request_id=step.request.owner_id
-    )
-    if now:
-        metrics.add_metric(name="CapacityBlocksBought", unit="Count", value=1)
-    held = _held(reservation, offering)
-    # What `gpufill status REQUEST` says while the run waits for the block's start.
-    run_store.save_wait(step.request.owner_id, {"phase": "capacity-block", "execution": step.request.request_id, **held})
-    logger.info("capacity block held", extra={"reservation": reservation["CapacityReservationId"], "bought_now": now})
-    return {**held, "upfront_fee": offering["upfront_fee"], "launch_at": launch_at(offering["start"])}
+    offering, owner = step.block["offering"], step.request.owner_id
+    if step.check:
+        tags = capacity_blocks.block_tags(
+            deployment=os.environ[ENV_DEPLOYMENT], request_id=owner, offering_id=offering["offering_id"]
+        )
+        found = capacity_blocks.bought(offering["region"], tags)
+        if found is None:  # bought and shown before: not shown this once; still pending, look again
+            logger.warning("bought capacity block not shown", extra={"offering": offering["offering_id"]})
+        before = step.block.get("reservation") or {}
+        reservation = found or {"CapacityReservationId": before.get("capacity_reservation_id"), "State": BLOCK_PAYMENT_PENDING}
+    else:
+        reservation, now = capacity_blocks.purchase_once(
+            offering["region"], offering["offering_id"], deployment=os.environ[ENV_DEPLOYMENT], request_id=owner
+        )
+        if now:
+            metrics.add_metric(name="CapacityBlocksBought", unit="Count", value=1)
+    held = {**_held(reservation, offering), "upfront_fee": offering["upfront_fee"]}
+    paid = policy.payment(reservation.get("State"))
+    result = {**held, "launch_at": launch_at(offering["start"]), "payment": paid}
+    if paid == "failed":
+        kept = [{"instance_id": i.instance_id, "region": i.region} for i in (step.run.instances if step.run else [])]
+        result["cause"] = policy.purchase_failed_cause(held, request_id=step.request.request_id, kept=kept)
+        metrics.add_metric(name="CapacityBlockPaymentsFailed", unit="Count", value=1)
+    # What `gpufill status REQUEST` says while the run waits for the payment and the block's start.
+    phase = {"pending": "capacity-block-payment", "failed": "capacity-block-payment-failed"}.get(paid, "capacity-block")
+    shown = {k: v for k, v in held.items() if k != "upfront_fee"}  # DynamoDB takes no floats
+    run_store.save_wait(owner, {"phase": phase, "execution": step.request.request_id, **shown})
+    logger.info("capacity block held", extra={"reservation": reservation["CapacityReservationId"], "payment": paid})
+    return result
 
 
 def _held(reservation: dict, offering: dict) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime
 
 from aws_lambda_powertools.utilities.parser import ValidationError, parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -81,7 +82,24 @@ def _continued(execution_name: str, carried: object) -> dict:
             changes="launched",
         )
     logger.info("continued", extra={"request_id": request.request_id, "tries": run.wait.tries if run.wait else None})
-    return {"valid": True, "request": request.model_dump(mode="json"), "run": run.model_dump(mode="json", exclude_none=True)}
+    carried_on = {"valid": True, "request": request.model_dump(mode="json"), "run": run.model_dump(mode="json", exclude_none=True)}
+    if run.capacity_block:
+        # A Capacity Block bought before the hand-over: the successor launches into it (WhichAction),
+        # never looks for or buys another.
+        carried_on["block"] = held_block(run.capacity_block)
+    return carried_on
+
+
+def held_block(held: dict) -> dict:
+    """The block a run holds, as PlanBlockLaunch reads it after a purchase: the reservation, and
+    the offering's hours and minutes (the hourly price shown spreads its fee over them)."""
+    lasts = _moment(held["end"]) - _moment(held["start"])
+    hours, minutes = divmod(int(lasts.total_seconds() // 60), 60)
+    return {"reservation": held, "offering": {"duration_hours": hours, "duration_minutes": minutes}}
+
+
+def _moment(text: str) -> datetime:
+    return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
 
 
 def user_fields(request: ResolvedRequest) -> dict:
@@ -96,6 +114,12 @@ def user_fields(request: ResolvedRequest) -> dict:
         fields["max_lifetime"] = f"PT{request.max_lifetime_seconds}S"
     if request.wait_for_capacity_seconds is not None:
         fields["wait_for_capacity"] = {"deadline": f"PT{request.wait_for_capacity_seconds}S"}
+    if request.capacity_block is not None:
+        block = request.capacity_block
+        fields["capacity_block"] = {
+            "max_upfront_usd": block.max_upfront_usd, "duration_hours": block.duration_hours,
+            "start_within": f"PT{block.start_within_seconds}S",
+        }
     return fields
 
 

@@ -4,14 +4,18 @@ as a capacity reservation on the engine's modelled clock.
 
 As on EC2 (User Guide, "Capacity Blocks for ML"; API reference):
 - DescribeCapacityBlockOfferings needs InstanceType, InstanceCount and CapacityDurationHours and
-  answers the offerings of exactly that type, count and duration whose start falls between
+  answers the offerings of exactly that type and count for that duration whose start falls between
   StartDateRange and EndDateRange (the end no later than EndDateRange), each with its id, AZ,
-  StartDate, EndDate, UpfrontFee (a string) and CurrencyCode. A count other than 1-64 in powers of
-  two, or a duration AWS does not sell, is refused with InvalidParameterValue.
+  StartDate, EndDate, CapacityBlockDurationHours + CapacityBlockDurationMinutes, UpfrontFee (a
+  string) and CurrencyCode. Every block ends at 11:30 UTC, so an offering lasts hours plus minutes:
+  here it ends at the first 11:30 UTC at or after its start + the asked duration. A count other
+  than 1-64 in powers of two, or a duration AWS does not sell, is refused with InvalidParameterValue.
 - PurchaseCapacityBlock takes CapacityBlockOfferingId, InstancePlatform and TagSpecifications
   (resource type capacity-reservation); it has no ClientToken: EC2 promises no idempotency, so a
   repeated purchase of another offering buys another block. A bought offering is no longer
-  offered (InvalidCapacityBlockOfferingId.NotFound when bought again).
+  offered (InvalidCapacityBlockOfferingId.NotFound when bought again). The block is
+  `payment-pending` while the upfront payment is processed, then `scheduled` (or `active` past its
+  start); a payment that fails leaves it `payment-failed`, never usable (faults.payment_failed).
 - The block is a targeted capacity reservation (ReservationType capacity-block) in the account
   that bought it, in the same store as the On-Demand Capacity Reservations
   (local/reservations.py), so DescribeCapacityReservations shows it: `scheduled` with no room
@@ -41,6 +45,11 @@ from gpufill.policy.capacity_blocks import ALLOWED_DURATIONS_HOURS, BLOCK_COUNTS
 # EC2 begins to terminate a block's instances this long before its end.
 ENDING_BEFORE = timedelta(minutes=30)
 RESERVATION_TYPE = "capacity-block"
+# Every Capacity Block ends at 11:30 UTC.
+ENDS_AT = (11, 30)
+# How long the modelled upfront payment stays `payment-pending` before the block is scheduled.
+PAYMENT_TAKES = timedelta(minutes=1)
+PAYMENT_PENDING, PAYMENT_FAILED = "payment-pending", "payment-failed"
 
 
 @dataclass
@@ -53,6 +62,9 @@ class Block(Held):
     offering_id: str = ""
     upfront_fee: float = 0.0
     ended_instances: list = field(default_factory=list)
+    # When the payment settles, and whether it fails there (`payment-failed`) instead of scheduling the block.
+    settles_at: datetime | None = None
+    payment_fails: bool = False
 
     def described(self) -> dict:
         return {
@@ -73,8 +85,14 @@ class Offer:
     count: int
     start: datetime
     end: datetime
-    hours: int
+    hours: int  # the duration it is offered for (CapacityDurationHours asked)
     fee: float
+
+    @property
+    def lasts(self) -> tuple[int, int]:
+        """(hours, minutes) from its start to its 11:30 UTC end, as EC2 states them."""
+        hours, minutes = divmod(int((self.end - self.start).total_seconds() // 60), 60)
+        return hours, minutes
 
     def shape(self) -> dict:
         return {
@@ -84,11 +102,18 @@ class Offer:
             "InstanceCount": self.count,
             "StartDate": self.start,
             "EndDate": self.end,
-            "CapacityBlockDurationHours": self.hours,
+            "CapacityBlockDurationHours": self.lasts[0],
+            "CapacityBlockDurationMinutes": self.lasts[1],
             "UpfrontFee": f"{self.fee:.2f}",
             "CurrencyCode": "USD",
             "Tenancy": "default",
         }
+
+
+def ends_at_1130(at_least: datetime) -> datetime:
+    """The first 11:30 UTC at or after `at_least`: when a block lasting at least that long ends."""
+    end = at_least.astimezone(UTC).replace(hour=ENDS_AT[0], minute=ENDS_AT[1], second=0, microsecond=0)
+    return end if end >= at_least else end + timedelta(days=1)
 
 
 def _offering_id(n: int, zone: str, instance_type: str) -> str:
@@ -113,7 +138,7 @@ class CapacityBlocks:
             start = anchor + timedelta(hours=o.start_in_hours)
             offer = Offer(
                 offering_id=o.id or _offering_id(n, o.zone, o.type), region=o.zone[:-1], zone=o.zone, instance_type=o.type,
-                count=o.count, start=start, end=start + timedelta(hours=o.duration_hours), hours=o.duration_hours,
+                count=o.count, start=start, end=ends_at_1130(start + timedelta(hours=o.duration_hours)), hours=o.duration_hours,
                 fee=o.upfront_fee,
             )
             self.offers[offer.offering_id] = offer
@@ -121,6 +146,8 @@ class CapacityBlocks:
         self.schedule = lambda seconds, action: None
         self.elapsed = lambda: 0.0
         self.terminate = lambda region, account, instance_ids: None
+        # Set by the market: the engine's fault rule for the next payment, or None (it succeeds).
+        self.payment_fault = lambda: None
 
     # --- DescribeCapacityBlockOfferings -------------------------------------------------------
 
@@ -158,10 +185,13 @@ class CapacityBlocks:
                 )
             del self.offers[offering_id]
             self.purchases.append((region, offering_id))
+            fault = self.payment_fault()
+            now = self.now()
             block = Block(
                 id=_reservation_id(offering_id), region=region, zone=offer.zone, instance_type=offer.instance_type,
-                total=offer.count, match="targeted", state="scheduled", tags=dict(tags), start=offer.start, end=offer.end,
-                account=account, offering_id=offering_id, upfront_fee=offer.fee,
+                total=offer.count, match="targeted", state=PAYMENT_PENDING, tags=dict(tags), start=offer.start,
+                end=offer.end, account=account, offering_id=offering_id, upfront_fee=offer.fee,
+                settles_at=now + (timedelta(minutes=fault.calls) if fault else PAYMENT_TAKES), payment_fails=fault is not None,
             )
             self.reservations.held[block.id] = block
         self._on_the_clock(block)
@@ -172,7 +202,7 @@ class CapacityBlocks:
         the end. Scheduled on the engine's clock, and settled again whenever EC2 is asked about
         blocks (refresh), since the modelled clock also moves with the wall clock between steps."""
         base = self.elapsed() - self.now().timestamp()
-        for moment in (block.start, block.end - ENDING_BEFORE, block.end):
+        for moment in (block.settles_at, block.start, block.end - ENDING_BEFORE, block.end):
             self.schedule(base + moment.timestamp(), self.refresh)
 
     def refresh(self) -> None:
@@ -180,6 +210,10 @@ class CapacityBlocks:
         with self._lock:
             blocks = [b for b in self.reservations.held.values() if isinstance(b, Block)]
         for block in blocks:
+            if block.state == PAYMENT_PENDING and block.settles_at is not None and now >= block.settles_at:
+                block.state = PAYMENT_FAILED if block.payment_fails else "scheduled"
+            if block.state in (PAYMENT_PENDING, PAYMENT_FAILED):
+                continue  # no capacity before the payment went through, and none after it failed
             if block.state == "scheduled" and now >= block.start:
                 block.state = "active"
             if now >= block.end - ENDING_BEFORE:
@@ -248,6 +282,7 @@ def for_market(market) -> CapacityBlocks:
     blocks.schedule = lambda seconds, action: market.schedule(seconds, action)
     blocks.elapsed = lambda: market.elapsed()
     blocks.terminate = lambda region, account, ids: ec2_backends[account][region].terminate_instances(ids)
+    blocks.payment_fault = lambda: market.faults.for_payment() if market.faults else None
     return blocks
 
 

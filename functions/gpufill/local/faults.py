@@ -17,6 +17,8 @@ Reach it as `engine.faults` on a running LocalEngine. Three layers:
 - `fleet_errors(...)`: a CreateFleet of type instant succeeds but lists an error for some or
   all of its overrides instead of trying them (RequestLimitExceeded, InternalError,
   UnauthorizedOperation, ... inside a 200 answer), optionally without naming the override.
+- `payment_failed(...)`: the upfront payment of the next Capacity Block bought fails: the block
+  stays `payment-pending` for a while, then is `payment-failed` (local/capacity_blocks.py).
 - `not_visible(...)`: EC2's eventual consistency after create: the next resource of a kind
   created (a launch template, its new version, a placement group, a security group) is not
   found by the next N calls that reference it, as AWS documents for the EC2 API.
@@ -71,7 +73,7 @@ class KilledInvocation(BaseException):
 
 @dataclass
 class _Rule:
-    layer: str  # "aws" | "invoke" | "kill" | "fleet" | "visibility"
+    layer: str  # "aws" | "invoke" | "kill" | "fleet" | "visibility" | "payment"
     service: str | None = None
     operation: str | None = None
     region: str | None = None
@@ -191,6 +193,18 @@ class Faults:
         if error not in FLEET_ERRORS:
             raise ValueError(f"error: {error!r} is not one of {', '.join(FLEET_ERRORS)}")
         self._add(_Rule("fleet", "ec2", "CreateFleet", region, error=error, times=times, overrides=overrides, unnamed=unnamed))
+
+    def payment_failed(self, *, after_minutes: int = 10, times: int | None = 1) -> None:
+        """The upfront payment of the next `times` Capacity Blocks bought fails: each block is
+        `payment-pending` for `after_minutes` modelled minutes, then `payment-failed` (AWS gives a
+        payment up to 12 hours; the block is never usable)."""
+        if after_minutes < 1:
+            raise ValueError(f"after_minutes: must be at least 1, got {after_minutes}")
+        self._add(_Rule("payment", "ec2", "PurchaseCapacityBlock", error="payment-failed", times=times, calls=after_minutes))
+
+    def for_payment(self) -> _Rule | None:
+        """The payment fault of the Capacity Block being bought (its `calls` are the minutes it stays pending), or None."""
+        return self._take("payment")
 
     def not_visible(self, kind: str, *, calls: int = 1, region: str | None = None, times: int | None = 1) -> None:
         """The next `times` resources of `kind` created (in `region` or any) are unknown to the

@@ -1,6 +1,6 @@
 """EventBridge Scheduler on the engine's modelled clock (moto stores schedules but never runs them).
 
-A schedule created in moto is run here when modelled time reaches it:
+A schedule created (or updated) in moto is run here when modelled time reaches it:
 - `at(yyyy-mm-ddThh:mm:ss)` once (UTC), then deleted when its ActionAfterCompletion is DELETE;
 - `rate(N unit)` from its StartDate (else its creation) every N units, until its EndDate.
 Before it runs, the schedule is looked up again: one deleted (or replaced under its name) since
@@ -53,8 +53,9 @@ def patches(engine):
     from moto.scheduler.models import EventBridgeSchedulerBackend
 
     original = EventBridgeSchedulerBackend.create_schedule
+    original_update = EventBridgeSchedulerBackend.update_schedule
 
-    def create_schedule(backend, **kwargs):
+    def check(backend, kwargs):
         name, expression = kwargs.get("name") or "", kwargs.get("schedule_expression") or ""
         if not NAME.match(name):
             raise ValidationException(f"Schedule name {name!r} must be 1-64 characters of [0-9a-zA-Z-_.]")
@@ -64,13 +65,24 @@ def patches(engine):
             raise ValidationException(f"Target Input is longer than {MAX_INPUT} characters.")
         if (kwargs.get("group_name") or "default") not in backend.schedule_groups:
             raise ScheduleGroupNotFound(kwargs.get("group_name"))
-        schedule = original(backend, **kwargs)
+
+    def on_the_clock(backend, schedule):
         first = _first_run(schedule)
         if first is not None:
             engine.at_later(_elapsed_at(engine, first), lambda: _run(engine, backend, schedule, first))
         return schedule
 
-    with mock.patch.object(EventBridgeSchedulerBackend, "create_schedule", create_schedule):
+    def create_schedule(backend, **kwargs):
+        check(backend, kwargs)
+        return on_the_clock(backend, original(backend, **kwargs))
+
+    def update_schedule(backend, **kwargs):
+        # UpdateSchedule replaces the definition; a one-time schedule moved runs at its new time only.
+        check(backend, kwargs)
+        return on_the_clock(backend, original_update(backend, **kwargs))
+
+    with (mock.patch.object(EventBridgeSchedulerBackend, "create_schedule", create_schedule),
+          mock.patch.object(EventBridgeSchedulerBackend, "update_schedule", update_schedule)):
         yield
 
 
@@ -96,6 +108,8 @@ def _run(engine, backend, schedule, due: datetime) -> None:
     group = backend.schedule_groups.get(schedule.group_name)
     if group is None or group.schedules.get(schedule.name) is not schedule or schedule.state != "ENABLED":
         return  # deleted (or made anew under its name) before it came due
+    if AT.match(schedule.schedule_expression) and _first_run(schedule) != due:
+        return  # moved (UpdateSchedule) since: it runs at its new time
     record = {"schedule": schedule.name, "group": schedule.group_name, "due": due.isoformat(timespec="seconds"),
               "target": schedule.target.get("Arn")}
     record.update(_invoke(engine, schedule.target, group=schedule.group_name))

@@ -3,7 +3,11 @@
 AWS's rules (EC2 User Guide, "Capacity Blocks for ML"):
 - a block holds 1, 2, 4, 8, 16, 32 or 64 instances of one type in one Availability Zone;
 - it lasts 1 to 14 days in 1-day steps, then 7-day steps up to 182 days (always whole days);
-- it starts within 8 weeks.
+- it starts within 8 weeks;
+- every block ends at 11:30 UTC, so an offering lasts hours plus minutes
+  (CapacityBlockDurationHours + CapacityBlockDurationMinutes): for an asked duration AWS offers
+  blocks slightly shorter and slightly longer. A block fits when it lasts at least the asked
+  duration and less than a day more.
 
 The pick: among the offerings that fit (a requested type, the block's count, the duration, a start
 inside the request's window, an upfront fee in US dollars within `max_upfront_usd`), the lowest
@@ -18,11 +22,15 @@ import json
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
+from gpufill.constants import BLOCK_PAYMENT_FAILED, BLOCK_PAYMENT_PENDING, PURCHASE_FAILED
+
 BLOCK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 HOURS_PER_DAY = 24
 DAILY_STEPS_UP_TO_DAYS = 14
 WEEKLY_STEPS_UP_TO_DAYS = 182
 MAX_START_WITHIN = timedelta(weeks=8)
+# An offering may last this much longer than asked (it ends at the next 11:30 UTC) and still fit.
+LONGER_BY_AT_MOST = timedelta(days=1)
 # What a NO_CAPACITY_BLOCK cause lists at most (a state's output stays far under 256 KB).
 MAX_LISTED = 40
 
@@ -80,6 +88,12 @@ class Offering:
     duration_hours: int
     upfront_fee: float
     currency: str = "USD"
+    # The minutes in addition to duration_hours (CapacityBlockDurationMinutes): blocks end at 11:30 UTC.
+    duration_minutes: int = 0
+
+    @property
+    def lasts(self) -> timedelta:
+        return timedelta(hours=self.duration_hours, minutes=self.duration_minutes)
 
 
 @dataclass(frozen=True)
@@ -118,8 +132,18 @@ def why_not(o: Offering, ask: Ask) -> str | None:
         return f"in {o.region}, not a candidate region"
     if o.instance_count != ask.count:
         return f"holds {o.instance_count} instances, the run needs a block of {ask.count}"
-    if o.duration_hours != ask.duration_hours:
-        return f"lasts {o.duration_hours} hours, the request asks for {ask.duration_hours}"
+    if o.end - o.start != o.lasts:
+        # One block is one span of time; an answer whose dates and duration disagree describes
+        # capacity in several pieces, which gpufill cannot launch into as one block.
+        return (
+            f"runs in several segments: {_iso(o.start)} to {_iso(o.end)} spans {_span(o.end - o.start)} "
+            f"but it holds {_span(o.lasts)} of capacity"
+        )
+    asked = timedelta(hours=ask.duration_hours)
+    if o.lasts < asked:
+        return f"lasts {_span(o.lasts)}, less than the {ask.duration_hours} hours asked"
+    if o.lasts - asked >= LONGER_BY_AT_MOST:
+        return f"lasts {_span(o.lasts)}, a day or more beyond the {ask.duration_hours} hours asked"
     if o.start < ask.earliest_start:
         return f"starts {_iso(o.start)}, before the run could use it"
     if o.start > ask.latest_start:
@@ -201,6 +225,13 @@ def no_capacity_block_cause(choice: Choice, ask: Ask, *, request_id: str, region
     return json.dumps(cause)
 
 
+def _span(length: timedelta) -> str:
+    """A block's length as EC2 counts it: hours and minutes ("25 h 30 min", "24 h")."""
+    minutes = int(length.total_seconds() // 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
 def _iso(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
@@ -225,7 +256,7 @@ def ask_for(request, *, now: datetime, launched: int = 0) -> Ask | None:
 
 def from_shown(found: dict) -> Offering:
     """An offering as shown() wrote it, back (the state carries it between tasks)."""
-    fields = {k: found[k] for k in Offering.__dataclass_fields__}
+    fields = {k: found[k] for k in Offering.__dataclass_fields__ if k in found}
     fields["start"] = datetime.fromisoformat(str(fields["start"]).replace("Z", "+00:00"))
     fields["end"] = datetime.fromisoformat(str(fields["end"]).replace("Z", "+00:00"))
     return Offering(**fields)
@@ -234,7 +265,7 @@ def from_shown(found: dict) -> Offering:
 def describe_block(o: dict) -> str:
     return (
         f"{o['instance_count']} x {o['instance_type']} in {o['availability_zone']} ({o['region']}), "
-        f"from {o['start']} to {o['end']} ({o['duration_hours']} h), upfront fee ${o['upfront_fee']:,.2f}"
+        f"from {o['start']} to {o['end']} ({_span(timedelta(hours=o['duration_hours'], minutes=o.get('duration_minutes', 0)))}), upfront fee ${o['upfront_fee']:,.2f}"
     )
 
 
@@ -273,5 +304,42 @@ def purchase_ended_cause(error: str, block: dict, *, request_id: str) -> str:
             "request_id": request_id,
             "proposed": block,
             "hint": "Run the request again to be asked again (offerings change); approve with gpufill approve EXECUTION.",
+        }
+    )
+
+
+def payment(state: str | None) -> str:
+    """What a bought block's state says of its upfront payment: "pending" (look again later),
+    "failed" (EC2 releases the block: PURCHASE_FAILED), or "paid" (scheduled, active, or any later
+    state: the run waits for its start)."""
+    if state == BLOCK_PAYMENT_PENDING:
+        return "pending"
+    if state == BLOCK_PAYMENT_FAILED:
+        return "failed"
+    return "paid"
+
+
+def purchase_failed_cause(held: dict, *, request_id: str, kept: list[dict]) -> str:
+    """PURCHASE_FAILED: the block bought (named), its payment failed, nothing launched into it;
+    any instance launched before the block is listed with the teardown that ends it."""
+    block = (
+        f"Capacity Block {held['capacity_reservation_id']} ({held['instance_count']} x {held['instance_type']} in "
+        f"{held['availability_zone']}, from {held['start']} to {held['end']}, upfront fee ${held['upfront_fee']:,.2f})"
+    )
+    still = (
+        f" The {len(kept)} instance(s) launched before the block still run: end them with gpufill teardown {request_id}."
+        if kept else ""
+    )
+    return json.dumps(
+        {
+            "error": PURCHASE_FAILED,
+            "message": (
+                f"The upfront payment for {block} failed (payment-failed): EC2 releases the block, "
+                f"and nothing was launched into it.{still}"
+            ),
+            "request_id": request_id,
+            "capacity_block": {**held, "payment": "failed"},
+            "instances": kept,
+            "hint": "Check the account's payment method and limits for Capacity Blocks, then run the request again.",
         }
     )

@@ -209,6 +209,24 @@ def view_line(view: dict | None) -> str | None:
             f"{view.get('instance_type')} in {view.get('availability_zone')}) from {view.get('start')} to "
             f"{view.get('end')}; {view.get('execution')} launches into it at its start"
         )
+    if phase == "capacity-block-payment":  # bought; EC2 still processes the upfront payment
+        return (
+            f"bought Capacity Block {view.get('capacity_reservation_id')} ({view.get('instance_count')} x "
+            f"{view.get('instance_type')} in {view.get('availability_zone')}) from {view.get('start')} to "
+            f"{view.get('end')}; its payment is pending, and {view.get('execution')} looks again every minute"
+        )
+    if phase == "capacity-block-payment-failed":
+        return (
+            f"the payment for Capacity Block {view.get('capacity_reservation_id')} ({view.get('availability_zone')}, "
+            f"from {view.get('start')} to {view.get('end')}) failed: EC2 releases it, nothing was launched into it "
+            "(PURCHASE_FAILED)"
+        )
+    if phase == "capacity-block-stopped":
+        return (
+            f"the launch into Capacity Block {view.get('capacity_reservation_id')} was stopped by teardown "
+            f"{view.get('stopped_by')}: the block ({view.get('availability_zone')}, from {view.get('start')} to "
+            f"{view.get('end')}) stays bought and unused until its end"
+        )
     if phase == "capacity-block-in-use":
         return (
             f"runs in Capacity Block {view.get('capacity_reservation_id')} ({view.get('availability_zone')}) until "

@@ -467,9 +467,9 @@ def _schedule(call: Call) -> str:
 
 
 def create_schedule(call: Call, world: World) -> list[Authorization]:
-    """CreateSchedule on the schedule, and iam:PassRole of the role it will run with (the Service
-    Authorization Reference lists PassRole as CreateSchedule's dependent action)."""
-    checks = [Authorization("scheduler:CreateSchedule", _schedule(call))]
+    """CreateSchedule (or UpdateSchedule) on the schedule, and iam:PassRole of the role it will run
+    with (the Service Authorization Reference lists PassRole as a dependent action of both)."""
+    checks = [Authorization(f"scheduler:{call.operation}", _schedule(call))]
     role = (call.params.get("Target") or {}).get("RoleArn")
     if role:
         checks.append(Authorization("iam:PassRole", role, {"iam:PassedToService": "scheduler.amazonaws.com"}))
@@ -514,6 +514,7 @@ BUILDERS: dict[tuple[str, str], Builder] = {
     ("lambda", "Invoke"): lambda_invoke,
     ("events", "PutEvents"): events_put,
     ("scheduler", "CreateSchedule"): create_schedule,
+    ("scheduler", "UpdateSchedule"): create_schedule,
     ("scheduler", "DeleteSchedule"): schedule_by_name,
     ("scheduler", "GetSchedule"): schedule_by_name,
     ("s3", "GetObject"): s3_object,
