@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from gpufill.models.request import Request, RequestProblems, describe_problems, normalise
+from gpufill.models.capacity_block_rules import ALLOWED_DURATIONS_HOURS
 from gpufill.policy.capacity_blocks import (
-    ALLOWED_DURATIONS_HOURS,
     Ask,
     Offering,
     block_count,

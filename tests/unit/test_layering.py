@@ -1,4 +1,5 @@
-"""The tree keeps its promises: policy is pure, and nothing Lambda loads imports the local engine or the CLI."""
+"""The tree keeps its promises: policy is pure, models stand below policy, and nothing Lambda loads
+imports the local engine or the CLI."""
 
 import ast
 from pathlib import Path
@@ -30,3 +31,9 @@ def test_policy_imports_no_aws_sdk(path):
 def test_lambda_code_never_imports_the_local_engine_or_cli(path):
     banned = {m for m in imports(path) if m.startswith(("gpufill.local", "gpufill.cli", "moto"))}
     assert not banned
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "models").glob("*.py")), ids=lambda p: p.name)
+def test_models_import_nothing_from_policy(path):
+    # The rules a model checks live with the model; policy reads models, never the other way round.
+    assert not {m for m in imports(path) if m.startswith("gpufill.policy")}

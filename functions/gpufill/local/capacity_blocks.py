@@ -40,7 +40,7 @@ from datetime import UTC, datetime, timedelta
 from moto.ec2.exceptions import EC2ClientError
 
 from gpufill.local.reservations import LIVE_ENDED, Held, Reservations
-from gpufill.policy.capacity_blocks import ALLOWED_DURATIONS_HOURS, BLOCK_COUNTS
+from gpufill.models.capacity_block_rules import ALLOWED_DURATIONS_HOURS, BLOCK_COUNTS
 
 # EC2 begins to terminate a block's instances this long before its end.
 ENDING_BEFORE = timedelta(minutes=30)

@@ -115,7 +115,7 @@ class WaitForCapacity(BaseModel):
 
 class CapacityBlock(BaseModel):
     """`capacity_block`: a Capacity Block for ML the run may buy, behind a person's approval
-    (docs/capacity-blocks.md). AWS's rules are in policy/capacity_blocks.py."""
+    (docs/capacity-blocks.md). AWS's rules are in models/capacity_block_rules.py."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -133,7 +133,7 @@ class CapacityBlock(BaseModel):
     @field_validator("duration_hours")
     @classmethod
     def _aws_duration(cls, value: int) -> int:
-        from gpufill.policy.capacity_blocks import duration_problem
+        from gpufill.models.capacity_block_rules import duration_problem
 
         problem = duration_problem(value)
         if problem:
@@ -150,7 +150,7 @@ class CapacityBlock(BaseModel):
     @field_validator("start_within")
     @classmethod
     def _within_eight_weeks(cls, value: timedelta) -> timedelta:
-        from gpufill.policy.capacity_blocks import MAX_START_WITHIN
+        from gpufill.models.capacity_block_rules import MAX_START_WITHIN
 
         if value < timedelta(hours=1):
             raise ValueError("must be at least an hour ('PT1H'): a block starts at a whole hour at the earliest")
@@ -501,7 +501,7 @@ class Request(BaseModel):
         return problems
 
     def _capacity_block_problems(self) -> list[tuple[str, str]]:
-        from gpufill.policy.capacity_blocks import count_problem
+        from gpufill.models.capacity_block_rules import count_problem
 
         problems: list[tuple[str, str]] = []
         if self.action not in ("provision", "plan"):

@@ -1,10 +1,8 @@
-"""Capacity Blocks for ML: AWS's rules for what a block may be, and which offering a run buys.
+"""Capacity Blocks for ML: which offering a run buys.
 
-AWS's rules (EC2 User Guide, "Capacity Blocks for ML"):
-- a block holds 1, 2, 4, 8, 16, 32 or 64 instances of one type in one Availability Zone;
-- it lasts 1 to 14 days in 1-day steps, then 7-day steps up to 182 days (always whole days);
-- it starts within 8 weeks;
-- every block ends at 11:30 UTC, so an offering lasts hours plus minutes
+What a request may ask for (counts, durations, a start within 8 weeks) is AWS's rule, kept with
+the request model in models/capacity_block_rules.py. What is offered differs from what is asked:
+every block ends at 11:30 UTC, so an offering lasts hours plus minutes
   (CapacityBlockDurationHours + CapacityBlockDurationMinutes): for an asked duration AWS offers
   blocks slightly shorter and slightly longer. A block fits when it lasts at least the asked
   duration and less than a day more.
@@ -23,49 +21,12 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 from gpufill.constants import BLOCK_PAYMENT_FAILED, BLOCK_PAYMENT_PENDING, PURCHASE_FAILED
+from gpufill.models.capacity_block_rules import BLOCK_COUNTS
 
-BLOCK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
-HOURS_PER_DAY = 24
-DAILY_STEPS_UP_TO_DAYS = 14
-WEEKLY_STEPS_UP_TO_DAYS = 182
-MAX_START_WITHIN = timedelta(weeks=8)
 # An offering may last this much longer than asked (it ends at the next 11:30 UTC) and still fit.
 LONGER_BY_AT_MOST = timedelta(days=1)
 # What a NO_CAPACITY_BLOCK cause lists at most (a state's output stays far under 256 KB).
 MAX_LISTED = 40
-
-
-def allowed_durations_hours() -> tuple[int, ...]:
-    """Every duration AWS sells a block for, in hours: 24..336 by 24, then 504..4368 by 168."""
-    daily = range(1, DAILY_STEPS_UP_TO_DAYS + 1)
-    weekly = range(DAILY_STEPS_UP_TO_DAYS + 7, WEEKLY_STEPS_UP_TO_DAYS + 1, 7)
-    return tuple(d * HOURS_PER_DAY for d in (*daily, *weekly))
-
-
-ALLOWED_DURATIONS_HOURS = allowed_durations_hours()
-
-
-def duration_problem(hours: int) -> str | None:
-    """Why AWS would not sell a block of this many hours, or None."""
-    if hours in ALLOWED_DURATIONS_HOURS:
-        return None
-    if hours % HOURS_PER_DAY:
-        return f"must be whole days (a multiple of 24 hours) from 24 to {ALLOWED_DURATIONS_HOURS[-1]}, got {hours}"
-    days = hours // HOURS_PER_DAY
-    if 1 <= days <= WEEKLY_STEPS_UP_TO_DAYS:
-        below = max(h for h in ALLOWED_DURATIONS_HOURS if h < hours)
-        above = min(h for h in ALLOWED_DURATIONS_HOURS if h > hours)
-        return (
-            f"{hours} hours ({days} days) is not a Capacity Block duration: past 14 days blocks come in 7-day steps "
-            f"(the nearest are {below} and {above})"
-        )
-    return f"must be from 24 (1 day) to {ALLOWED_DURATIONS_HOURS[-1]} ({WEEKLY_STEPS_UP_TO_DAYS} days), got {hours}"
-
-
-def count_problem(count: int) -> str | None:
-    if count in BLOCK_COUNTS:
-        return None
-    return f"a Capacity Block holds {', '.join(map(str, BLOCK_COUNTS[:-1]))} or {BLOCK_COUNTS[-1]} instances, got {count}"
 
 
 def block_count(needed: int) -> int | None:
