@@ -29,7 +29,8 @@ def test_a_pending_purchase_is_shown_with_its_commands_and_approve_buys_it(deplo
     assert main(["status", *deployment]) == 0
     out = capsys.readouterr().out.split("Pending Capacity Block purchases: 1")[1]
     assert "asks to buy 2 x p5.48xlarge in us-east-2b" in out and "upfront $1,390.00" in out
-    assert f"gpufill approve {pending['execution']} --env local" in out and f"gpufill reject {pending['execution']}" in out
+    assert f"gpufill approve purchase:{pending['execution']} --env local" in out
+    assert f"gpufill reject purchase:{pending['execution']}" in out
 
     assert main(["approve", pending["execution"], *deployment]) == 0
     assert "approved the Capacity Block purchase of cb-cli" in capsys.readouterr().out
