@@ -152,9 +152,14 @@ def follow(deployment: aws.Deployment, arn: str, *, header: str, quiet: bool) ->
     sfn = deployment.client("stepfunctions")
     progress = None if quiet else Progress(sys.stdout)
     if progress:
+        from gpufill.cli.status import asker
+
         progress.header(header)
+        progress.asking = asker(deployment)
     try:
         while True:
+            if progress:
+                progress.execution = arn.rsplit(":", 1)[-1]
             described, history = aws.wait_for_end(
                 sfn,
                 arn,

@@ -129,6 +129,19 @@ def answer_commands(approval_id: str, deployment: aws.Deployment) -> dict[str, s
     }
 
 
+def asker(deployment: aws.Deployment):
+    """For a follow that may wait on a person: approval id -> who is asked and the commands that
+    answer it (the topic's subscribers are listed once)."""
+    who: list[str] = []
+
+    def asking(approval_id: str) -> dict:
+        if not who:
+            who.append(_who_answers(deployment))
+        return {"who": who[0], **answer_commands(approval_id, deployment)}
+
+    return asking
+
+
 def is_pending(item: dict) -> bool:
     """Answered but not yet recorded by the workflow counts as answered; past its deadline, it has expired."""
     return answers.is_pending(item, datetime.now(UTC))

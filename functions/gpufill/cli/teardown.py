@@ -10,6 +10,7 @@ import sys
 
 from gpufill.cli import aws
 from gpufill.cli.common import (
+    EXIT_FAILED,
     EXIT_OK,
     Failed,
     UsageError,
@@ -89,7 +90,10 @@ def teardown_verb(args: argparse.Namespace) -> int:
     described, history = _follow(deployment, arn, progress, until_asked=True)
     view = ExecutionView.from_aws(described, history)
     if view.status != "RUNNING":
-        return report(view, args.json)
+        code = report(view, args.json)
+        # Refused: every instance already waits in another teardown's approval (render says which).
+        held = [r for r in (view.output or {}).get("refused") or [] if r.get("reason") == "awaiting-approval"]
+        return EXIT_FAILED if code == EXIT_OK and held and not (view.output or {}).get("instances") else code
     asked = _asked(history)
     if args.json and not args.wait:
         print_json({"execution": {"name": name, "arn": arn, "status": "RUNNING"}, "asks": asked,
@@ -100,8 +104,11 @@ def teardown_verb(args: argparse.Namespace) -> int:
         print(f"Teardown {name} asks to terminate {len(asked)} instance(s):")
         for instance in asked:
             print(f"  {instance.get('instance_id')}  {instance.get('region', '-'):<15} {instance.get('instance_type') or '-'}")
-        print("It waits for an answer (the approval topic's subscribers were told). Answer with:")
-        commands = answer_commands(f"teardown:{name}", deployment)
+        from gpufill.cli.status import asker
+
+        commands = asker(deployment)(f"teardown:{name}")
+        print(f"It waits for an answer from {commands['who']} until {_deadline(history) or 'its deadline'} "
+              "(then it expires and nothing is terminated). Answer with:")
         print(f"  {commands['approve']}")
         print(f"  {commands['reject']}")
         if not args.wait:
@@ -143,6 +150,10 @@ def check_known_request(deployment: aws.Deployment, request_id: str) -> None:
 
 @aws.aws_errors("follow the teardown")
 def _follow(deployment: aws.Deployment, arn: str, progress: Progress | None, *, until_asked: bool, after: list | None = None):
+    if progress and not until_asked:  # the first wait ends as the approval is asked: printed once, below
+        from gpufill.cli.status import asker
+
+        progress.asking, progress.execution = asker(deployment), arn.rsplit(":", 1)[-1]
     return aws.wait_for_end(
         deployment.client("stepfunctions"),
         arn,
@@ -167,6 +178,20 @@ def _waiting_for_approval(history: list[dict]) -> bool:
         elif inside and event["type"] == "TaskSubmitted":
             return True
     return False
+
+
+def _deadline(history: list[dict]) -> str | None:
+    """The approval's deadline, as AwaitTeardownApproval returned it when it asked."""
+    import json
+
+    for event in reversed(history):
+        if event["type"] == "TaskSubmitted":
+            try:
+                payload = json.loads((event.get("taskSubmittedEventDetails") or {}).get("output") or "{}").get("Payload")
+            except (json.JSONDecodeError, AttributeError):
+                return None
+            return payload.get("deadline") if isinstance(payload, dict) else None
+    return None
 
 
 def _asked(history: list[dict]) -> list[dict]:

@@ -107,12 +107,20 @@ def covering(instance_ids: list[str], items: list[dict], now: datetime) -> dict[
     return {i: covered[i] for i in instance_ids if i in covered}
 
 
+# A record's state once its instance has ended: ended by gpufill (terminated_at), or seen ended or
+# long gone from EC2 by a status run (policy/spend.py's ended states).
+GONE_STATES = frozenset({"shutting-down", "terminated", "gone"})
+
+
 def all_gone(instance_ids: list[str], records: dict[str, dict]) -> bool:
-    """Every instance the teardown asks about is already ended (its record says terminated), or
-    has no record left: approving it would terminate nothing."""
+    """Every instance the teardown asks about has ended (its record says so) or has no record left
+    (expired after its end): approving it would terminate nothing."""
     if not instance_ids:
         return False
-    return all(records.get(i) is None or records[i].get("terminated_at") for i in instance_ids)
+    return all(
+        records.get(i) is None or records[i].get("terminated_at") or records[i].get("state") in GONE_STATES
+        for i in instance_ids
+    )
 
 
 # --- what an answer did, read from the execution -------------------------------------------------
