@@ -14,11 +14,10 @@ from gpufill.cli.common import (
     check_request,
     fresh_name,
     print_json,
-    program,
     say,
 )
 from gpufill.cli.render import ExecutionView, render_requests, render_status, render_summary
-from gpufill.cli.runs import deployment_flags
+from gpufill.cli.runs import answer_commands, who_answers
 from gpufill.policy import answers, spend
 
 
@@ -103,7 +102,7 @@ def pending_teardowns(deployment: aws.Deployment, request_id: str | None = None)
         if answers.kind_of(item) == answers.TEARDOWN and answers.all_gone(item.get("instance_ids") or [], records):
             continue
         name = item["execution_name"]
-        who = who or _who_answers(deployment)
+        who = who or who_answers(deployment)
         pending.append({
             "approval_id": answers.approval_id(item),
             "execution": name,
@@ -120,28 +119,6 @@ def pending_teardowns(deployment: aws.Deployment, request_id: str | None = None)
     return sorted(pending, key=lambda p: p["requested_at"] or "")
 
 
-def answer_commands(approval_id: str, deployment: aws.Deployment) -> dict[str, str]:
-    """The commands that answer approval `approval_id` (KIND:EXECUTION), as they can be pasted in this shell."""
-    flags = deployment_flags(deployment)
-    return {
-        "approve": f"{program()} approve {approval_id}{flags} --reason '...'",
-        "reject": f"{program()} reject {approval_id}{flags} --reason '...'",
-    }
-
-
-def asker(deployment: aws.Deployment):
-    """For a follow that may wait on a person: approval id -> who is asked and the commands that
-    answer it (the topic's subscribers are listed once)."""
-    who: list[str] = []
-
-    def asking(approval_id: str) -> dict:
-        if not who:
-            who.append(_who_answers(deployment))
-        return {"who": who[0], **answer_commands(approval_id, deployment)}
-
-    return asking
-
-
 def is_pending(item: dict) -> bool:
     """Answered but not yet recorded by the workflow counts as answered; past its deadline, it has expired."""
     return answers.is_pending(item, datetime.now(UTC))
@@ -149,24 +126,6 @@ def is_pending(item: dict) -> bool:
 
 def target_of(item: dict) -> dict:
     return answers.target_of(item)
-
-
-def _who_answers(deployment: aws.Deployment) -> str:
-    """Whom the approval request reached: the approval topic's subscribers, when they can be listed."""
-    from gpufill import constants
-
-    topic = deployment.outputs.get(constants.OUTPUT_APPROVAL_TOPIC_ARN)
-    if not topic:
-        return "whoever the approval topic notifies"
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    try:
-        listed = deployment.client("sns").list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
-        endpoints = [s["Endpoint"] for s in listed if s.get("Endpoint")]
-    except (BotoCoreError, ClientError):  # listing needs sns:ListSubscriptionsByTopic, which an operator may lack
-        endpoints = []
-    name = topic.rsplit(":", 1)[-1]
-    return f"the subscribers of {name} ({', '.join(endpoints)})" if endpoints else f"the subscribers of {name}"
 
 
 def _purchase_of(item: dict) -> dict:

@@ -21,8 +21,7 @@ from gpufill.cli.common import (
     program,
 )
 from gpufill.cli.render import ExecutionView, Progress
-from gpufill.cli.runs import deployment_flags, report
-from gpufill.cli.status import answer_commands
+from gpufill.cli.runs import answer_commands, asker, deployment_flags, report
 
 AWAIT_APPROVAL = "AwaitTeardownApproval"
 
@@ -104,8 +103,6 @@ def teardown_verb(args: argparse.Namespace) -> int:
         print(f"Teardown {name} asks to terminate {len(asked)} instance(s):")
         for instance in asked:
             print(f"  {instance.get('instance_id')}  {instance.get('region', '-'):<15} {instance.get('instance_type') or '-'}")
-        from gpufill.cli.status import asker
-
         commands = asker(deployment)(f"teardown:{name}")
         print(f"It waits for an answer from {commands['who']} until {_deadline(history) or 'its deadline'} "
               "(then it expires and nothing is terminated). Answer with:")
@@ -151,8 +148,6 @@ def check_known_request(deployment: aws.Deployment, request_id: str) -> None:
 @aws.aws_errors("follow the teardown")
 def _follow(deployment: aws.Deployment, arn: str, progress: Progress | None, *, until_asked: bool, after: list | None = None):
     if progress and not until_asked:  # the first wait ends as the approval is asked: printed once, below
-        from gpufill.cli.status import asker
-
         progress.asking, progress.execution = asker(deployment), arn.rsplit(":", 1)[-1]
     return aws.wait_for_end(
         deployment.client("stepfunctions"),
