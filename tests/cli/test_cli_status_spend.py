@@ -110,6 +110,22 @@ def test_a_teardown_of_everything_marks_every_live_request_and_is_answered_by_it
     capsys.readouterr()
 
 
+def test_a_teardown_whose_instances_ended_elsewhere_leaves_status_and_is_answered_nothing_to_do(deployment, capsys):
+    import boto3
+
+    provision(deployment, "sp-gone", 1, capsys)
+    teardown = ask_teardown(deployment, "sp-gone", capsys)
+    assert main(["status", "sp-gone", "--json", *deployment]) == 0
+    [instance] = json.loads(capsys.readouterr().out)["instances"]
+    url = deployment[deployment.index("--endpoint-url") + 1]
+    boto3.client("ec2", region_name=instance["region"], endpoint_url=url).terminate_instances(
+        InstanceIds=[instance["instance_id"]])  # ended by hand, outside gpufill
+    assert main(["status", "--all", *deployment]) == 0  # this status run sees it ended
+    assert f"teardown:{teardown}" not in capsys.readouterr().out
+    assert main(["approve", "sp-gone", *deployment]) == 0
+    assert f"nothing to do: all 1 instance(s) of teardown {teardown} had already ended" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("verb", ["approve", "reject"])
 def test_an_unknown_id_exits_1_and_says_so(deployment, capsys, verb):
     assert main([verb, "no-such-run", "--json", *deployment]) == 1
