@@ -34,7 +34,8 @@ EXECUTION_ARN_PARTS = 8  # arn:aws:states:REGION:ACCOUNT:execution:MACHINE:NAME
 # How long a lost reply is settled for: the answered execution needs seconds to record the decision
 # and to buy a block or terminate instances; past this the report says what is known so far.
 SETTLE_SECONDS = 60.0
-SETTLE_POLL_SECONDS = 1.0
+SETTLE_POLL_SECONDS = 1.0  # the longest pause between reads; the first ones are shorter (FIRST_POLL_SECONDS, doubling)
+FIRST_POLL_SECONDS = 0.05
 # Codes that mean the token is closed: by this answer whose reply was lost, by another, or by the timeout.
 CLOSED_TOKEN = ("TaskTimedOut", "InvalidToken", "TaskDoesNotExist")
 
@@ -199,6 +200,7 @@ def _settle(
     history that still shows the wait is read again for a while before the answer counts as not sent."""
     item, kind = made.item, made.kind
     until = time.monotonic() + settle_seconds
+    pauses = (min(SETTLE_POLL_SECONDS, FIRST_POLL_SECONDS * 2**n) for n in range(10**6))
     while True:
         try:
             status, history, output = _read(sfn, item["execution_arn"])
@@ -210,13 +212,13 @@ def _settle(
             ) from None
         taking = answers.answer_taken(kind, history, status)
         if taking.taken == "waiting" and maybe_taken and time.monotonic() < until:
-            sleep(SETTLE_POLL_SECONDS)  # the token is closed: its history shows why within moments
+            sleep(next(pauses))  # the token is closed: its history shows why within moments
             continue
         break
     if answers.is_this_answer(taking, made.decision, made.approver):
         effect = answers.effect(kind, history, status, output)
         while not effect.done and time.monotonic() < until:
-            sleep(SETTLE_POLL_SECONDS)
+            sleep(next(pauses))
             try:
                 status, history, output = _read(sfn, item["execution_arn"])
             except (ClientError, BotoCoreError):

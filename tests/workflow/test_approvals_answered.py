@@ -1,8 +1,7 @@
 """Approvals that cannot be mistaken, on the local engine through `gpufill.cli.main`: a request id
 that names two pending approvals answers neither; a lost reply is reported from the execution; a
-second answer says what the first did; a teardown never asks twice about one instance; an approval
-whose instances are all gone is answered "nothing to do" (docs/teardown.md). The CLI's other views of
-these are in tests/cli/test_cli_status_spend.py."""
+second answer says what the first did; a teardown never asks twice about one instance
+(docs/teardown.md). An approval whose instances are all gone: tests/cli/test_cli_status_spend.py."""
 
 from __future__ import annotations
 
@@ -71,14 +70,3 @@ def test_a_request_id_naming_a_purchase_and_a_teardown_answers_neither_then_lost
         assert states(engine, WEST, mine) == {mine[0]: "terminated"}
         assert engine.faults.injected, "the planned faults did not happen"
 
-
-def test_an_approval_whose_instances_are_gone_is_answered_nothing_to_do(local_account, capsys):
-    with local_account(MARKET) as engine:
-        mine = launch(engine, WEST, count=2, request_id="gone-run")
-        with in_background(engine, {"action": "teardown", "request_id": "gone-run"}, "td-gone") as teardown:
-            engine.wait_for_approval("td-gone")
-            engine.client("ec2", WEST).terminate_instances(InstanceIds=mine)  # ended by hand, outside gpufill
-            engine.run({"action": "status"}, name="status-sees-them-ended")
-            assert main(["approve", "td-gone", *ARGS]) == 0
-            assert "nothing to do: all 2 instance(s) of teardown td-gone had already ended" in capsys.readouterr().out
-            assert teardown().output["status"] == "TERMINATED"
