@@ -186,7 +186,9 @@ def answer(
         sfn.send_task_success(taskToken=item["task_token"], output=answer_json(decision, approver, reason))
     except ClientError as error:
         code = error.response.get("Error", {}).get("Code", "") or "an error"
-        return _settle(made, code, code in CLOSED_TOKEN, sfn, table, now, settle_seconds, sleep)
+        # A closed token or a server error may hide an answer that was taken; any other 4xx is a refusal.
+        server_side = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400) >= 500
+        return _settle(made, code, code in CLOSED_TOKEN or server_side, sfn, table, now, settle_seconds, sleep)
     except BotoCoreError as error:  # the reply was lost on the way (timeouts, connection reset)
         return _settle(made, type(error).__name__, True, sfn, table, now, settle_seconds, sleep)
     return made
@@ -205,6 +207,10 @@ def _settle(
         try:
             status, history, output = _read(sfn, item["execution_arn"])
         except (ClientError, BotoCoreError) as failure:
+            if not maybe_taken:  # refused outright: nothing was taken, whatever the history would say
+                approvals.release(made.execution_name, at=now, table=table)
+                raise NotDelivered(f"Step Functions refused the answer to {made.approval_id} ({error}); nothing "
+                                   f"changed: answer again (its execution could not be read either: {failure})") from None
             raise AnswerUnknown(
                 f"the reply to the answer of {made.approval_id} was lost ({error}) and its execution could not be read "
                 f"({failure}): the answer may have arrived. Check with `gpufill watch {made.execution_name}` before "

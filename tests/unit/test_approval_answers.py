@@ -198,6 +198,14 @@ def test_a_refused_answer_that_did_not_arrive_gives_the_claim_back(table):  # no
     assert "answered_at" not in table_item(table, approval_key("td-1"))  # answerable again
 
 
+def test_a_refusal_with_the_execution_unreadable_still_gives_the_claim_back(table):  # noqa: F811
+    table.put_item(Item=pending("td-1"))
+    with pytest.raises(approve.NotDelivered, match="refused the answer to teardown:td-1 .AccessDeniedException."):
+        approve.answer("td-1", "approved", approver="ana", reason=None, sfn=Sfn(refused("AccessDeniedException")),
+                       table=table, now=NOW, sleep=lambda s: None)
+    assert "answered_at" not in table_item(table, approval_key("td-1"))
+
+
 def test_a_lost_reply_with_the_execution_unreadable_keeps_the_claim_and_says_to_check(table):  # noqa: F811
     table.put_item(Item=pending("td-1"))
     sfn = Sfn(ReadTimeoutError(endpoint_url="https://states"), history=None)
