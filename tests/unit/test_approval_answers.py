@@ -242,5 +242,5 @@ def test_a_wait_on_a_purchase_approval_prints_who_until_when_and_the_commands():
     assert f"asked: the subscribers of gpufill-approvals-dev (ana@example.com); until {LATER}" in text
     assert text.count("approve: gpufill approve purchase:run-1 --region us-east-1") == 2
     assert "reject:  gpufill reject purchase:run-1" in text
-    assert "still waiting for an answer to the purchase approval since 12:00:00" in text
+    assert "still waiting for an answer to the purchase approval (gpufill approve|reject), since 12:00:00" in text
     assert "still waiting for AwaitPurchaseApproval" not in text

@@ -132,7 +132,8 @@ class Progress:
     def waiting(self, state: str | None, since: datetime) -> None:
         """A long wait: what is being waited for, and since when; for an approval, who answers and how."""
         if state in APPROVAL_STATES:
-            self._line(f"    still waiting for an answer to the {APPROVAL_STATES[state]} approval since {since:%H:%M:%S %Z}")
+            self._line(f"    still waiting for an answer to the {APPROVAL_STATES[state]} approval (gpufill approve|reject), "
+                       f"since {since:%H:%M:%S %Z}")
             self._ask(state)
             return
         what = {
