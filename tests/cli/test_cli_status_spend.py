@@ -37,6 +37,11 @@ def test_status_prints_one_line_per_request_with_its_rate_and_spend(deployment, 
     provision(deployment, "sp-four", 4, capsys)
     provision(deployment, "sp-two", 2, capsys)
     teardown = ask_teardown(deployment, "sp-four", capsys)
+    # Asking again about the same instances is refused, naming the pending teardown (status lists one).
+    assert main(["teardown", "sp-four", "--requested-by", "bob", *deployment]) == 1
+    out = capsys.readouterr().out
+    assert "NOTHING_TO_TERMINATE: refused, 4 instance(s) already wait in another teardown's approval" in out
+    assert f"gpufill approve teardown:{teardown}" in out
 
     assert main(["status", *deployment]) == 0
     out = capsys.readouterr().out
