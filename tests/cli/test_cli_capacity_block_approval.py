@@ -29,11 +29,17 @@ def test_a_pending_purchase_is_shown_with_its_commands_and_approve_buys_it(deplo
     assert main(["status", *deployment]) == 0
     out = capsys.readouterr().out.split("Pending Capacity Block purchases: 1")[1]
     assert "asks to buy 2 x p5.48xlarge in us-east-2b" in out and "upfront $1,390.00" in out
-    assert f"gpufill approve {pending['execution']} --env local" in out and f"gpufill reject {pending['execution']}" in out
+    assert f"gpufill approve purchase:{pending['execution']} --env local" in out
+    assert f"gpufill reject purchase:{pending['execution']}" in out
 
     assert main(["approve", pending["execution"], *deployment]) == 0
     assert "approved the Capacity Block purchase of cb-cli" in capsys.readouterr().out
-    assert main(["watch", pending["execution"], "--json", *deployment]) == 0
+    # Following the run shows the wait on a person: who is asked, until when, the exact commands.
+    assert main(["watch", pending["execution"], *deployment]) == 0
+    out = capsys.readouterr().out
+    assert f"asked: the subscribers of gpufill-approvals-local; until {pending['deadline']}" in out
+    assert f"approve: gpufill approve purchase:{pending['execution']} --env local --region us-east-1" in out
+    assert main(["watch", pending["execution"], "--json", *deployment]) == 0  # the same run, as one document
     output = json.loads(capsys.readouterr().out)["execution"]["output"]
     assert output["status"] == "FULFILLED"
     assert output["launched"] == 2 and all(i["capacity_reservation_id"].startswith("cr-") for i in output["instances"])

@@ -37,19 +37,24 @@ def test_status_prints_one_line_per_request_with_its_rate_and_spend(deployment, 
     provision(deployment, "sp-four", 4, capsys)
     provision(deployment, "sp-two", 2, capsys)
     teardown = ask_teardown(deployment, "sp-four", capsys)
+    # Asking again about the same instances is refused, naming the pending teardown (status lists one).
+    assert main(["teardown", "sp-four", "--requested-by", "bob", *deployment]) == 1
+    out = capsys.readouterr().out
+    assert "NOTHING_TO_TERMINATE: refused, 4 instance(s) already wait in another teardown's approval" in out
+    assert f"gpufill approve teardown:{teardown}" in out
 
     assert main(["status", *deployment]) == 0
     out = capsys.readouterr().out
     # The first AZ of us-west-2 is sold out: sp-four fills us-west-2b at 0.45, sp-two us-west-2c at 0.438.
     four, two = request_line(out, "sp-four"), request_line(out, "sp-two")
     assert re.search(r"4 running +1\.8000 +\d+\.\d{4}  20\d\d-", four)
-    assert f"teardown waiting for an answer: {teardown}" in four
+    assert f"teardown waiting for an answer: teardown:{teardown}" in four
     assert re.search(r"2 running +0\.8760 ", two) and "teardown waiting" not in two
     assert "i-" not in out.split("Pending teardowns")[0]  # no per-instance rows unless --instances
     assert "Paying now: 6 running instance(s), $2.6760/h; spent so far by the requests shown: $" in out
     pending = out.split("Pending teardowns: 1, waiting for an answer")[1]
-    assert f"gpufill approve {teardown} --env local --region us-east-1 --endpoint-url http://127.0.0.1:" in pending
-    assert f"gpufill reject {teardown} --env local" in pending
+    assert f"gpufill approve teardown:{teardown} --env local --region us-east-1 --endpoint-url http://127.0.0.1:" in pending
+    assert f"gpufill reject teardown:{teardown} --env local" in pending
 
     assert main(["status", "--instances", *deployment]) == 0
     out = capsys.readouterr().out
@@ -62,7 +67,7 @@ def test_status_json_carries_the_same_lines(deployment, capsys):
     lines = {r["request_id"]: r for r in document["requests"]}
     assert lines["sp-two"]["counts"] == {"running": 2} and lines["sp-two"]["hourly_cost"] == 0.876
     assert lines["sp-two"]["spent"] > 0 and lines["sp-two"]["ended"] is False
-    assert lines["sp-four"]["teardown_waiting"] == document["pending_teardowns"][0]["execution"]
+    assert lines["sp-four"]["teardown_waiting"] == document["pending_teardowns"][0]["approval_id"]
     assert document["ended_hidden"] == 0 and document["running"] == 6
 
 
@@ -70,7 +75,6 @@ def test_approve_takes_the_request_id_and_ended_requests_are_hidden_then(deploym
     teardown = next(p["execution"] for p in pending(deployment, capsys) if p["target"].get("request_id") == "sp-four")
     assert main(["approve", "sp-four", "--reason", "done", "with", "it", *deployment]) == 0
     out = capsys.readouterr().out
-    assert f"request sp-four: its pending teardown is {teardown}" in out
     assert f"approved teardown {teardown} as " in out and "its 4 instance(s) will now be terminated" in out
     assert main(["watch", teardown, "--json", *deployment]) == 0
     assert json.loads(capsys.readouterr().out)["execution"]["output"]["status"] == "TERMINATED"
@@ -95,7 +99,7 @@ def test_reject_by_request_id_and_a_second_answer_is_refused(deployment, capsys)
     answer = json.loads(capsys.readouterr().out)
     assert answer["execution"] == teardown and answer["decision"] == "rejected"
     assert main(["approve", "sp-two", *deployment]) == 1
-    assert f"execution {teardown!r} was already" in capsys.readouterr().err
+    assert f"teardown:{teardown} was already rejected by " in capsys.readouterr().err
 
 
 def test_a_teardown_of_everything_marks_every_live_request_and_is_answered_by_its_name_only(deployment, capsys):
@@ -103,20 +107,36 @@ def test_a_teardown_of_everything_marks_every_live_request_and_is_answered_by_it
     everything = json.loads(capsys.readouterr().out)["execution"]["name"]
     assert main(["status", "--json", *deployment]) == 0
     lines = {r["request_id"]: r for r in json.loads(capsys.readouterr().out)["requests"]}
-    assert list(lines) == ["sp-two"] and lines["sp-two"]["teardown_waiting"] == everything
+    assert list(lines) == ["sp-two"] and lines["sp-two"]["teardown_waiting"] == f"teardown:{everything}"
     assert main(["approve", "sp-two", *deployment]) == 1
-    assert (f"request 'sp-two' has no teardown of its own waiting; {everything} (every instance of the deployment) "
-            "waits for an answer: answer it by its name") in capsys.readouterr().err
+    assert (f"request 'sp-two' has no approval of its own waiting; teardown:{everything} (every instance of the "
+            "deployment) waits for an answer: answer it by its id") in capsys.readouterr().err
     assert main(["reject", everything, *deployment]) == 0
     capsys.readouterr()
+
+
+def test_a_teardown_whose_instances_ended_elsewhere_leaves_status_and_is_answered_nothing_to_do(deployment, capsys):
+    import boto3
+
+    provision(deployment, "sp-gone", 1, capsys)
+    teardown = ask_teardown(deployment, "sp-gone", capsys)
+    assert main(["status", "sp-gone", "--json", *deployment]) == 0
+    [instance] = json.loads(capsys.readouterr().out)["instances"]
+    url = deployment[deployment.index("--endpoint-url") + 1]
+    boto3.client("ec2", region_name=instance["region"], endpoint_url=url).terminate_instances(
+        InstanceIds=[instance["instance_id"]])  # ended by hand, outside gpufill
+    assert main(["status", "--all", *deployment]) == 0  # this status run sees it ended
+    assert f"teardown:{teardown}" not in capsys.readouterr().out
+    assert main(["approve", "sp-gone", *deployment]) == 0
+    assert f"nothing to do: all 1 instance(s) of teardown {teardown} had already ended" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("verb", ["approve", "reject"])
 def test_an_unknown_id_exits_1_and_says_so(deployment, capsys, verb):
     assert main([verb, "no-such-run", "--json", *deployment]) == 1
     error = json.loads(capsys.readouterr().out)["error"]
-    assert error["message"].startswith("no teardown approval is on record for 'no-such-run', neither as a teardown's "
-                                       "execution name nor as the request a teardown is about")
+    assert error["message"].startswith("no approval is on record for 'no-such-run', neither as an approval id, a "
+                                       "teardown's or a run's execution name, nor as the request")
     assert error["exit_code"] == 1
 
 

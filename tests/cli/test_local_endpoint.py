@@ -41,9 +41,10 @@ def test_up_status_teardown_approve_against_the_endpoint(deployment, capsys):
     assert main(["teardown", "ep-run", "--requested-by", "ana", *deployment]) == 0
     out = capsys.readouterr().out
     assert "asks to terminate 4 instance(s)" in out
-    teardown = next(line.split()[2] for line in out.splitlines() if line.strip().startswith("gpufill approve"))
+    approval = next(line.split()[2] for line in out.splitlines() if line.strip().startswith("gpufill approve"))
+    teardown = approval.removeprefix("teardown:")
 
-    assert main(["approve", teardown, "--reason", "done", *deployment]) == 0
+    assert main(["approve", approval, "--reason", "done", *deployment]) == 0
     assert f"approved teardown {teardown}" in capsys.readouterr().out
     assert main(["watch", teardown, "--json", *deployment]) == 0
     result = json.loads(capsys.readouterr().out)["execution"]["output"]
@@ -232,9 +233,9 @@ def test_status_lists_a_pending_teardown_with_who_answers_and_how(deployment, ca
     out = capsys.readouterr().out
     # (A teardown --all an earlier test left waiting concerns this request too, and is listed.)
     assert "waiting for an answer (nothing is terminated until one is approved)" in out
-    assert f"  {teardown}: 4 instance(s), of request ep-pending, asked by ana at " in out
+    assert f"  teardown:{teardown}: 4 instance(s), of request ep-pending, asked by ana at " in out
     assert "who answers: the subscribers of gpufill-approvals-local" in out
-    assert f"gpufill approve {teardown} --env local --region us-east-1 --endpoint-url http://127.0.0.1:" in out
+    assert f"gpufill approve teardown:{teardown} --env local --region us-east-1 --endpoint-url http://127.0.0.1:" in out
     assert main(["status", "--json", *deployment]) == 0
     pending = {p["execution"]: p for p in json.loads(capsys.readouterr().out)["pending_teardowns"]}
     assert pending[teardown]["target"] == {"request_id": "ep-pending"} and pending[teardown]["instance_count"] == 4
@@ -268,7 +269,7 @@ def test_teardown_wait_shows_how_to_answer_then_follows_to_the_end(deployment, c
         waiting.join(timeout=60)
     assert codes == [0]
     out = capsys.readouterr().out
-    asked = out.index(f"gpufill approve {pending[0]['execution']} --env local --region us-east-1 --endpoint-url")
+    asked = out.index(f"gpufill approve {pending[0]['approval_id']} --env local --region us-east-1 --endpoint-url")
     assert "Following it until it is answered or expires" in out
     assert out.index("TERMINATED: 4 instance(s) terminated") > asked
 

@@ -279,7 +279,7 @@ def test_a_second_answer_is_refused_clearly_and_changes_nothing(engine):
 
 
 def test_answering_a_teardown_that_asked_nothing_is_refused(engine):
-    with pytest.raises(NoPendingApproval, match="no teardown approval is on record"):
+    with pytest.raises(NoPendingApproval, match="no approval is on record"):
         engine.answer_approval("no-such-teardown", "approved")
 
 

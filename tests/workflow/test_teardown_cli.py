@@ -73,4 +73,4 @@ def test_gpufill_approve_and_reject_answer_once_and_refuse_twice(capsys):
             assert finished().output["status"] == "REJECTED"
         assert states(engine, WEST, kept) == {kept[0]: "running"}
         assert main(["approve", "no-such-teardown", *args]) == 1
-        assert "no teardown approval is on record" in capsys.readouterr().err
+        assert "no approval is on record for 'no-such-teardown'" in capsys.readouterr().err

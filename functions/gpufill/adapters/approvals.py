@@ -166,3 +166,41 @@ def release(execution_name: str, *, at: datetime, table=None) -> None:
     except ClientError as error:
         if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
             raise
+
+
+def all_items(table=None, *, pending_only: bool = False) -> list[dict]:
+    """Every approval item of the deployment's table (only those still marked PENDING when asked)."""
+    from gpufill.constants import APPROVAL_KEY_PREFIX
+
+    condition = "begins_with(instance_id, :approval)"
+    values: dict = {":approval": APPROVAL_KEY_PREFIX}
+    kwargs: dict = {}
+    if pending_only:
+        condition += " AND #status = :pending"
+        values[":pending"] = "PENDING"
+        kwargs["ExpressionAttributeNames"] = {"#status": "status"}
+    items: list[dict] = []
+    while True:
+        page = _table(table).scan(FilterExpression=condition, ExpressionAttributeValues=values, ConsistentRead=True, **kwargs)
+        items.extend(plain(i) for i in page.get("Items", []))
+        if "LastEvaluatedKey" not in page:
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+BATCH_GET_KEYS = 100  # DynamoDB's BatchGetItem limit
+
+
+def records(instance_ids: list[str], table=None) -> dict[str, dict]:
+    """The instance records of these ids (those that exist), read consistently."""
+    found: dict[str, dict] = {}
+    table = _table(table)
+    ids = sorted(set(instance_ids))
+    for start in range(0, len(ids), BATCH_GET_KEYS):
+        asked: dict = {table.name: {"Keys": [{"instance_id": i} for i in ids[start : start + BATCH_GET_KEYS]], "ConsistentRead": True}}
+        while asked:
+            reply = table.meta.client.batch_get_item(RequestItems=asked)
+            for item in reply.get("Responses", {}).get(table.name, []):
+                found[item["instance_id"]] = plain(item)
+            asked = reply.get("UnprocessedKeys") or {}
+    return found

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
@@ -86,6 +87,18 @@ QUIET_STATES |= {"WhatAfterTheBlockChoice", "IsPurchaseApproved", "IsBlockPaid",
 REPORTED_ON_EXIT |= {"RecordPurchaseDecision", "RecordPurchaseExpiry"}
 
 
+# The states that wait on a person, and what each approval is about.
+APPROVAL_STATES = {"AwaitTeardownApproval": "teardown", "AwaitPurchaseApproval": "purchase"}
+
+
+def _json_or_empty(text: str | None) -> dict:
+    try:
+        value = json.loads(text or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _details(event: dict, kind: str) -> dict:
     return event.get(kind) or {}
 
@@ -109,14 +122,23 @@ class Progress:
         self.plan: dict = {}
         self.entered: str | None = None  # the last state entered: a Map's start event does not name its state
         self.serving_seen = ""  # the last startup steps CheckServing reported, so a round that changed nothing is quiet
+        # A wait on a person names who is asked and the commands that answer: `asking(approval_id)`
+        # gives {"who", "approve", "reject"} for the execution being followed (`execution`).
+        self.asking: Callable[[str], dict] | None = None
+        self.execution: str | None = None
+        self.deadline: str | None = None  # of the approval waited on now
 
     def header(self, text: str) -> None:
         self._line(text)
 
     def waiting(self, state: str | None, since: datetime) -> None:
-        """A long wait: what is being waited for, and since when."""
+        """A long wait: what is being waited for, and since when; for an approval, who answers and how."""
+        if state in APPROVAL_STATES:
+            self._line(f"    still waiting for an answer to the {APPROVAL_STATES[state]} approval (gpufill approve|reject), "
+                       f"since {since:%H:%M:%S %Z}")
+            self._ask(state)
+            return
         what = {
-            "AwaitTeardownApproval": "an answer to the teardown approval (gpufill approve|reject)",
             "PauseForCapacity": "the next try for capacity (wait_for_capacity)",
             "PauseForServing": "the model servers to answer (ready_timeout; checked once a minute)",
         }.get(state or "", f"{state or 'the next step'} to finish")
@@ -146,10 +168,14 @@ class Progress:
                 self._line(f"    asking {length} region(s) for Capacity Block offerings in parallel")
             else:
                 self._line(f"    scoring {length} region(s) in parallel")
-        elif kind == "TaskSubmitted" and self.entered == "AwaitTeardownApproval":
-            self._line("    approval requested on the approval topic; waiting for an answer")
-        elif kind == "TaskSubmitted" and self.entered == "AwaitPurchaseApproval":
-            self._line("    purchase approval requested on the approval topic; nothing is bought until it is approved")
+        elif kind == "TaskSubmitted" and self.entered in APPROVAL_STATES:
+            payload = (_json_or_empty(_details(event, "taskSubmittedEventDetails").get("output")).get("Payload") or {})
+            self.deadline = payload.get("deadline") if isinstance(payload, dict) else None
+            if self.entered == "AwaitTeardownApproval":
+                self._line("    approval requested on the approval topic; waiting for an answer")
+            else:
+                self._line("    purchase approval requested on the approval topic; nothing is bought until it is approved")
+            self._ask(self.entered)
         elif kind.endswith("StateExited"):
             name = _details(event, "stateExitedEventDetails").get("name")
             if name in REPORTED_ON_EXIT:
@@ -158,6 +184,17 @@ class Progress:
                 self._wait_exited(name, _state_output(event))
             else:
                 self._exited(name, _state_output(event))
+
+    def _ask(self, state: str) -> None:
+        """Who is asked, until when, and the exact commands that answer (when the deployment is known)."""
+        if self.asking is None or self.execution is None:
+            return
+        kind = APPROVAL_STATES[state]
+        found = self.asking(f"{kind}:{self.execution}")
+        self._line(f"    asked: {found['who']}; until {self.deadline or 'its deadline'} (then it expires: "
+                   + ("nothing is bought)" if kind == "purchase" else "nothing is terminated)"))
+        self._line(f"    approve: {found['approve']}")
+        self._line(f"    reject:  {found['reject']}")
 
     def _teardown_exited(self, name: str, state: dict) -> None:
         if name == "FindTeardownInstances":
@@ -469,6 +506,12 @@ def render_teardown(result: dict, notifications: list[dict]) -> list[str]:
         lines += [f"    skipped {r['instance_id']}: {r['reason']}: {r['detail']}" for r in region.get("skipped", [])]
     count = sum(r.get("terminated_count", 0) for r in result.get("terminated", []))
     lines.append("")
+    waiting = [r for r in result.get("refused") or [] if r.get("reason") == "awaiting-approval"]
+    if result["status"] == "NOTHING_TO_TERMINATE" and waiting:
+        lines.append(f"NOTHING_TO_TERMINATE: refused, {len(waiting)} instance(s) already wait in another teardown's "
+                     "approval (one question per instance); answer that one:")
+        lines += [f"  {detail}" for detail in dict.fromkeys(r["detail"] for r in waiting)]  # one line per teardown
+        return lines
     lines.append(
         {
             "TERMINATED": f"TERMINATED: {count} instance(s) terminated, ${result.get('hourly_cost', 0):.4f}/h no longer spent",

@@ -157,8 +157,11 @@ def follow(deployment: aws.Deployment, arn: str, *, header: str, quiet: bool) ->
     progress = None if quiet else Progress(sys.stdout)
     if progress:
         progress.header(header)
+        progress.asking = asker(deployment)
     try:
         while True:
+            if progress:
+                progress.execution = arn.rsplit(":", 1)[-1]
             described, history = aws.wait_for_end(
                 sfn,
                 arn,
@@ -208,3 +211,43 @@ def deployment_flags(deployment: aws.Deployment) -> str:
     if deployment.endpoint_url:
         flags += ["--endpoint-url", deployment.endpoint_url]
     return " " + shlex.join(flags)
+
+
+def answer_commands(approval_id: str, deployment: aws.Deployment) -> dict[str, str]:
+    """The commands that answer approval `approval_id` (KIND:EXECUTION), as they can be pasted in this shell."""
+    flags = deployment_flags(deployment)
+    return {
+        "approve": f"{program()} approve {approval_id}{flags} --reason '...'",
+        "reject": f"{program()} reject {approval_id}{flags} --reason '...'",
+    }
+
+
+def asker(deployment: aws.Deployment):
+    """For a follow that may wait on a person: approval id -> who is asked and the commands that
+    answer it (the topic's subscribers are listed once)."""
+    who: list[str] = []
+
+    def asking(approval_id: str) -> dict:
+        if not who:
+            who.append(who_answers(deployment))
+        return {"who": who[0], **answer_commands(approval_id, deployment)}
+
+    return asking
+
+
+def who_answers(deployment: aws.Deployment) -> str:
+    """Whom the approval request reached: the approval topic's subscribers, when they can be listed."""
+    from gpufill import constants
+
+    topic = deployment.outputs.get(constants.OUTPUT_APPROVAL_TOPIC_ARN)
+    if not topic:
+        return "whoever the approval topic notifies"
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        listed = deployment.client("sns").list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
+        endpoints = [s["Endpoint"] for s in listed if s.get("Endpoint")]
+    except (BotoCoreError, ClientError):  # listing needs sns:ListSubscriptionsByTopic, which an operator may lack
+        endpoints = []
+    name = topic.rsplit(":", 1)[-1]
+    return f"the subscribers of {name} ({', '.join(endpoints)})" if endpoints else f"the subscribers of {name}"

@@ -15,12 +15,11 @@ from gpufill.cli.common import (
     check_request,
     fresh_name,
     print_json,
-    program,
     say,
 )
 from gpufill.cli.render import ExecutionView, render_requests, render_status, render_summary
-from gpufill.cli.runs import deployment_flags
-from gpufill.policy import spend
+from gpufill.cli.runs import answer_commands, who_answers
+from gpufill.policy import answers, spend
 
 
 def add_parser(verbs) -> None:
@@ -60,9 +59,9 @@ def status_verb(args: argparse.Namespace) -> int:
     purchases = [p for p in pending or [] if p.get("purchase")]
     pending = None if pending is None else [p for p in pending if not p.get("purchase")]
     every = spend.requests(view.output)
-    waiting = {p["target"]["request_id"]: p["execution"] for p in pending or [] if p["target"].get("request_id")}
+    waiting = {p["target"]["request_id"]: p["approval_id"] for p in pending or [] if p["target"].get("request_id")}
     # A teardown of the whole deployment waits for every request's instances.
-    everything = next((p["execution"] for p in pending or [] if p["target"].get("all")), None)
+    everything = next((p["approval_id"] for p in pending or [] if p["target"].get("all")), None)
     for entry in every:
         entry["teardown_waiting"] = waiting.get(entry["request_id"], everything if not entry["ended"] else None)
     if args.request_id and not every and not pending and not purchases:
@@ -99,27 +98,33 @@ def _known_or_fail(deployment: aws.Deployment, request_id: str) -> None:
 
 
 def pending_teardowns(deployment: aws.Deployment, request_id: str | None = None) -> list[dict] | None:
-    """The teardowns waiting for a person's answer (their approval items), only the request's when
-    given one; None when the table cannot be read (the status itself still stands)."""
+    """The approvals waiting for a person's answer (teardowns and purchases), only the request's when
+    given one; None when the table cannot be read (the status itself still stands). A teardown whose
+    instances have all ended asks nothing any more: it is left out (answering it says "nothing to do")."""
     from botocore.exceptions import BotoCoreError, ClientError
 
+    from gpufill.adapters import approvals
 
     try:
-        items = approval_items(deployment.table())
+        table = deployment.table()
+        items = [i for i in approvals.all_items(table, pending_only=True) if is_pending(i)]
+        teardowns = [i for i in items if answers.kind_of(i) == answers.TEARDOWN]
+        records = approvals.records([x for i in teardowns for x in i.get("instance_ids") or []], table)
     except (BotoCoreError, ClientError) as error:
-        say(f"pending teardowns unknown: could not read {deployment.table_name} ({aws.readable(str(error))})")
+        say(f"pending approvals unknown: could not read {deployment.table_name} ({aws.readable(str(error))})")
         return None
     pending = []
     who: str | None = None
     for item in items:
-        if not is_pending(item):
-            continue
         target = target_of(item)
         if request_id is not None and target.get("request_id") != request_id and not target.get("all"):
             continue
+        if answers.kind_of(item) == answers.TEARDOWN and answers.all_gone(item.get("instance_ids") or [], records):
+            continue
         name = item["execution_name"]
-        who = who or _who_answers(deployment)
+        who = who or who_answers(deployment)
         pending.append({
+            "approval_id": answers.approval_id(item),
             "execution": name,
             "target": target,
             "instance_count": len(item.get("instance_ids") or []),
@@ -127,73 +132,20 @@ def pending_teardowns(deployment: aws.Deployment, request_id: str | None = None)
             "requested_at": item.get("requested_at"),
             "deadline": item.get("deadline"),
             "who_answers": who,
-            **answer_commands(name, deployment),
+            **answer_commands(answers.approval_id(item), deployment),
             # A Capacity Block purchase waiting for its approval (docs/capacity-blocks.md), not a teardown.
-            **({"purchase": _purchase_of(item)} if item.get("approval_for") == "capacity-block-purchase" else {}),
+            **({"purchase": _purchase_of(item)} if answers.kind_of(item) == answers.PURCHASE else {}),
         })
     return sorted(pending, key=lambda p: p["requested_at"] or "")
 
 
-def answer_commands(name: str, deployment: aws.Deployment) -> dict[str, str]:
-    """The commands that answer teardown `name`, as they can be pasted in this shell."""
-    flags = deployment_flags(deployment)
-    return {
-        "approve": f"{program()} approve {name}{flags} --reason '...'",
-        "reject": f"{program()} reject {name}{flags} --reason '...'",
-    }
-
-
 def is_pending(item: dict) -> bool:
     """Answered but not yet recorded by the workflow counts as answered; past its deadline, it has expired."""
-    now = datetime.now(UTC).isoformat(timespec="seconds")
-    return not (item.get("answered_at") or item.get("decided_at") or str(item.get("deadline", "")) <= now)
-
-
-def approval_items(table, *, pending_only: bool = True) -> list[dict]:
-    """The teardown approval items of the deployment's table (those still marked PENDING unless asked for all)."""
-    from gpufill.constants import APPROVAL_KEY_PREFIX
-
-    items: list[dict] = []
-    kwargs: dict = {}
-    condition = "begins_with(instance_id, :approval)"
-    values = {":approval": APPROVAL_KEY_PREFIX}
-    if pending_only:
-        condition += " AND #status = :pending"
-        values[":pending"] = "PENDING"
-        kwargs["ExpressionAttributeNames"] = {"#status": "status"}
-    while True:
-        page = table.scan(FilterExpression=condition, ExpressionAttributeValues=values, **kwargs)
-        items.extend(page.get("Items", []))
-        if "LastEvaluatedKey" not in page:
-            return items
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return answers.is_pending(item, datetime.now(UTC))
 
 
 def target_of(item: dict) -> dict:
-    try:
-        target = json.loads(item.get("target") or "{}")
-    except ValueError:
-        return {}
-    # Only what the teardown named: {"request_id": ...}, {"instance_ids": [...]} or {"all": true}.
-    return {k: v for k, v in target.items() if v} if isinstance(target, dict) else {}
-
-
-def _who_answers(deployment: aws.Deployment) -> str:
-    """Whom the approval request reached: the approval topic's subscribers, when they can be listed."""
-    from gpufill import constants
-
-    topic = deployment.outputs.get(constants.OUTPUT_APPROVAL_TOPIC_ARN)
-    if not topic:
-        return "whoever the approval topic notifies"
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    try:
-        listed = deployment.client("sns").list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
-        endpoints = [s["Endpoint"] for s in listed if s.get("Endpoint")]
-    except (BotoCoreError, ClientError):  # listing needs sns:ListSubscriptionsByTopic, which an operator may lack
-        endpoints = []
-    name = topic.rsplit(":", 1)[-1]
-    return f"the subscribers of {name} ({', '.join(endpoints)})" if endpoints else f"the subscribers of {name}"
+    return answers.target_of(item)
 
 
 def _purchase_of(item: dict) -> dict:
@@ -211,7 +163,7 @@ def render_purchases(purchases: list[dict]) -> list[str]:
     for p in purchases:
         block = p["purchase"]
         lines += [
-            f"  {p['execution']}: request {p['target'].get('request_id', '?')} asks to buy {block.get('instance_count')} x "
+            f"  {p['approval_id']}: request {p['target'].get('request_id', '?')} asks to buy {block.get('instance_count')} x "
             f"{block.get('instance_type')} in {block.get('availability_zone')} from {block.get('start')} to {block.get('end')}, "
             f"upfront ${float(block.get('upfront_fee', 0)):,.2f}; expires {p['deadline']}",
             f"    who answers: {p['who_answers']}",
@@ -233,7 +185,7 @@ def render_pending(pending: list[dict] | None) -> list[str]:
             else "given by id"
         )
         lines += [
-            f"  {p['execution']}: {p['instance_count']} instance(s), {what}, asked by {p['requested_by']} "
+            f"  {p['approval_id']}: {p['instance_count']} instance(s), {what}, asked by {p['requested_by']} "
             f"at {p['requested_at']}; expires {p['deadline']}",
             f"    who answers: {p['who_answers']}",
             f"    {p['approve']}",

@@ -10,6 +10,7 @@ import sys
 
 from gpufill.cli import aws
 from gpufill.cli.common import (
+    EXIT_FAILED,
     EXIT_OK,
     Failed,
     UsageError,
@@ -20,8 +21,7 @@ from gpufill.cli.common import (
     program,
 )
 from gpufill.cli.render import ExecutionView, Progress
-from gpufill.cli.runs import deployment_flags, report
-from gpufill.cli.status import answer_commands, approval_items, is_pending, target_of
+from gpufill.cli.runs import answer_commands, asker, deployment_flags, report
 
 AWAIT_APPROVAL = "AwaitTeardownApproval"
 
@@ -47,16 +47,18 @@ def add_parsers(verbs) -> None:
     for verb, decision in (("approve", "approved"), ("reject", "rejected")):
         answer = verbs.add_parser(
             verb,
-            help=f"{verb} the pending teardown EXECUTION (or the pending teardown of a request id)",
+            help=f"{verb} a pending approval (a teardown, or a Capacity Block purchase)",
             description=(
-                f"Sends {{\"decision\": \"{decision}\"}} with the task token of EXECUTION's pending approval "
-                "(SendTaskSuccess). Refused, changing nothing, when it was already answered or has expired."
+                f"Sends {{\"decision\": \"{decision}\"}} with the task token of the pending approval "
+                "(SendTaskSuccess), then says what it did; a lost reply is settled from the execution's history. "
+                "Refused, changing nothing, when it was already answered or has expired, or when a request id "
+                "matches more than one pending approval (they are listed, exit 2)."
             ),
         )
         answer.add_argument(
             "execution",
-            help="the teardown's execution name or ARN (the ARN also gives region and env), or the request id "
-            "whose teardown waits for an answer",
+            help="the approval id (purchase:NAME or teardown:NAME, as status prints it), the teardown's or run's "
+            "execution name or ARN (the ARN also gives region and env), or a request id",
         )
         # nargs: `--reason done with it` reads as a person types it; quoting works too.
         answer.add_argument("--reason", nargs="+", default=None, metavar="WORDS", help="why; recorded with the decision")
@@ -87,19 +89,23 @@ def teardown_verb(args: argparse.Namespace) -> int:
     described, history = _follow(deployment, arn, progress, until_asked=True)
     view = ExecutionView.from_aws(described, history)
     if view.status != "RUNNING":
-        return report(view, args.json)
+        code = report(view, args.json)
+        # Refused: every instance already waits in another teardown's approval (render says which).
+        held = [r for r in (view.output or {}).get("refused") or [] if r.get("reason") == "awaiting-approval"]
+        return EXIT_FAILED if code == EXIT_OK and held and not (view.output or {}).get("instances") else code
     asked = _asked(history)
     if args.json and not args.wait:
         print_json({"execution": {"name": name, "arn": arn, "status": "RUNNING"}, "asks": asked,
-                    "answer_with": answer_commands(name, deployment)})
+                    "answer_with": answer_commands(f"teardown:{name}", deployment)})
         return EXIT_OK
     if progress:
         print()
         print(f"Teardown {name} asks to terminate {len(asked)} instance(s):")
         for instance in asked:
             print(f"  {instance.get('instance_id')}  {instance.get('region', '-'):<15} {instance.get('instance_type') or '-'}")
-        print("It waits for an answer (the approval topic's subscribers were told). Answer with:")
-        commands = answer_commands(name, deployment)
+        commands = asker(deployment)(f"teardown:{name}")
+        print(f"It waits for an answer from {commands['who']} until {_deadline(history) or 'its deadline'} "
+              "(then it expires and nothing is terminated). Answer with:")
         print(f"  {commands['approve']}")
         print(f"  {commands['reject']}")
         if not args.wait:
@@ -141,6 +147,8 @@ def check_known_request(deployment: aws.Deployment, request_id: str) -> None:
 
 @aws.aws_errors("follow the teardown")
 def _follow(deployment: aws.Deployment, arn: str, progress: Progress | None, *, until_asked: bool, after: list | None = None):
+    if progress and not until_asked:  # the first wait ends as the approval is asked: printed once, below
+        progress.asking, progress.execution = asker(deployment), arn.rsplit(":", 1)[-1]
     return aws.wait_for_end(
         deployment.client("stepfunctions"),
         arn,
@@ -167,6 +175,20 @@ def _waiting_for_approval(history: list[dict]) -> bool:
     return False
 
 
+def _deadline(history: list[dict]) -> str | None:
+    """The approval's deadline, as AwaitTeardownApproval returned it when it asked."""
+    import json
+
+    for event in reversed(history):
+        if event["type"] == "TaskSubmitted":
+            try:
+                payload = json.loads((event.get("taskSubmittedEventDetails") or {}).get("output") or "{}").get("Payload")
+            except (json.JSONDecodeError, AttributeError):
+                return None
+            return payload.get("deadline") if isinstance(payload, dict) else None
+    return None
+
+
 def _asked(history: list[dict]) -> list[dict]:
     import json
 
@@ -188,7 +210,7 @@ def _login() -> str:
 
 
 def answer_verb(args: argparse.Namespace) -> int:
-    """gpufill approve|reject EXECUTION: claim the pending approval, then SendTaskSuccess with the decision."""
+    """gpufill approve|reject REF: find the one approval REF names, answer it, say what the answer did."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     from gpufill import approve
@@ -200,82 +222,85 @@ def answer_verb(args: argparse.Namespace) -> int:
     env = args.env or ref.env or aws.env_of(args)
     session = aws.session_for(args.region or ref.region, args.endpoint_url)
     reason = " ".join(args.reason) if args.reason else None
+    flags = ([] if env == aws.DEFAULT_ENV else ["--env", env]) + ["--region", session.region_name]
+    flags += ["--endpoint-url", args.endpoint_url] if args.endpoint_url else []
     try:
         table = session.resource("dynamodb", endpoint_url=args.endpoint_url).Table(approve.table_name(env))
-        execution = args.execution if ref.region else _teardown_of(ref.name, table)
-        if execution != ref.name:
-            ref = approve.ExecutionRef(name=execution)
-            if not args.json:
-                print(f"request {args.execution}: its pending teardown is {execution}")
         approver = _caller(session, args.endpoint_url)
-        item = approve.answer(
-            execution,
+        done = approve.answer(
+            args.execution,
             args.decision,
             approver=approver,
             reason=reason,
             sfn=session.client("stepfunctions", endpoint_url=args.endpoint_url),
             table=table,
         )
-    except approve.ApprovalError as error:
+    except approve.Ambiguous as error:
+        raise UsageError(_ambiguous(args.execution, error.items, args.decision, flags)) from None
+    except (approve.ApprovalError, approve.AnswerUnknown) as error:
         raise Failed(str(error)) from None
     except (BotoCoreError, ClientError) as error:
         raise Failed(
             f"could not answer {ref.name!r} (env {env}): {aws.readable(str(error))}" + aws.local_hint(env, args.endpoint_url) + aws.local_region_hint(args.endpoint_url)
         ) from None
-    instance_ids = list(item.get("instance_ids") or [])
-    flags = ([] if env == aws.DEFAULT_ENV else ["--env", env]) + ["--region", session.region_name]
-    flags += ["--endpoint-url", args.endpoint_url] if args.endpoint_url else []
-    follow = f"{program()} watch {ref.name} {shlex.join(flags)}"
+    follow = f"{program()} watch {done.execution_name} {shlex.join(flags)}"
     if args.json:
         print_json({
-            "execution": ref.name,
+            "approval_id": done.approval_id,
+            "kind": done.kind,
+            "execution": done.execution_name,
             "decision": args.decision,
             "approver": approver,
             "reason": reason,
-            "instance_ids": instance_ids,
+            "instance_ids": done.instance_ids,
+            "nothing_to_do": done.nothing_to_do,
+            "settled_after": done.settled_after,
+            "effect": done.effect.text if done.effect else None,
+            "bought": done.effect.bought if done.effect else None,
+            "terminated": done.effect.terminated if done.effect else None,
             "follow": follow,
         })
         return EXIT_OK
-    if item.get("approval_for") == "capacity-block-purchase":  # a Capacity Block purchase, not a teardown
-        outcome = "will now be bought" if args.decision == "approved" else "is not bought"
-        print(f"{args.decision} the Capacity Block purchase of {ref.name} as {approver}: the block {outcome}.")
-        print(f"Follow it: {follow}")
-        return EXIT_OK
-    outcome = "will now be terminated" if args.decision == "approved" else "stay as they are"
-    print(f"{args.decision} teardown {ref.name} as {approver}: its {len(instance_ids)} instance(s) {outcome}.")
-    print(f"Follow it: {follow}")
+    for line in answered_lines(done, follow):
+        print(line)
     return EXIT_OK
 
 
-def _teardown_of(answered: str, table) -> str:
-    """`answered` when a teardown approval is on record under it; else the execution of the teardown
-    waiting for an answer about request `answered` (gpufill approve REQUEST_ID)."""
-    from gpufill.adapters import approvals
+def answered_lines(done, follow: str) -> list[str]:
+    """What an answer did, as the person who gave it reads it."""
+    lines = []
+    if done.settled_after:
+        lines.append(f"The reply to this answer was lost ({done.settled_after}); the execution shows Step Functions took it.")
+    if done.effect:  # settled: what happened, not what will
+        what = "the Capacity Block purchase of" if done.kind == "purchase" else "teardown"
+        lines.append(f"{done.decision} {what} {done.execution_name} as {done.approver}.")
+    elif done.kind == "purchase":
+        outcome = "will now be bought" if done.decision == "approved" else "is not bought"
+        lines.append(f"{done.decision} the Capacity Block purchase of {done.execution_name} as {done.approver}: the block {outcome}.")
+    elif done.nothing_to_do:
+        lines.append(f"nothing to do: all {len(done.instance_ids)} instance(s) of teardown {done.execution_name} had already "
+                     f"ended; {done.decision} only closes its approval.")
+    else:
+        outcome = "will now be terminated" if done.decision == "approved" else "stay as they are"
+        lines.append(f"{done.decision} teardown {done.execution_name} as {done.approver}: its "
+                     f"{len(done.instance_ids)} instance(s) {outcome}.")
+    if done.effect:
+        lines.append(("So far: " if not done.effect.done else "What it did: ") + done.effect.text + ".")
+    lines.append(f"Follow it: {follow}")
+    return lines
 
-    if approvals.get(answered, table) is not None:
-        return answered
-    about = [i for i in approval_items(table, pending_only=False) if target_of(i).get("request_id") == answered]
-    waiting = [i for i in about if is_pending(i)]
-    if len(waiting) > 1:
-        listed = ", ".join(sorted(i["execution_name"] for i in waiting))
-        raise Failed(f"request {answered!r} has {len(waiting)} teardowns waiting for an answer ({listed}); "
-                     "answer one by its execution name; nothing changed")
-    if waiting:
-        return waiting[0]["execution_name"]
-    everything = sorted(i["execution_name"] for i in approval_items(table) if is_pending(i) and target_of(i).get("all"))
-    if everything:
-        # It would end every instance of the deployment, not only this request's: never answered by a request id.
-        raise Failed(
-            f"request {answered!r} has no teardown of its own waiting; {everything[0]} (every instance of the deployment) "
-            "waits for an answer: answer it by its name, as it ends more than this request; nothing changed"
-        )
-    if about:  # answered, decided or expired: approve.answer says which, naming the latest
-        return max(about, key=lambda i: str(i.get("requested_at", "")))["execution_name"]
-    raise Failed(
-        f"no teardown approval is on record for {answered!r}, neither as a teardown's execution name nor as the "
-        "request a teardown is about: check the name, the region and --env (each deployment has its own table); "
-        "nothing changed"
-    )
+
+def _ambiguous(given: str, items: list[dict], decision: str, flags: list[str]) -> str:
+    """Several approvals wait under one name: each with the exact command that answers it alone."""
+    from gpufill import approve
+    from gpufill.policy import answers
+
+    verb = "approve" if decision == "approved" else "reject"
+    lines = [f"{given!r} matches {len(items)} pending approvals; nothing changed. Answer one by its approval id:"]
+    for item in items:
+        lines.append(f"  {answers.approval_id(item)}: {approve.describe(item)}; expires {item.get('deadline')}")
+        lines.append(f"    {program()} {verb} {answers.approval_id(item)} {shlex.join(flags)}")
+    return "\n".join(lines)
 
 
 def _caller(session, endpoint_url: str | None) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import clock, instances_table, inventory, managed_instances, run_store
+from gpufill.adapters import approvals, clock, instances_table, inventory, managed_instances, run_store
 from gpufill.constants import LIFETIME_ATTRIBUTE
 from gpufill.handlers.events import RequestEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.teardown import LiveInstance, TeardownTarget
-from gpufill.policy import teardown
+from gpufill.policy import answers, teardown
 
 
 @logger.inject_lambda_context(correlation_id_path="request.request_id")
@@ -41,6 +41,11 @@ def handler(event: dict, context: LambdaContext) -> dict:
             live = _live(records)
         deployment = managed_instances.deployment()
     allowed, refused = teardown.select(target, records, live, deployment)
+    if allowed:
+        # One pending teardown per instance: what another one already asks about is refused, naming it.
+        others = [i for i in approvals.all_items(pending_only=True) if i.get("execution_name") != request.request_id]
+        waiting = answers.covering([i.instance_id for i in allowed], others, clock.now())
+        allowed, refused = teardown.hold_for_pending(allowed, refused, waiting)
     result = teardown.found(
         request_id=request.request_id, target=target, requested_by=request.requested_by, allowed=allowed, refused=refused
     )

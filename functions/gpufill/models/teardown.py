@@ -9,8 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 # Why an instance named by a teardown is left alone. "unknown", "not-managed",
 # "other-deployment" and "other-request" are refusals: gpufill did not launch it for this
 # request in this deployment, so it never terminates it. "gone" and "already-terminated"
-# only say there is nothing left to end.
-RefusalReason = Literal["unknown", "not-managed", "other-deployment", "other-request", "gone", "already-terminated"]
+# only say there is nothing left to end. "awaiting-approval": another teardown already asks to end it
+# and waits for an answer (one pending teardown per instance; its approval id is in the detail).
+RefusalReason = Literal[
+    "unknown", "not-managed", "other-deployment", "other-request", "gone", "already-terminated", "awaiting-approval"
+]
 TeardownStatus = Literal["NOTHING_TO_TERMINATE", "AWAITING_APPROVAL", "TERMINATED", "REJECTED", "EXPIRED"]
 Decision = Literal["approved", "rejected", "expired"]
 # How the status view found an instance: in the table and in EC2 ("recorded"); tagged for this

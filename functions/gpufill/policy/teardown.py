@@ -111,6 +111,29 @@ def select(
     return allowed, refused
 
 
+def hold_for_pending(
+    allowed: list[TeardownInstance], refused: list[Refusal], pending: Mapping[str, dict]
+) -> tuple[list[TeardownInstance], list[Refusal]]:
+    """Instances another pending teardown already asks to end (`pending`: instance id -> its approval
+    item) are refused here, naming that teardown and its approve command: one question per instance,
+    so an answer to one never leaves the same instances waiting in another."""
+    kept: list[TeardownInstance] = []
+    held: list[Refusal] = []
+    for instance in allowed:
+        item = pending.get(instance.instance_id)
+        if item is None:
+            kept.append(instance)
+            continue
+        approval = f"teardown:{item['execution_name']}"
+        held.append(Refusal(
+            instance_id=instance.instance_id,
+            reason="awaiting-approval",
+            detail=f"teardown {item['execution_name']} already asks to end it and waits for an answer until "
+                   f"{item.get('deadline')}: gpufill approve {approval} (or gpufill reject {approval})",
+        ))
+    return kept, [*held, *refused]
+
+
 def _teardown_instance(live: LiveInstance, record: dict | None) -> TeardownInstance:
     record = record or {}
     return TeardownInstance(
