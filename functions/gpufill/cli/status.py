@@ -15,6 +15,7 @@ from gpufill.cli.common import (
     check_request,
     fresh_name,
     print_json,
+    program,
     say,
 )
 from gpufill.cli.render import ExecutionView, render_requests, render_status, render_summary
