@@ -90,3 +90,17 @@ def test_a_lifetime_that_passes_while_a_launch_step_awaits_its_retry_asks_again_
     assert all(run.output["trigger"] == "max_lifetime" for run in asked.values())
     assert sorted(started) == sorted(asked)  # the second deliveries started nothing new
     assert not seen.in_ec2 and not seen.recorded and not seen.untracked_after_status
+
+
+def test_an_approved_teardown_terminates_although_its_schedules_cannot_be_deleted(account):
+    with account() as engine:
+        execution = engine.run(GUARDED, name="guard-stuck")
+        launched = live_instances("guard-stuck")
+        engine.faults.aws("scheduler", "DeleteSchedule", error="InternalServerException", times=None)
+        teardown = engine.run({"action": "teardown", "request_id": "guard-stuck"}, name="end-stuck", decision="approved")
+        engine.faults.clear()
+        seen = audit(engine, execution)
+        assert engine.faults.injected
+    assert (teardown.status, teardown.output["status"]) == ("SUCCEEDED", "TERMINATED"), teardown.cause
+    assert {i["instance_id"] for i in teardown.output["instances"]} == launched
+    assert not seen.in_ec2 and not seen.recorded and not seen.untracked_after_status
