@@ -357,7 +357,7 @@ def stepped(aws, monkeypatch):
     stops: list = []
     monkeypatch.setattr(run_store, "load_plan", lambda key: aws.append(("plan", key)) or Plan(request_id="req-1", market="spot", pools=[A, B]))
     monkeypatch.setattr(run_store, "save_request", lambda rid, body: aws.append(("keep request", rid, body)))
-    monkeypatch.setattr(run_store, "maintenance_stopped_by", lambda rid: aws.append(("stopped?", rid)) or (stops.pop(0) if stops else None))
+    monkeypatch.setattr(run_store, "refills_stopped_by", lambda rid: aws.append(("stopped?", rid)) or (stops.pop(0) if stops else None))
 
     def launch_step(step, req, plan, pools, run, context):
         aws.append(("launch step", plan.key, [p.key for p in pools], run.step_attempts, visibility.seconds_left()))

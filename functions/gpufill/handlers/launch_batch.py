@@ -64,7 +64,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         # Kept before anything launches, so every instance that can be reclaimed has a request to refill.
         run_store.save_request(request.request_id, request.model_dump(mode="json", exclude_none=True))
     run = fill.begin_step(step.run)
-    if request.refill is not None and (stopped_by := run_store.maintenance_stopped_by(request.owner_id)):
+    if request.refill is not None and (stopped_by := run_store.refills_stopped_by(request.owner_id)):
         return refill_stopped(run, request, stopped_by).model_dump(mode="json", exclude_none=True)
     # A resource created a moment ago is waited for only while the step keeps its reserve.
     with visibility.time_left(lambda: (context.get_remaining_time_in_millis() - RESERVED_MILLIS) / 1000):
@@ -73,7 +73,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         # Asked again after the records are written: a teardown that stops maintenance writes its
         # mark before it lists the request's records, so either it listed this refill's instances
         # or this read sees its mark (both are strongly consistent).
-        if stopped_by := run_store.maintenance_stopped_by(request.owner_id):
+        if stopped_by := run_store.refills_stopped_by(request.owner_id):
             return refill_stopped(Run.model_validate(answer), request, stopped_by).model_dump(mode="json", exclude_none=True)
     return answer
 
