@@ -290,6 +290,12 @@ EVENT_FUNCTIONS = {"StartRefill": "gpufill.handlers.start_refill.handler"}
 # key "request#<request id>", kind KIND_REQUEST, no request_id attribute.
 KIND_REQUEST = "request"
 REQUEST_KEY_PREFIX = "request#"
+# A teardown of everything pauses every request's refills while it lists the deployment's
+# instances and marks their requests (one item, kind KIND_MAINTENANCE_PAUSE); a pause left behind
+# by a step that died ends on its own after MAINTENANCE_PAUSE_SECONDS (a Lambda's longest run).
+KIND_MAINTENANCE_PAUSE = "maintenance-pause"
+MAINTENANCE_PAUSE_KEY = "maintenance#paused"
+MAINTENANCE_PAUSE_SECONDS = 900
 # A refill run's execution name: "<request id>-refill-<instance id>", so the warning and the
 # state change of one instance start one run. Step Functions names are at most 80 characters.
 REFILL_NAME_INFIX = "-refill-"

@@ -26,7 +26,7 @@ def account():
         yield engine
 
 
-def _publish(account, name: str, expression: str, *, end=None, start=None, once=False, role=None, group=GROUP):
+def _publish(account, name: str, expression: str, *, end=None, start=None, once=False, role=None, group=GROUP, retry=None):
     parameters = {
         "GroupName": group,
         "Name": name,
@@ -40,6 +40,8 @@ def _publish(account, name: str, expression: str, *, end=None, start=None, once=
     }
     if once:
         parameters["ActionAfterCompletion"] = "DELETE"
+    if retry is not None:
+        parameters["Target"]["RetryPolicy"] = retry
     if start is not None:
         parameters["StartDate"] = start
     if end is not None:
@@ -77,6 +79,32 @@ def test_a_schedule_deleted_before_its_moment_never_runs(account):
     account.client("scheduler").delete_schedule(GroupName=GROUP, Name="gone")
     account.advance(2 * 3600)
     assert _sent(account, "gone") == 0
+
+
+def test_a_failed_delivery_is_tried_again_within_the_retry_policy_then_the_schedule_ends(account):
+    due = (clock.now() + timedelta(minutes=5)).isoformat()
+    account.faults.aws("sns", "Publish", error="ThrottlingException", times=None)
+    try:
+        _publish(account, "throttled", lifetime.at_expression(due), once=True,
+                 retry={"MaximumRetryAttempts": 2, "MaximumEventAgeInSeconds": 3600})
+        account.advance(10 * 60)
+    finally:
+        account.faults.clear()
+    runs = [r for r in account.schedule_runs if r["schedule"] == "throttled"]
+    assert [r.get("retry", 0) for r in runs] == [0, 1, 2] and all("Throttling" in r["error"] for r in runs)
+    names = [s["Name"] for s in account.client("scheduler").list_schedules(GroupName=GROUP)["Schedules"]]
+    assert "throttled" not in names and _sent(account, "throttled") == 0
+
+
+def test_a_delivery_throttled_for_a_while_arrives_and_a_duplicate_is_delivered_when_asked(account):
+    due = (clock.now() + timedelta(minutes=5)).isoformat()
+    account.faults.aws("sns", "Publish", error="ThrottlingException", times=6)  # two tries' worth of client retries
+    account.faults.schedule_twice("late")
+    _publish(account, "late", lifetime.at_expression(due), once=True)  # Scheduler's default policy
+    account.advance(10 * 60)
+    runs = [r for r in account.schedule_runs if r["schedule"] == "late"]
+    assert [bool(r.get("error")) for r in runs] == [True, True, False, False] and runs[-1]["duplicate"]
+    assert _sent(account, "late") == 2  # at least once: a target that must not act twice dedupes by name
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ step that dies before making it makes it on the retry; no instance of the reques
 import pytest
 
 from gpufill import constants
-from tests.support.audit import REQUEST, assert_exactly_once
+from tests.support.audit import REQUEST, assert_exactly_once, audit, live_instances
 
 GUARDED = {**REQUEST, "max_lifetime": "PT4H", "ready_timeout": "PT0S"}
 GROUP = constants.schedule_group_name("local")
@@ -48,3 +48,59 @@ def test_scheduler_throttling_is_retried_and_the_schedule_made_once(account):
         assert_exactly_once(engine, execution, launched=4)
         assert lifetime_schedules(engine) == ["life-guard-throttled"]
     assert execution.output["status"] == "FULFILLED"
+
+
+def test_a_lifetime_that_passes_while_a_launch_step_awaits_its_retry_asks_again_for_what_it_launches(account):
+    """The step records its first launch (the lifetime's schedule is made) and dies before its
+    second; the lifetime passes meanwhile, and its teardown, approved, ends what it listed. The
+    retried step launches the rest: a late round of the spend guard asks about it, once even when
+    Scheduler delivers the round twice; nothing of the request outlives its approved teardowns."""
+    with account() as engine:
+        asked: dict = {}
+
+        def lifetime_passes():
+            engine.advance(4 * 3600 + 60)
+            engine.wait_for_approval("guard-raced-expired")
+            engine.answer_approval("guard-raced-expired", "approved")
+            asked["guard-raced-expired"] = engine.follow("guard-raced-expired")
+
+        engine.faults.kill_at("ec2", "RunInstances", task="LaunchBatch", skip=1, meanwhile=lifetime_passes)
+        execution = engine.run(GUARDED, name="guard-raced")
+        assert engine.faults.total == 1
+        launched = live_instances("guard-raced")
+        assert launched, "the retried step launched nothing"
+        late_schedules = set(lifetime_schedules(engine)) - {"life-guard-raced"}
+        for name in late_schedules:
+            engine.faults.schedule_twice(name)
+        engine.advance(120)  # the late rounds come due
+        runs = [r for r in engine.schedule_runs if r["schedule"].startswith("life-guard-raced")]
+        assert not [r for r in runs if r.get("error")], runs
+        late = sorted({r["execution"] for r in runs if r["schedule"] != "life-guard-raced"})
+        assert late and all(name.endswith("-expired") and name != "guard-raced-expired" for name in late)
+        assert sum(1 for r in runs if r.get("duplicate")) == len(late_schedules)
+        for name in late:
+            engine.wait_for_approval(name)
+            engine.answer_approval(name, "approved")
+            asked[name] = engine.follow(name)
+        started = [e for e in engine.executions() if e.startswith("guard-raced-")]
+        seen = audit(engine, execution)
+    assert asked["guard-raced-expired"].output["status"] == "TERMINATED"
+    listed = {i["instance_id"] for run in asked.values() for i in run.output["instances"]}
+    assert launched <= listed  # every instance the retried step launched was asked about
+    assert all(run.output["trigger"] == "max_lifetime" for run in asked.values())
+    assert sorted(started) == sorted(asked)  # the second deliveries started nothing new
+    assert not seen.in_ec2 and not seen.recorded and not seen.untracked_after_status
+
+
+def test_an_approved_teardown_terminates_although_its_schedules_cannot_be_deleted(account):
+    with account() as engine:
+        execution = engine.run(GUARDED, name="guard-stuck")
+        launched = live_instances("guard-stuck")
+        engine.faults.aws("scheduler", "DeleteSchedule", error="InternalServerException", times=None)
+        teardown = engine.run({"action": "teardown", "request_id": "guard-stuck"}, name="end-stuck", decision="approved")
+        engine.faults.clear()
+        seen = audit(engine, execution)
+        assert engine.faults.injected
+    assert (teardown.status, teardown.output["status"]) == ("SUCCEEDED", "TERMINATED"), teardown.cause
+    assert {i["instance_id"] for i in teardown.output["instances"]} == launched
+    assert not seen.in_ec2 and not seen.recorded and not seen.untracked_after_status

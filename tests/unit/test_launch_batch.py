@@ -357,7 +357,7 @@ def stepped(aws, monkeypatch):
     stops: list = []
     monkeypatch.setattr(run_store, "load_plan", lambda key: aws.append(("plan", key)) or Plan(request_id="req-1", market="spot", pools=[A, B]))
     monkeypatch.setattr(run_store, "save_request", lambda rid, body: aws.append(("keep request", rid, body)))
-    monkeypatch.setattr(run_store, "maintenance_stopped_by", lambda rid: aws.append(("stopped?", rid)) or (stops.pop(0) if stops else None))
+    monkeypatch.setattr(run_store, "refills_stopped_by", lambda rid: aws.append(("stopped?", rid)) or (stops.pop(0) if stops else None))
 
     def launch_step(step, req, plan, pools, run, context):
         aws.append(("launch step", plan.key, [p.key for p in pools], run.step_attempts, visibility.seconds_left()))
@@ -443,7 +443,7 @@ def test_a_request_with_a_lifetime_records_its_end_and_schedules_its_teardown_on
 
     caplog.set_level(logging.INFO)
     made = [True]
-    monkeypatch.setattr(schedules, "schedule_expiry", lambda rid, at, sm: aws.append(("schedule", rid, at, sm)) or made.pop(0))
+    monkeypatch.setattr(schedules, "schedule_expiry", lambda rid, at, sm, late=None: aws.append(("schedule", rid, at, sm)) or made.pop(0))
     timed = request(maintain=True).model_copy(update={"expires_at": "2026-12-04T14:00:00+00:00"})
     launch_batch.keep([instance("i-1")], timed, "tok", "arn:sm")
     assert aws == [("record", ["i-1"], {"request_id": "req-1", "client_token": "tok", "maintain": True, "replaces": None,
@@ -676,7 +676,7 @@ def test_a_step_that_launches_for_a_request_with_a_lifetime_schedules_its_teardo
     from gpufill.adapters import schedules
     from gpufill.models.run import PlanRef
 
-    monkeypatch.setattr(schedules, "schedule_expiry", lambda rid, at, sm: aws.append(("schedule", rid, at, sm)) or True)
+    monkeypatch.setattr(schedules, "schedule_expiry", lambda rid, at, sm, late=None: aws.append(("schedule", rid, at, sm)) or True)
     monkeypatch.setattr(run_store, "save_attempts", lambda rid, attempts: None)
     monkeypatch.setattr(launch_batch, "launch", lambda *a: LaunchResult(outcome="launched", instances=[instance("i-1")]))
     monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: FleetAnswer(answers=[

@@ -230,3 +230,22 @@ def test_the_attempt_log_reads_back_in_attempt_order_whatever_order_dynamodb_ans
     monkeypatch.setenv("INSTANCES_TABLE", "t")
     monkeypatch.setattr(run_store, "resource", lambda service: DynamoDB())
     assert [a.number for a in run_store.load_attempts("req-1", 3)] == [1, 2, 3]
+
+
+def test_a_teardown_of_everything_pauses_every_refill_while_it_lists_and_only_its_own_pause_is_lifted(table, monkeypatch):
+    run_store.save_request("req-1", {"count": 4, "maintain": True})
+    assert run_store.refills_stopped_by("req-1") is None
+    run_store.pause_maintenance(by="td-all")
+    assert run_store.refills_stopped_by("req-1") == "td-all" and run_store.refills_stopped_by("never-kept") == "td-all"
+    run_store.resume_maintenance(by="td-other")  # not its pause: it stays
+    assert run_store.refills_stopped_by("req-1") == "td-all"
+    run_store.end_maintenance("req-1", by="td-all")
+    run_store.resume_maintenance(by="td-all")
+    assert item(table, "maintenance#paused")["until"] == 0
+    assert run_store.refills_stopped_by("req-1") == "td-all" and run_store.refills_stopped_by("req-2") is None
+
+
+def test_a_pause_left_by_a_step_that_died_ends_on_its_own(table, monkeypatch):
+    run_store.pause_maintenance(by="td-all")
+    monkeypatch.setattr(clock, "epoch", lambda: NOW + 0.7 + 901)
+    assert run_store.refills_stopped_by("req-1") is None

@@ -26,9 +26,12 @@ from gpufill.constants import (
     INTENT_KEY_PREFIX,
     INTENT_RETENTION_SECONDS,
     KIND_INTENT,
+    KIND_MAINTENANCE_PAUSE,
     KIND_PLAN,
     KIND_REQUEST,
     KIND_WAIT,
+    MAINTENANCE_PAUSE_KEY,
+    MAINTENANCE_PAUSE_SECONDS,
     LAUNCH_REGIONS_KEY,
     PLAN_KEY_PREFIX,
     REQUEST_KEY_PREFIX,
@@ -271,6 +274,47 @@ def maintenance_stopped_by(request_id: str) -> str | None:
     """The teardown that stopped the request's maintenance, or None while it is maintained."""
     item = _load_request_item(request_id)
     return None if item is None else item.get("maintenance_stopped_by")
+
+
+def pause_maintenance(*, by: str) -> None:
+    """A teardown of everything is listing the deployment's instances: no refill keeps what it
+    launches until the teardown has marked every request it ends (then resume_maintenance)."""
+    _table().update_item(
+        Key={INSTANCES_TABLE_KEY: MAINTENANCE_PAUSE_KEY},
+        UpdateExpression="SET kind = :kind, paused_by = :by, #until = :until, #ttl = :ttl",
+        ExpressionAttributeNames={"#until": "until", "#ttl": INSTANCES_TTL_ATTRIBUTE},
+        ExpressionAttributeValues={":kind": KIND_MAINTENANCE_PAUSE, ":by": by,
+                                   ":until": int(clock.epoch()) + MAINTENANCE_PAUSE_SECONDS, ":ttl": _expires()},
+    )
+
+
+def resume_maintenance(*, by: str) -> None:
+    """Lift this teardown's pause (a later teardown's own pause stays). An update, not a delete:
+    the teardown's function writes the table and deletes nothing."""
+    try:
+        _table().update_item(
+            Key={INSTANCES_TABLE_KEY: MAINTENANCE_PAUSE_KEY},
+            UpdateExpression="SET #until = :zero",
+            ConditionExpression="paused_by = :by",
+            ExpressionAttributeNames={"#until": "until"},
+            ExpressionAttributeValues={":by": by, ":zero": 0},
+        )
+    except _table().meta.client.exceptions.ConditionalCheckFailedException:
+        pass
+
+
+def refills_stopped_by(request_id: str) -> str | None:
+    """The teardown a refill of this request must stop for: the one that stopped the request's
+    maintenance, or a teardown of everything listing the deployment right now. One strongly
+    consistent read of both items."""
+    found = _batch_get([f"{REQUEST_KEY_PREFIX}{request_id}", MAINTENANCE_PAUSE_KEY])
+    stopped = (found.get(f"{REQUEST_KEY_PREFIX}{request_id}") or {}).get("maintenance_stopped_by")
+    if stopped:
+        return stopped
+    pause = found.get(MAINTENANCE_PAUSE_KEY)
+    if pause and int(pause.get("until", 0)) > clock.epoch():
+        return pause.get("paused_by")
+    return None
 
 
 def _batch_get(keys: list[str]) -> dict[str, dict]:

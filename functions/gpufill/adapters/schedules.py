@@ -66,13 +66,14 @@ def delete(name: str) -> bool:
     return True
 
 
-def schedule_expiry(request_id: str, expires_at: str, state_machine_arn: str) -> bool:
-    """At `expires_at`, start the teardown of `request_id` (behind its approval)."""
+def schedule_expiry(request_id: str, expires_at: str, state_machine_arn: str, late: str | None = None) -> bool:
+    """At `expires_at` (or a minute from now, for a late round), start the teardown of `request_id`
+    (behind its approval)."""
     return _create(
-        lifetime.lifetime_schedule_name(request_id),
+        lifetime.lifetime_schedule_name(request_id, late),
         expression=lifetime.at_expression(lifetime.due_moment(expires_at, clock.now())),
         target_arn=lifetime.START_EXECUTION_TARGET,
-        target_input=lifetime.expiry_target_input(state_machine_arn, request_id),
+        target_input=lifetime.expiry_target_input(state_machine_arn, request_id, late),
         once=True,
     )
 

@@ -9,6 +9,7 @@ from gpufill.adapters import approvals, clock, instances_table, inventory, manag
 from gpufill.constants import LIFETIME_ATTRIBUTE
 from gpufill.handlers.events import RequestEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
+from gpufill.models.request import MAX_TEARDOWN_IDS
 from gpufill.models.teardown import LiveInstance, TeardownTarget
 from gpufill.policy import answers, teardown
 
@@ -20,9 +21,20 @@ from gpufill.policy import answers, teardown
 def handler(event: dict, context: LambdaContext) -> dict:
     request = parse(event=event, model=RequestEvent).request
     target = TeardownTarget(request_id=request.target_request_id, instance_ids=request.instance_ids, all=request.all)
+    listing = target
     if target.all:
         # Every region this deployment ever launched in, every record, every tagged instance.
-        found = inventory.gather(request_id=None, request_regions=request.regions, everything=True, now=clock.now())
+        # Refills pause before the records are read and each maintained request is marked before
+        # the pause lifts: a refill running now either recorded its replacement before this
+        # listing (it is listed) or reads the pause or its request's mark after recording it, and
+        # terminates what it launched (handlers/launch_batch.py).
+        run_store.pause_maintenance(by=request.request_id)
+        try:
+            found = inventory.gather(request_id=None, request_regions=request.regions, everything=True, now=clock.now())
+            for owner in teardown.requests_recorded(found.records, maintained_only=True):
+                run_store.end_maintenance(owner, by=request.request_id)
+        finally:
+            run_store.resume_maintenance(by=request.request_id)
         records, live, deployment = found.records, found.live, found.deployment
     elif target.request_id is not None:
         # Maintenance ends before the request's records are read: a refill running now either
@@ -37,10 +49,23 @@ def handler(event: dict, context: LambdaContext) -> dict:
         records, live, deployment = found.records, found.live, found.deployment
     else:
         with managed_instances.retryable("looking up the instances named"):
-            records = instances_table.records_by_ids(target.instance_ids or [])
+            named = list(target.instance_ids or [])
+            for owner in teardown.requests_recorded(instances_table.records_by_ids(named)):
+                run_store.end_maintenance(owner, by=request.request_id)
+            # Read again after the marks: a refill replacing a named instance either wrote its
+            # replacement on that record before this read (it is listed with the ids given) or
+            # reads the mark after, and terminates what it launched.
+            records = instances_table.records_by_ids(named)
+            extra = teardown.replacements(named, records)
+            while extra and len(named) < MAX_TEARDOWN_IDS:
+                extra = extra[: MAX_TEARDOWN_IDS - len(named)]
+                named += extra
+                records.update(instances_table.records_by_ids(extra))
+                extra = teardown.replacements(named, records)
+            listing = target.model_copy(update={"instance_ids": named})
             live = _live(records)
         deployment = managed_instances.deployment()
-    allowed, refused = teardown.select(target, records, live, deployment)
+    allowed, refused = teardown.select(listing, records, live, deployment)
     if allowed:
         # One pending teardown per instance: what another one already asks about is refused, naming it.
         others = [i for i in approvals.all_items(pending_only=True) if i.get("execution_name") != request.request_id]

@@ -44,7 +44,7 @@ from gpufill.handlers.observability import logger, metrics, tracer, transient_aw
 from gpufill.bootstrap.user_data import render_user_data
 from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Instance, LaunchResult, MarketName, PlanRef, Pool, RegionLaunch, Run
-from gpufill.policy import fill, fleet_moves, gang
+from gpufill.policy import fill, fleet_moves, gang, lifetime
 from gpufill.policy.exhaustion import exhaustion_cause, no_reservation_room_cause, rejection_cause
 from gpufill.policy.tokens import client_token
 
@@ -64,7 +64,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         # Kept before anything launches, so every instance that can be reclaimed has a request to refill.
         run_store.save_request(request.request_id, request.model_dump(mode="json", exclude_none=True))
     run = fill.begin_step(step.run)
-    if request.refill is not None and (stopped_by := run_store.maintenance_stopped_by(request.owner_id)):
+    if request.refill is not None and (stopped_by := run_store.refills_stopped_by(request.owner_id)):
         return refill_stopped(run, request, stopped_by).model_dump(mode="json", exclude_none=True)
     # A resource created a moment ago is waited for only while the step keeps its reserve.
     with visibility.time_left(lambda: (context.get_remaining_time_in_millis() - RESERVED_MILLIS) / 1000):
@@ -73,7 +73,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         # Asked again after the records are written: a teardown that stops maintenance writes its
         # mark before it lists the request's records, so either it listed this refill's instances
         # or this read sees its mark (both are strongly consistent).
-        if stopped_by := run_store.maintenance_stopped_by(request.owner_id):
+        if stopped_by := run_store.refills_stopped_by(request.owner_id):
             return refill_stopped(Run.model_validate(answer), request, stopped_by).model_dump(mode="json", exclude_none=True)
     return answer
 
@@ -160,10 +160,12 @@ def keep(instances: list[Instance], request: ResolvedRequest, token: str, state_
     if request.expires_at:
         # With the records, so no instance of the request runs unguarded: a failure here retries
         # the step, whose launches answer with the same instances, and the schedule's name is
-        # the request's, so it is made once however often this runs.
-        made = schedules.schedule_expiry(request.owner_id, request.expires_at, state_machine)
+        # the request's (or, at or past the expiry, the launch's round), so it is made once
+        # however often this runs.
+        late = lifetime.late_round(request.expires_at, clock.now(), token)
+        made = schedules.schedule_expiry(request.owner_id, request.expires_at, state_machine, late)
         if made:
-            logger.info("lifetime scheduled", extra={"expires_at": request.expires_at})
+            logger.info("lifetime scheduled", extra={"expires_at": request.expires_at, "late_round": late})
     metrics.add_metric(name="InstancesLaunched", unit="Count", value=len(instances))
 
 

@@ -9,10 +9,12 @@ schedule of each request it ends, so a later expiry asks nobody about instances 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import BotoCoreError, ClientError
 
 from gpufill.adapters import approvals, clock, schedules
 from gpufill.handlers.events import ApprovalAnswerEvent
@@ -44,10 +46,10 @@ def handler(event: dict, context: LambdaContext) -> dict:
         reason=decided.reason,
         decided_at=datetime.fromisoformat(decided.decided_at),
     )
-    schedules.cancel_reminders(step.execution_name)
+    end_schedule(schedules.cancel_reminders, step.execution_name, kind="reminders")
     if step.teardown is not None and decided.decision == "approved":
         for request_id in lifetime.requests_ended(step.teardown):
-            if schedules.cancel_expiry(request_id):
+            if end_schedule(schedules.cancel_expiry, request_id, kind="lifetime"):
                 logger.info("lifetime schedule removed", extra={"request": request_id})
     if step.teardown is not None and decided.decision == "expired":
         subject, body = approval.expired_notice(step.teardown, execution_name=step.execution_name, deadline=item.get("deadline"))
@@ -55,6 +57,19 @@ def handler(event: dict, context: LambdaContext) -> dict:
     logger.info("teardown decision", extra=decided.model_dump())
     metrics.add_metric(name=f"Teardown{decided.decision.capitalize()}", unit="Count", value=1)
     return decided.model_dump(mode="json")
+
+
+def end_schedule(cancel: Callable[[str], bool], name: str, *, kind: str) -> bool:
+    """Delete a schedule the decision makes needless, never failing the decision for it: an approved
+    teardown must go on to terminate. One left behind ends on its own: reminders at the approval's
+    deadline (each names an approval already answered, which `gpufill approve` says), a lifetime
+    schedule in a teardown that finds nothing left and asks nobody."""
+    try:
+        return cancel(name)
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("schedule not deleted", extra={"kind": kind, "for": name, "error": str(error)})
+        metrics.add_metric(name="SchedulesNotDeleted", unit="Count", value=1)
+        return False
 
 
 def _now() -> str:

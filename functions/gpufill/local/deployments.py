@@ -89,6 +89,28 @@ class _Environments:
                     self._applied = dict(self.default)
                 self._changed.notify_all()
 
+    @contextmanager
+    def suspended(self):
+        """Inside an invocation: let others (of any deployment or function) run meanwhile, as
+        they would in containers of their own, then take this one's Environment back."""
+        with self._changed:
+            mine = dict(self._applied or {})
+            self._active -= 1
+            if not self._active and self.default is not None and self._applied != self.default:
+                os.environ.update(self.default)
+                self._applied = dict(self.default)
+            self._changed.notify_all()
+        try:
+            yield
+        finally:
+            with self._changed:
+                while self._active and self._applied != mine:
+                    self._changed.wait()
+                if not self._active:
+                    os.environ.update(mine)
+                    self._applied = mine
+                self._active += 1
+
 
 class Deployments:
     """The engine's part that deploys gpufill into the simulated account and reaches the account

@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import threading
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 from unittest import mock
@@ -229,6 +229,21 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
 
         self._forget_caches()
         spot_advisor.reset(self.scenario.advisor_document())
+
+    @contextmanager
+    def elsewhere(self):
+        """Called from inside a handler (a test's hook): what runs in the block happens elsewhere in
+        the account while this invocation is paused, as another Lambda container or a person would
+        act between two of its calls. Calls made in it are not this function's, and other
+        functions' invocations run meanwhile."""
+        invocation = self._invocation
+        task, function = getattr(invocation, "task", None), getattr(invocation, "function", None)
+        invocation.task = invocation.function = None
+        try:
+            with self._environments.suspended():
+                yield
+        finally:
+            invocation.task, invocation.function = task, function
 
     def _policies_of_role(self, role_arn: str):
         role = self.roles.get(role_arn)

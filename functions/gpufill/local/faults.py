@@ -19,6 +19,7 @@ Reach it as `engine.faults` on a running LocalEngine. Three layers:
   UnauthorizedOperation, ... inside a 200 answer), optionally without naming the override.
 - `payment_failed(...)`: the upfront payment of the next Capacity Block bought fails: the block
   stays `payment-pending` for a while, then is `payment-failed` (local/capacity_blocks.py).
+- `schedule_twice(...)`: EventBridge Scheduler delivers a schedule's event twice (at least once).
 - `not_visible(...)`: EC2's eventual consistency after create: the next resource of a kind
   created (a launch template, its new version, a placement group, a security group) is not
   found by the next N calls that reference it, as AWS documents for the EC2 API.
@@ -73,7 +74,7 @@ class KilledInvocation(BaseException):
 
 @dataclass
 class _Rule:
-    layer: str  # "aws" | "invoke" | "kill" | "fleet" | "visibility" | "payment"
+    layer: str  # "aws" | "invoke" | "kill" | "fleet" | "visibility" | "payment" | "schedule"
     service: str | None = None
     operation: str | None = None
     region: str | None = None
@@ -91,6 +92,8 @@ class _Rule:
     calls: int = 0
     # kill only: what happens in the account while the killed step awaits its retry.
     meanwhile: Callable[[], None] | None = None
+    # How many matching calls still pass before the rule fires (kill: the Nth call, not the first).
+    skip: int = 0
 
     def spent(self) -> bool:
         return self.times is not None and self.fired >= self.times
@@ -155,17 +158,20 @@ class Faults:
         task: str | None = None,
         times: int | None = 1,
         meanwhile: Callable[[], None] | None = None,
+        skip: int = 0,
     ) -> None:
         """Kill the invocation of `task` (any task when None) when its handler reaches
         `service`.`operation`, before the call is made; the state machine sees `Sandbox.Timedout`.
         `meanwhile` runs once the function is dead and before the state machine retries the step:
         whatever else happens in the account in that while (a teardown that lands then).
+        `skip` lets that many matching calls through first (a step killed at its second launch).
 
         Example: kill_at("dynamodb", "UpdateItem", task="LaunchBatch") is a LaunchBatch
         that died between RunInstances and the DynamoDB write of its records.
         """
         self._add(
-            _Rule("kill", _service_id(service), operation, task=task, error="Sandbox.Timedout", times=times, meanwhile=meanwhile)
+            _Rule("kill", _service_id(service), operation, task=task, error="Sandbox.Timedout", times=times,
+                  meanwhile=meanwhile, skip=skip)
         )
 
     def fleet_errors(
@@ -220,6 +226,15 @@ class Faults:
             raise ValueError(f"calls: must be at least 1, got {calls}")
         self._add(_Rule("visibility", "ec2", region=region, error=NOT_FOUND[kind], times=times, kind=kind, calls=calls))
 
+    def schedule_twice(self, name: str, *, times: int | None = 1) -> None:
+        """EventBridge Scheduler delivers the next `times` events of schedule `name` twice (its
+        delivery is at least once): the target is called again right after."""
+        self._add(_Rule("schedule", task=name, times=times))
+
+    def for_schedule(self, name: str) -> _Rule | None:
+        """Whether this delivery of schedule `name` comes twice."""
+        return self._take("schedule", task=name)
+
     def created(self, region: str, kind: str, key: str) -> None:
         """The simulated EC2 created a resource: it may start out unseen, as a rule says."""
         with self._lock:
@@ -266,6 +281,9 @@ class Faults:
                 if rule.layer != layer or rule.spent():
                     continue
                 if any(getattr(rule, k) is not None and getattr(rule, k) != v for k, v in match.items()):
+                    continue
+                if rule.skip:
+                    rule.skip -= 1
                     continue
                 rule.fired += 1
                 self.injected[f"{layer}:{rule.service or rule.task}:{rule.operation or rule.error}"] += 1

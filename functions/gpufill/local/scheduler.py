@@ -11,6 +11,13 @@ then the call against that role's policies (a refused call does not happen and i
 records a failed invocation) and makes it with the target's Input as the API's parameters.
 Every run is kept in `engine.schedule_runs`.
 
+Delivery is at least once, as on AWS: a call that fails with throttling, a 5xx or a transport
+error is tried again with exponential backoff (here 1 s doubling, at most 10 minutes apart) under
+the target's RetryPolicy (Scheduler's default when it has none: 185 retries, within 24 hours of
+the moment it was due); any other error is not retried (Scheduler hands it to the dead-letter
+queue). A one-time schedule deletes itself after its last try. A test makes Scheduler deliver an
+event twice with `engine.faults.schedule_twice(name)`.
+
 AWS's own checks that moto skips: a name of 1-64 `[0-9a-zA-Z-_.]`, an expression Scheduler
 reads, an Input of at most 8,192 characters, a group that exists (ValidationException /
 ResourceNotFoundException).
@@ -32,6 +39,9 @@ RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
 UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
 MAX_INPUT = 8192
 UNIVERSAL = "arn:aws:scheduler:::aws-sdk:"
+# Scheduler's retry policy when a target names none (RetryPolicy in the Scheduler API reference).
+DEFAULT_RETRY = {"MaximumEventAgeInSeconds": 86400, "MaximumRetryAttempts": 185}
+MAX_BACKOFF = 600
 
 
 def _moment(value) -> datetime | None:
@@ -104,23 +114,45 @@ def _every(schedule) -> timedelta:
     return timedelta(seconds=int(count) * UNIT_SECONDS[unit.rstrip("s")])
 
 
-def _run(engine, backend, schedule, due: datetime) -> None:
+def _run(engine, backend, schedule, due: datetime, attempt: int = 0) -> None:
     group = backend.schedule_groups.get(schedule.group_name)
     if group is None or group.schedules.get(schedule.name) is not schedule or schedule.state != "ENABLED":
         return  # deleted (or made anew under its name) before it came due
-    if AT.match(schedule.schedule_expression) and _first_run(schedule) != due:
+    once = AT.match(schedule.schedule_expression)
+    if once and _first_run(schedule) != due:
         return  # moved (UpdateSchedule) since: it runs at its new time
-    record = {"schedule": schedule.name, "group": schedule.group_name, "due": due.isoformat(timespec="seconds"),
-              "target": schedule.target.get("Arn")}
-    record.update(_invoke(engine, schedule.target, group=schedule.group_name))
-    engine.schedule_runs.append(record)
-    if AT.match(schedule.schedule_expression):
-        if schedule.action_after_completion == "DELETE":
-            group.schedules.pop(schedule.name, None)
-        return
-    following = due + _every(schedule)
-    if _within(schedule, following):
-        engine.at_later(_elapsed_at(engine, following), lambda: _run(engine, backend, schedule, following))
+    if not once and not attempt:
+        following = due + _every(schedule)
+        if _within(schedule, following):
+            engine.at_later(_elapsed_at(engine, following), lambda: _run(engine, backend, schedule, following))
+    base = {"schedule": schedule.name, "group": schedule.group_name, "due": due.isoformat(timespec="seconds"),
+            "target": schedule.target.get("Arn")}
+    answer = _invoke(engine, schedule.target, group=schedule.group_name)
+    retryable = answer.pop("retryable", False)
+    engine.schedule_runs.append({**base, **({"retry": attempt} if attempt else {}), **answer})
+    if retryable and _retry(engine, backend, schedule, due, attempt):
+        return  # tried again later; a one-time schedule stays until its last try
+    if engine.faults.for_schedule(schedule.name) is not None:
+        # The same event delivered once more (at least once): its target is called again.
+        def deliver_again():
+            again = _invoke(engine, schedule.target, group=schedule.group_name)
+            again.pop("retryable", None)
+            engine.schedule_runs.append({**base, "duplicate": True, **again})
+
+        engine.at_later(engine.elapsed, deliver_again)
+    if once and schedule.action_after_completion == "DELETE":
+        group.schedules.pop(schedule.name, None)
+
+
+def _retry(engine, backend, schedule, due: datetime, attempt: int) -> bool:
+    """Plan the next try of a failed delivery within the target's retry policy; False when none is left."""
+    policy = {**DEFAULT_RETRY, **(schedule.target.get("RetryPolicy") or {})}
+    # Counted from the moment it was due (the engine's clock may have moved past several tries at once).
+    following = due + timedelta(seconds=sum(min(2 ** n, MAX_BACKOFF) for n in range(attempt + 1)))
+    if attempt >= policy["MaximumRetryAttempts"] or (following - due).total_seconds() > policy["MaximumEventAgeInSeconds"]:
+        return False
+    engine.at_later(_elapsed_at(engine, following), lambda: _run(engine, backend, schedule, due, attempt + 1))
+    return True
 
 
 def _invoke(engine, target: dict, *, group: str = "default") -> dict:
@@ -169,6 +201,17 @@ def _invoke(engine, target: dict, *, group: str = "default") -> dict:
             return {"message_id": answer["MessageId"]}
         return {"error": f"the local engine does not run {service}:{operation} targets"}
     except Exception as error:  # noqa: BLE001 (Scheduler records a failed invocation; it never raises into anything)
-        return {"error": str(error)}
+        return {"error": str(error), "retryable": _retryable(error)}
     finally:
         invocation.function = function
+
+
+def _retryable(error: Exception) -> bool:
+    """Throttling, a 5xx or a transport failure: Scheduler tries again. Any other error it does not."""
+    from botocore.exceptions import ClientError
+
+    if not isinstance(error, ClientError):
+        return True  # the call never got an answer
+    code = error.response.get("Error", {}).get("Code", "")
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400)
+    return status >= 500 or status == 429 or "Throttl" in code or code in ("TooManyRequestsException", "RequestLimitExceeded")

@@ -29,6 +29,10 @@ EXPIRY_SUFFIX = "-expired"
 START_EXECUTION_TARGET = "arn:aws:scheduler:::aws-sdk:sfn:startExecution"
 PUBLISH_TARGET = "arn:aws:scheduler:::aws-sdk:sns:publish"
 REQUESTED_BY = "gpufill spend guard (max_lifetime)"
+# A launch recorded this close to the expiry, or after it, may be missed by the teardown the expiry
+# starts (that teardown lists the request's instances once, from an index read a moment later):
+# it asks again in a round of its own (late_round).
+LATE_LAUNCH_SECONDS = 60
 # An approved `"all": true` teardown deletes the lifetime schedules of at most this many requests
 # (one call each, within the decision step's time); a schedule left behind starts a teardown that
 # finds nothing and asks nobody (NOTHING_TO_TERMINATE).
@@ -56,19 +60,37 @@ def _named(kind: str, identifier: str) -> str:
     return f"{kind}-{clean[:room]}-{_digest(identifier)}"
 
 
-def lifetime_schedule_name(request_id: str) -> str:
-    """One per request: a retried step, a refill run or a continued execution finds it taken."""
-    return _named("life", request_id)
+def late_round(expires_at: str, now: datetime, launch_token: str) -> str | None:
+    """The round of the spend guard that covers a launch recorded at `now`: None for the request's
+    own (its schedule comes due after the records are written, so its teardown lists them), else a
+    round of this launch alone, asked a minute later. The request's own schedule may have run
+    already and deleted itself: made again, it would start the teardown of the same name, which
+    Step Functions refuses (ExecutionAlreadyExists) or answers with the one already asking, and
+    the instances launched now would be in no teardown. A late round is named after the launch's
+    client token, so a retried step (same token, same instances) makes the same round once and a
+    second delivery of its schedule starts nothing new."""
+    if now < datetime.fromisoformat(expires_at) - timedelta(seconds=LATE_LAUNCH_SECONDS):
+        return None
+    return _digest(launch_token)
+
+
+def lifetime_schedule_name(request_id: str, late: str | None = None) -> str:
+    """One per request (a retried step, a refill run or a continued execution finds it taken), and
+    one per late round. A request id never holds a '.', so no request's name is another's round."""
+    return _named("life", request_id if late is None else f"{request_id}.{late}")
 
 
 def reminder_schedule_name(execution_name: str) -> str:
     return _named("remind", execution_name)
 
 
-def expiry_execution_name(request_id: str) -> str:
-    """The teardown the lifetime starts: one name per request, so a repeated delivery by
-    Scheduler (at least once) starts it once."""
+def expiry_execution_name(request_id: str, late: str | None = None) -> str:
+    """The teardown the lifetime starts: one name per request (and per late round), so a repeated
+    delivery by Scheduler (at least once) starts it once."""
     clean = _NOT_IN_EXECUTION_NAME.sub("-", request_id)
+    if late is not None:
+        room = MAX_EXECUTION_NAME - len(EXPIRY_SUFFIX) - len(late) - 2
+        return f"{clean[:room]}-r{late}{EXPIRY_SUFFIX}"
     if clean == request_id and len(clean) + len(EXPIRY_SUFFIX) <= MAX_EXECUTION_NAME:
         return clean + EXPIRY_SUFFIX
     room = MAX_EXECUTION_NAME - len(EXPIRY_SUFFIX) - 9
@@ -94,12 +116,12 @@ def teardown_request(request_id: str) -> dict:
     return {"action": "teardown", "request_id": request_id, "requested_by": REQUESTED_BY, "trigger": TRIGGER_MAX_LIFETIME}
 
 
-def expiry_target_input(state_machine_arn: str, request_id: str) -> str:
+def expiry_target_input(state_machine_arn: str, request_id: str, late: str | None = None) -> str:
     """The universal target's input: StartExecution's own parameters."""
     return json.dumps(
         {
             "StateMachineArn": state_machine_arn,
-            "Name": expiry_execution_name(request_id),
+            "Name": expiry_execution_name(request_id, late),
             "Input": json.dumps(teardown_request(request_id), separators=(",", ":")),
         },
         separators=(",", ":"),

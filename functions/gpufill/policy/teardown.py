@@ -159,6 +159,25 @@ def maintenance_to_stop(target: TeardownTarget, allowed: Iterable[TeardownInstan
     return sorted(owners)
 
 
+def requests_recorded(records: Mapping[str, dict], *, maintained_only: bool = False) -> list[str]:
+    """The requests these records belong to (with `maintained_only`, those launched with
+    `maintain`: the only ones a refill can be running for)."""
+    return sorted({
+        r["request_id"] for r in records.values()
+        if isinstance(r, dict) and r.get("request_id") and (r.get("maintain") or not maintained_only)
+    })
+
+
+def replacements(named: Iterable[str], records: Mapping[str, dict]) -> list[str]:
+    """The instances refills launched in place of the named ones (`replaced_by` on their records),
+    not already named: a teardown of instance ids ends those too, since a refill that recorded its
+    replacement before the teardown stopped the request's maintenance keeps it."""
+    named = set(named)
+    return sorted({
+        new for i in named for new in ((records.get(i) or {}).get("replaced_by") or ()) if new not in named
+    })
+
+
 def by_region(instances: Iterable[TeardownInstance]) -> list[RegionBatch]:
     """One Map branch per region, regions, requests and ids sorted so a rerun sends the same batches."""
     grouped: dict[str, dict[str, list[str]]] = {}

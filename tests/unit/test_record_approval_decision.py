@@ -1,0 +1,73 @@
+"""RecordApprovalDecision: a schedule that cannot be deleted never stops the decision."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+import pytest
+from botocore.exceptions import ClientError
+
+from gpufill.adapters import approvals, clock, schedules
+from gpufill.handlers import record_approval_decision
+from gpufill.handlers.observability import metrics
+from gpufill.models.teardown import Teardown, TeardownTarget
+
+NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
+
+
+class Context:
+    function_name = "RecordApprovalDecision"
+    function_version = "$LATEST"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:1:function:RecordApprovalDecision"
+    memory_limit_in_mb = 256
+    aws_request_id = "req"
+    log_group_name = "/aws/lambda/RecordApprovalDecision"
+    log_stream_name = "local"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+def refused(operation: str) -> ClientError:
+    return ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, operation)
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    done: list[tuple] = []
+    monkeypatch.setattr(clock, "now", lambda: NOW)
+    monkeypatch.setattr(approvals, "record_decision", lambda name, **kw: done.append(("decision", name, kw["decision"])) or {})
+    monkeypatch.setattr(approvals, "publish", lambda subject, body: done.append(("publish", subject)) or "m-1")
+    monkeypatch.setattr(metrics, "add_metric", lambda name, unit, value: done.append(("metric", name, value)))
+    return done
+
+
+def answer(decision) -> dict:
+    teardown = Teardown(request_id="td-1", status="AWAITING_APPROVAL", target=TeardownTarget(request_id="req-1"))
+    return {"execution_name": "td-1", "answer": {"decision": decision}, "teardown": teardown.model_dump(mode="json")}
+
+
+def test_an_approval_goes_on_to_terminate_when_its_schedules_cannot_be_deleted(aws, monkeypatch, caplog):
+    caplog.set_level(logging.WARNING)
+
+    def cannot(name):
+        aws.append(("delete", name))
+        raise refused("DeleteSchedule")
+
+    monkeypatch.setattr(schedules, "cancel_reminders", cannot)
+    monkeypatch.setattr(schedules, "cancel_expiry", cannot)
+    out = record_approval_decision.handler(answer("approved"), Context())
+    assert out["decision"] == "approved"
+    assert aws[:3] == [("decision", "td-1", "approved"), ("delete", "td-1"), ("metric", "SchedulesNotDeleted", 1)]
+    assert ("delete", "req-1") in aws and aws.count(("metric", "SchedulesNotDeleted", 1)) == 2
+    assert [r.message for r in caplog.records].count("schedule not deleted") == 2
+
+
+def test_the_schedules_deleted_are_the_reminders_and_with_a_yes_the_lifetime(aws, monkeypatch):
+    monkeypatch.setattr(schedules, "cancel_reminders", lambda name: aws.append(("reminders", name)) or True)
+    monkeypatch.setattr(schedules, "cancel_expiry", lambda name: aws.append(("lifetime", name)) or True)
+    record_approval_decision.handler(answer("approved"), Context())
+    record_approval_decision.handler(answer("no"), Context())
+    deleted = [d for d in aws if d[0] in ("reminders", "lifetime")]
+    assert deleted == [("reminders", "td-1"), ("lifetime", "req-1"), ("reminders", "td-1")]
