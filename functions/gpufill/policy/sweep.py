@@ -149,7 +149,8 @@ def assess(
     the ids the pass recorded on the spot; `executions`: request id -> its execution's status
     (None: no such execution); `notified`: finding key -> when it was last notified; `price`:
     the On-Demand price of (type, region), used where a record holds no price."""
-    approvals = sorted(approvals, key=lambda a: a.execution_name)
+    # Past its deadline an approval is answered no: its instances may be asked for again.
+    approvals = sorted((a for a in approvals if a.deadline > now), key=lambda a: a.execution_name)
     asked = {i for a in approvals for i in a.instance_ids}
     reconciled = set(reconciled)
     grace = timedelta(seconds=SWEEP_GRACE_SECONDS)
