@@ -171,3 +171,23 @@ def test_the_sweep_runs_every_15_minutes_as_the_scheduler_role_of_the_deployment
     assert _text(trust["Condition"]["ArnEquals"]["aws:SourceArn"]).endswith(f":schedule-group/{constants.schedule_group_name(env)}")
     invokes = [s for s in statements_of_role(template, role_id) if "lambda:InvokeFunction" in as_list(s["Action"])]
     assert [as_list(s["Resource"]) for s in invokes] == [[get_att(function_id)]]
+
+
+def test_the_sweep_role_holds_exactly_the_calls_its_handler_makes(synthesized):
+    """As test_infra_iam's check of the state machine's tasks: a grant nothing calls, or a call
+    nothing grants, fails. The by-request Query of adapters.inventory is reachable but never made:
+    the sweep hands inventory the table it scanned."""
+    from infra_aws_calls import reachable
+    from infra_helpers import all_actions
+
+    env = synthesized.stack.node.try_get_context("env")
+    [function] = [
+        r for r in synthesized.resources("AWS::Lambda::Function").values()
+        if r["Properties"].get("FunctionName") == constants.function_name(env, "Sweep")
+    ]
+    reach = reachable(constants.SWEEP_FUNCTIONS["Sweep"])
+    assert not reach.unknown
+    platform = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+    granted = all_actions(statements_of_role(synthesized.json, function["Properties"]["Role"]["Fn::GetAtt"][0])) - platform
+    assert granted == reach.actions - {"dynamodb:Query"}
+    assert "ec2:TerminateInstances" not in granted  # the sweep only ever asks
