@@ -154,3 +154,52 @@ def test_never_two_asks_for_one_instance_and_never_one_for_an_instance_already_a
     assert all(ask.execution_input()["action"] == "teardown" for ask in result.teardowns)
     assert len({ask.name for ask in result.teardowns}) == len(result.teardowns)
     assert set(asked) <= untracked | expired
+
+
+def test_a_finding_and_the_summary_say_exactly_this():
+    """The words a person reads, whole: the kind, the instances, the cost, the command."""
+    expired = (NOW - timedelta(hours=1)).isoformat()
+    records = {
+        "i-1": record(**{LIFETIME_ATTRIBUTE: expired}),
+        "i-2": record(**{LIFETIME_ATTRIBUTE: expired}, hourly_price=None),
+        "i-3": record("r3", state="pending"),
+    }
+    instances = [live("i-1"), live("i-2", state="stopped"), live("i-3", request="r3", region="eu-west-1"), live("i-9", request=None)]
+    late = approval("t9", ["i-3"], requested=NOW - timedelta(hours=3), deadline=NOW + timedelta(hours=1))
+    result = assess(records=records, live_=instances, approvals=[late], executions={"r3": "SUCCEEDED"})
+    untracked, expiry, waiting, ended = result.findings
+    ask = result.teardowns[0]
+    assert expiry == sweep.Finding(
+        kind="expired", key=f"expired:r1:{sweep._digest(['i-1', 'i-2'])}", request_id="r1", instance_ids=["i-1", "i-2"],
+        regions=["us-west-2"], hourly_cost=10.0,
+        command=f"gpufill approve {ask.name}   (or: gpufill reject {ask.name})",
+        message="2 instance(s) of request r1 past its max_lifetime with no teardown pending (10 USD/h): i-1, i-2",
+    )
+    assert ask == sweep.TeardownAsk(name=f"sweep-expired-r1-{sweep._digest(['i-1', 'i-2'])}", finding="expired", instance_ids=["i-1", "i-2"])
+    assert untracked.message == "1 instance(s) tagged for deployment dev but not recorded by any run (no request) (55 USD/h): i-9"
+    assert untracked.command == "gpufill status; end them in the EC2 console (us-west-2) or tag them gpufill:request-id"
+    assert waiting == sweep.Finding(
+        kind="approval-waiting", key="approval-waiting:t9", instance_ids=["i-3"], hourly_cost=10.0,
+        command="gpufill approve t9   (or: gpufill reject t9)",
+        message=f"t9 asks for a teardown of 1 instance(s) and has waited past half its deadline ({late.deadline.isoformat(timespec='minutes')})",
+    )
+    assert (ended.key, ended.instance_ids, ended.hourly_cost) == ("run-ended:r3", ["i-3"], 10.0)
+    assert ended.message == "run r3 ended SUCCEEDED but the records of 1 instance(s) still say pending"
+    assert result.summary() == {
+        "at": "2026-12-04T12:00:00+00:00", "running": 3, "hourly_cost": 75.0, "pending_approvals": 1,
+        "found": {"untracked": 1, "expired": 2, "approval-waiting": 1, "run-ended": 1},
+        "notified": 4, "teardowns_asked": [ask.name],
+        "findings": [{"kind": f.kind, "message": f.message, "command": f.command} for f in result.findings],
+    }
+    subject, body = sweep.notification(expiry, "dev")
+    assert subject == "gpufill (dev) sweep: expired"
+    assert body == "\n".join([
+        expiry.message, "", "Cost: 10 USD per hour", f"To act: {expiry.command}", "Regions: us-west-2", "",
+        "The sweep repeats this at most once a day while it lasts.",
+    ])
+    purchase = sweep.pending_approval({"status": "PENDING", "execution_name": "p1", "deadline": NOW.isoformat(),
+                                       "approval_for": "capacity-block-purchase"})
+    assert purchase == sweep.PendingApproval(execution_name="p1", requested_at=NOW, deadline=NOW, instance_ids=[], purchase=True)
+    assert sweep.pending_approval({"status": "PENDING", "execution_name": "p1"}) is None
+    assert sweep._moment("2026-12-04T12:00:00") == NOW and sweep._moment("2026-12-04T12:00:00Z") == NOW
+    assert sweep._moment("soon") is None and sweep._moment(None) is None
