@@ -46,6 +46,11 @@ class DeploySettings:
     # A customer-managed key that encrypts the instances' EBS volumes (the account's default EBS
     # key, or one the launch names); None: the AWS-managed aws/ebs key, which needs no grant.
     ebs_kms_key_arn: str | None = None
+    # The alarm on the running instances' cost: USD per hour (the sweep's HourlyCost metric);
+    # None deploys no spend alarm.
+    alarm_spend_per_hour: float | None = None
+    # Minutes between two sweeps (EventBridge Scheduler); None: `off`, no sweep is scheduled.
+    sweep_every_minutes: int | None = constants.SWEEP_DEFAULT_MINUTES
 
     @property
     def ebs_kms_key_region(self) -> str | None:
@@ -85,8 +90,17 @@ class DeploySettings:
                 f"context 'ebs_kms_key_arn' is {key!r}: give the key's ARN, "
                 "arn:aws:kms:REGION:ACCOUNT:key/KEY-ID (not an alias)"
             )
+        spend = _spend_per_hour(context("alarm_spend_per_hour"))
+        sweep = _sweep_every(context("sweep_every"))
+        if spend is not None and sweep is None:
+            raise SettingsError(
+                "context 'alarm_spend_per_hour' needs the sweep, which measures the spend: "
+                "leave 'sweep_every' on, or the spend alarm out"
+            )
         settings = cls(
             env=env,
+            alarm_spend_per_hour=spend,
+            sweep_every_minutes=sweep,
             regions_config=config,
             approval_email=email,
             powertools_layer_version=None if layer is None else int(layer),
@@ -132,3 +146,34 @@ def _check_regions(config: RegionsConfig) -> None:
     stray = sorted(r for r in config.overrides if r not in known)
     if stray:
         raise SettingsError(f"context 'region_overrides' names unknown region(s): {', '.join(stray)}")
+
+
+def _spend_per_hour(value: Any) -> float | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        amount = float(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        amount = None
+    if amount is None or not amount > 0 or amount == float("inf"):
+        raise SettingsError(
+            f"context 'alarm_spend_per_hour' is {value!r}: give the USD per hour above which the spend alarm "
+            "fires (a number above 0), or leave it out for no spend alarm"
+        )
+    return amount
+
+
+def _sweep_every(value: Any) -> int | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return constants.SWEEP_DEFAULT_MINUTES
+    if isinstance(value, str) and value.strip().lower() == "off":
+        return None
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit() or not (
+        constants.SWEEP_MIN_MINUTES <= int(text) <= constants.SWEEP_MAX_MINUTES
+    ):
+        raise SettingsError(
+            f"context 'sweep_every' is {value!r}: give the minutes between sweeps "
+            f"({constants.SWEEP_MIN_MINUTES}-{constants.SWEEP_MAX_MINUTES}), or 'off'"
+        )
+    return int(text)

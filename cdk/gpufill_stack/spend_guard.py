@@ -5,7 +5,8 @@ accepted); this construct deploys where they live and who runs them:
 - a schedule group per deployment (`gpufill-<env>`), so every scheduler grant names this
   deployment's group only, and deleting the stack deletes its schedules with it;
 - the role Scheduler assumes to run them: StartExecution of this deployment's state machine
-  (the lifetime's teardown) and Publish to its approval topic (the reminders), nothing else.
+  (the lifetime's teardown) and Publish to its approval topic (the reminders); the Sweep
+  construct adds the invocation of the sweep, nothing else.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 from gpufill import constants
+
+from gpufill_stack.notifications import publish_statements
 
 
 class SpendGuard(Construct):
@@ -47,7 +50,8 @@ class SpendGuard(Construct):
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
         self.role.add_to_policy(iam.PolicyStatement(actions=["states:StartExecution"], resources=[state_machine]))
-        self.role.add_to_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[approval_topic.topic_arn]))
+        for statement in publish_statements(approval_topic):  # the topic's key, too
+            self.role.add_to_policy(statement)
 
     @property
     def group_arn(self) -> str:

@@ -13,11 +13,13 @@ from gpufill_stack.event_forwarding import InterruptionRules
 from gpufill_stack.functions import Functions
 from gpufill_stack.instance_access import InstanceAccess
 from gpufill_stack.notifications import Notifications
+from gpufill_stack.operations import Operations
 from gpufill_stack.paths import EXAMPLE_REQUEST
 from gpufill_stack.settings import DeploySettings
 from gpufill_stack.spend_guard import SpendGuard
 from gpufill_stack.storage import Storage
-from gpufill_stack.task_permissions import EVENT_TASKS, TaskResources
+from gpufill_stack.sweep import Sweep
+from gpufill_stack.task_permissions import EVENT_TASKS, SWEEP_TASKS, TaskResources
 from gpufill_stack.workflow import Workflow
 
 
@@ -85,6 +87,36 @@ class GpufillStack(Stack):
         )
         self.interruption_rules = InterruptionRules(
             self, "InterruptionRules", env=settings.env, start_refill=event_functions.functions["StartRefill"]
+        )
+        sweep_functions = Functions(
+            self,
+            "SweepFunctions",
+            env=settings.env,
+            powertools_layer_version=settings.powertools_layer_version,
+            resources=replace(resources, state_machine_arn=arn),
+            environment={**environment, constants.ENV_STATE_MACHINE_ARN: arn},
+            tasks=constants.SWEEP_FUNCTIONS,
+            specs=SWEEP_TASKS,
+        )
+        if settings.sweep_every_minutes is not None:
+            Sweep(
+                self,
+                "Sweep",
+                env=settings.env,
+                function=sweep_functions.functions["Sweep"],
+                group=spend_guard.group,
+                role=spend_guard.role,
+                every_minutes=settings.sweep_every_minutes,
+            )
+        self.operations = Operations(
+            self,
+            "Operations",
+            env=settings.env,
+            topic=notifications.approval_topic,
+            state_machine=workflow.state_machine,
+            functions={**functions.functions, **event_functions.functions, **sweep_functions.functions},
+            sweep_every_minutes=settings.sweep_every_minutes,
+            alarm_spend_per_hour=settings.alarm_spend_per_hour,
         )
         CfnOutput(self, constants.OUTPUT_STATE_MACHINE_ARN, value=arn, description="The provisioner state machine")
         CfnOutput(self, constants.OUTPUT_INSTANCES_TABLE, value=storage.table.table_name)

@@ -25,6 +25,7 @@ from constructs import Construct
 from gpufill import constants
 
 from gpufill_stack import nag
+from gpufill_stack.notifications import publish_statements
 
 
 @dataclass(frozen=True)
@@ -523,8 +524,8 @@ def use_ebs_kms_key(r: TaskResources) -> Grant:
 
 
 def publish_approval_request(r: TaskResources) -> Grant:
-    """sns:Publish to the approval topic (approvals.publish)."""
-    return Grant([iam.PolicyStatement(actions=["sns:Publish"], resources=[r.approval_topic.topic_arn])])
+    """sns:Publish to the approval topic (approvals.publish), with the use of its key SNS makes for the publisher."""
+    return Grant(publish_statements(r.approval_topic))
 
 
 def ensure_security_group(r: TaskResources) -> Grant:
@@ -601,6 +602,13 @@ def start_refill_runs(r: TaskResources) -> Grant:
             )
         },
     )
+
+
+def start_teardown_runs(r: TaskResources) -> Grant:
+    """states:StartExecution of this deployment's state machine (the sweep's teardown requests, each
+    behind the approval) and DescribeExecution of its executions (whether a run ended, and a
+    repeated start told from a taken name; adapters.executions)."""
+    return start_refill_runs(r)
 
 
 def _pass_scheduler_role(r: TaskResources) -> iam.PolicyStatement:
@@ -875,6 +883,25 @@ EVENT_TASKS: dict[str, TaskSpec] = {
             remember_full_pools,
             update_instance_records,
             start_refill_runs,
+        ),
+    ),
+}
+
+
+# The sweep (constants.SWEEP_FUNCTIONS): run by EventBridge Scheduler, outside the state machine.
+SWEEP_TASKS: dict[str, TaskSpec] = {
+    "Sweep": TaskSpec(
+        summary="Every few minutes: finds untracked and expired instances, waiting approvals and ended runs; asks for teardowns behind the approval and notifies",
+        memory_mb=512,
+        timeout_seconds=300,
+        grants=(
+            scan_instance_records,
+            read_regions_config,
+            describe_instances,
+            put_instance_records,
+            update_instance_records,
+            publish_approval_request,
+            start_teardown_runs,
         ),
     ),
 }

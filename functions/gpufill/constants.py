@@ -364,3 +364,56 @@ BLOCK_PAYMENT_PENDING = "payment-pending"
 BLOCK_PAYMENT_FAILED = "payment-failed"
 PAYMENT_CHECK_SECONDS = 60
 PURCHASE_FAILED = "PURCHASE_FAILED"
+
+# --- Operations: metrics, alarms, the dashboard and the sweep (docs/operations.md) ----------
+# Every metric gpufill emits carries the dimension `deployment` (the env), so one account's
+# deployments never share an alarm or a dashboard line. The alarms and the dashboard name these.
+METRIC_DIMENSION_DEPLOYMENT = "deployment"
+METRIC_RUNS_FINISHED = "RunsFinished"  # ReportResult, dimension `outcome` (FILLED, PARTIAL, ...)
+METRIC_RUNS_FAILED = "RunsFailed"  # ReportFailure
+METRIC_CAPACITY_ANSWERS = "CapacityAnswers"  # LaunchBatch, dimensions `region`, `instance_type`, `outcome`
+METRIC_INSTANCES_LAUNCHED = "InstancesLaunched"
+# The sweep's pass: what runs, what it costs, and what it found (one metric per finding kind).
+METRIC_RUNNING_INSTANCES = "RunningInstances"
+METRIC_HOURLY_COST = "HourlyCost"  # USD per hour of the running instances, from the records' prices
+METRIC_PENDING_APPROVALS = "PendingApprovals"
+METRIC_UNTRACKED_INSTANCES = "UntrackedInstances"
+METRIC_EXPIRED_INSTANCES = "ExpiredInstances"
+METRIC_STALE_APPROVALS = "StaleApprovals"
+METRIC_STALE_RUNS = "StaleRuns"
+
+# The sweep: one Lambda outside the state machine, run by EventBridge Scheduler in the
+# deployment's schedule group every SWEEP_DEFAULT_MINUTES (deployment setting `sweep_every`).
+SWEEP_FUNCTIONS = {"Sweep": "gpufill.handlers.sweep.handler"}
+SWEEP_DEFAULT_MINUTES = 15
+SWEEP_MIN_MINUTES = 5  # a pass lists every region; more often only costs API calls
+SWEEP_MAX_MINUTES = 24 * 60
+# A finding is notified once, then again only after this long while it lasts.
+SWEEP_RENOTIFY_SECONDS = 24 * 3600
+# The last pass's summary (`gpufill status`), and one item per notified finding, in the instances table.
+SWEEP_SUMMARY_KEY = "sweep#last"
+SWEEP_FINDING_KEY_PREFIX = "sweep-finding#"
+KIND_SWEEP = "sweep"
+# A teardown the sweep asks for is named from its finding, so asking twice is refused by Step
+# Functions (ExecutionAlreadyExists) and never becomes a second request for the same instances.
+SWEEP_TEARDOWN_PREFIX = "sweep-"
+
+
+def sweep_schedule_name(env: str) -> str:
+    return f"gpufill-{env}-sweep"
+
+
+def dashboard_name(env: str) -> str:
+    return f"gpufill-{env}"
+
+
+def alarm_name_prefix(env: str) -> str:
+    """Every alarm of a deployment is named `gpufill-<env>-...`: the topic's key lets these publish."""
+    return f"gpufill-{env}-"
+# An instance launched this recently may be one a running step has not recorded yet, and a
+# request that expired this recently has its own teardown on the way: neither is a finding yet.
+SWEEP_GRACE_SECONDS = 15 * 60
+# Executions the sweep looks up in one pass (runs whose records still say pending).
+SWEEP_MAX_EXECUTION_LOOKUPS = 20
+# Findings detailed in the summary `gpufill status` shows (all are counted).
+SWEEP_LISTED_FINDINGS = 10

@@ -55,7 +55,8 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "batch_get_item": ("dynamodb:BatchGetItem",),
     "batch_writer": ("dynamodb:BatchWriteItem",),
     "batch_write_item": ("dynamodb:BatchWriteItem",),
-    "publish": ("sns:Publish",),
+    # The topic is encrypted with the deployment's own key: SNS uses it on the publisher's behalf.
+    "publish": ("sns:Publish", "kms:GenerateDataKey", "kms:Decrypt"),
     "send_task_success": ("states:SendTaskSuccess",),
     "send_task_failure": ("states:SendTaskFailure",),
     "start_execution": ("states:StartExecution",),

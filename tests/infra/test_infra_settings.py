@@ -28,6 +28,7 @@ def test_cdk_json_defaults():
     assert s.approval_email is None
     assert s.powertools_layer_version is None  # the layer AWS publishes for the pinned release
     assert s.ebs_kms_key_arn is None
+    assert s.alarm_spend_per_hour is None and s.sweep_every_minutes == 15
     assert json.loads(s.regions_config_json()) == {"regions": s.regions_config.regions}
 
 
@@ -45,6 +46,12 @@ def test_command_line_strings():
         "regions": ["us-west-2", "us-east-1"],
         "overrides": {"us-west-2": {"subnets": {"us-west-2a": "subnet-1"}, "security_group": "sg-1", "ami": "ami-1"}},
     }
+
+
+def test_operations_settings():
+    assert settings(alarm_spend_per_hour="40.5", sweep_every="30").alarm_spend_per_hour == 40.5
+    assert settings(sweep_every="off").sweep_every_minutes is None
+    assert settings(sweep_every=60).sweep_every_minutes == 60
 
 
 def test_an_ebs_kms_key_names_its_region():
@@ -66,6 +73,11 @@ def test_an_ebs_kms_key_names_its_region():
         ({"powertools_layer_version": "latest"}, "powertools_layer_version"),
         ({"ebs_kms_key_arn": "alias/aws/ebs"}, "context 'ebs_kms_key_arn'.*not an alias"),
         ({"ebs_kms_key_arn": "arn:aws:kms:us-east-1:123456789012:alias/ebs"}, "ebs_kms_key_arn"),
+        ({"alarm_spend_per_hour": "lots"}, "context 'alarm_spend_per_hour'"),
+        ({"alarm_spend_per_hour": -3}, "alarm_spend_per_hour"),
+        ({"sweep_every": "2"}, "context 'sweep_every'"),
+        ({"sweep_every": "often"}, "sweep_every"),
+        ({"sweep_every": "off", "alarm_spend_per_hour": 40}, "alarm_spend_per_hour' needs the sweep"),
     ],
 )
 def test_bad_context_fails_with_the_key_named(overrides, message):

@@ -30,16 +30,27 @@ class Inventory(BaseModel):
     deployment: str
 
 
-def gather(*, request_id: str | None, request_regions: list[str], everything: bool, now: datetime) -> Inventory:
+def gather(
+    *,
+    request_id: str | None,
+    request_regions: list[str],
+    everything: bool,
+    now: datetime,
+    holdings: instances_table.Holdings | None = None,
+) -> Inventory:
     """`request_id`: one request's instances, or None for all of this deployment's.
     `everything`: also search every region a launch was ever attempted in (unfiltered views).
+    `holdings`: the table as a caller already read it (the sweep scans once for more than records).
     A throttled or failing table or EC2 call raises TransientAwsError: the step is retried whole."""
     with managed_instances.retryable("looking up this deployment's instances"):
-        return _gather(request_id=request_id, request_regions=request_regions, everything=everything, now=now)
+        return _gather(request_id=request_id, request_regions=request_regions, everything=everything, now=now, holdings=holdings)
 
 
-def _gather(*, request_id: str | None, request_regions: list[str], everything: bool, now: datetime) -> Inventory:
-    holdings = instances_table.request_holdings(request_id) if request_id is not None else instances_table.all_holdings()
+def _gather(
+    *, request_id: str | None, request_regions: list[str], everything: bool, now: datetime, holdings: instances_table.Holdings | None
+) -> Inventory:
+    if holdings is None:
+        holdings = instances_table.request_holdings(request_id) if request_id is not None else instances_table.all_holdings()
     deployment = managed_instances.deployment()
     regions = status.search_regions(
         request_regions=request_regions,

@@ -650,3 +650,19 @@ def _findings(result: dict) -> list[str]:
     if result.get("gone"):
         lines.append(f"Gone (recorded, no longer in EC2): {', '.join(result['gone'])}")
     return lines
+
+
+def render_sweep(summary: dict | None) -> list[str]:
+    """The sweep's last pass (docs/operations.md), under the status view."""
+    if not summary:
+        return []
+    found = ", ".join(f"{n} {kind}" for kind, n in (summary.get("found") or {}).items() if n) or "nothing"
+    lines = [
+        "",
+        f"Sweep: last pass {summary.get('at')}: found {found}; "
+        f"{summary.get('running', 0)} running at ${summary.get('hourly_cost', 0):.4f}/h",
+    ]
+    for finding in summary.get("findings") or []:
+        lines.append(f"  {finding['kind']}: {finding['message']}")
+        lines.append(f"    {finding['command']}")
+    return lines

@@ -18,7 +18,7 @@ from gpufill.cli.common import (
     program,
     say,
 )
-from gpufill.cli.render import ExecutionView, render_requests, render_status, render_summary
+from gpufill.cli.render import ExecutionView, render_requests, render_status, render_summary, render_sweep
 from gpufill.cli.runs import answer_commands, who_answers
 from gpufill.policy import answers, spend
 
@@ -77,7 +77,7 @@ def status_verb(args: argparse.Namespace) -> int:
     lines = render_requests(view.output, shown, hidden)
     if args.instances:
         lines += [""] + render_status(view.output)
-    print("\n".join(lines + render_pending(pending) + render_purchases(purchases)))
+    print("\n".join(lines + render_pending(pending) + render_purchases(purchases) + render_sweep(view.output.get("sweep"))))
     return EXIT_OK
 
 

@@ -38,9 +38,10 @@ from gpufill.constants import (
     ENV_INSTANCE_PROFILE_ARN,
     ENV_STARTUP_BUCKET,
     LOCAL_HOME_REGION,
+    METRIC_CAPACITY_ANSWERS,
 )
 from gpufill.handlers.events import LoopEvent
-from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
+from gpufill.handlers.observability import count, logger, metrics, tracer, transient_aws_errors
 from gpufill.bootstrap.user_data import render_user_data
 from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Instance, LaunchResult, MarketName, PlanRef, Pool, RegionLaunch, Run
@@ -69,6 +70,8 @@ def handler(event: dict, context: LambdaContext) -> dict:
     # A resource created a moment ago is waited for only while the step keeps its reserve.
     with visibility.time_left(lambda: (context.get_remaining_time_in_millis() - RESERVED_MILLIS) / 1000):
         answer = launch_step(step, request, plan, pools, run, context)
+    for attempt in answer.get("step_attempts") or []:  # the dashboard's capacity answers by region and type
+        count(METRIC_CAPACITY_ANSWERS, 1, region=attempt["region"], instance_type=attempt["instance_type"], outcome=attempt["outcome"])
     if request.refill is not None and answer.get("instances"):
         # Asked again after the records are written: a teardown that stops maintenance writes its
         # mark before it lists the request's records, so either it listed this refill's instances

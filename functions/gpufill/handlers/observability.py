@@ -2,7 +2,9 @@
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 
-from gpufill.constants import METRICS_NAMESPACE, SERVICE_NAME
+import os
+
+from gpufill.constants import ENV_DEPLOYMENT, METRIC_DIMENSION_DEPLOYMENT, METRICS_NAMESPACE, SERVICE_NAME
 
 logger = Logger(service=SERVICE_NAME)
 tracer = Tracer(service=SERVICE_NAME)
@@ -21,6 +23,7 @@ def transient_aws_errors(handler):
 
     @functools.wraps(handler)
     def wrapped(event, context):
+        tag_deployment()
         try:
             return handler(event, context)
         except TransientAwsError:
@@ -31,3 +34,24 @@ def transient_aws_errors(handler):
             raise
 
     return wrapped
+
+
+def tag_deployment() -> None:
+    """Every metric of this invocation carries the deployment: the alarms and the dashboard of one
+    deployment read its own numbers only. Set per invocation, not at import: the local engine runs
+    several deployments' functions in one process."""
+    deployment = os.environ.get(ENV_DEPLOYMENT) or "unknown"
+    if metrics.default_dimensions.get(METRIC_DIMENSION_DEPLOYMENT) != deployment:  # set again, Powertools warns
+        metrics.set_default_dimensions(**{METRIC_DIMENSION_DEPLOYMENT: deployment})
+
+
+def count(name: str, value: float, unit: str = "Count", **dimensions: str) -> None:
+    """One metric with its own dimensions (a run's outcome, a pool's region and type), printed at
+    once: the handler's other metrics keep only the deployment's dimension."""
+    from aws_lambda_powertools.metrics import single_metric
+
+    with single_metric(name=name, unit=unit, value=value, namespace=METRICS_NAMESPACE) as metric:
+        metric.add_dimension(name="service", value=SERVICE_NAME)
+        metric.add_dimension(name=METRIC_DIMENSION_DEPLOYMENT, value=os.environ.get(ENV_DEPLOYMENT) or "unknown")
+        for key, text in dimensions.items():
+            metric.add_dimension(name=key, value=text)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import clock, inventory, run_store
+from gpufill.adapters import clock, inventory, run_store, sweep_store
 from gpufill.handlers.events import RequestEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.policy import status, waiting
@@ -42,6 +42,11 @@ def handler(event: dict, context: LambdaContext) -> dict:
     metrics.add_metric(name="RunningInstances", unit="Count", value=result.running)
     metrics.add_metric(name="ReconciledInstances", unit="Count", value=len(result.reconciled))
     answer = result.model_dump(mode="json")
+    if wanted is None:
+        # The sweep's last pass (docs/operations.md): when it ran and what it found.
+        last = sweep_store.last_summary()
+        if last is not None:
+            answer["sweep"] = last
     if wanted is not None:
         # wait_for_capacity: one item per request, whichever execution of its chain wrote it last.
         line = waiting.view_line(run_store.load_wait(wanted))

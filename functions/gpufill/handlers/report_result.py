@@ -7,7 +7,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill.adapters import run_store
 from gpufill.handlers.events import ReportEvent
-from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
+from gpufill.constants import METRIC_RUNS_FINISHED
+from gpufill.handlers.observability import count, logger, metrics, tracer, transient_aws_errors
 from gpufill.policy.result import fill_result
 
 
@@ -18,4 +19,5 @@ from gpufill.policy.result import fill_result
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=ReportEvent)
     attempts = run_store.load_attempts(step.request.request_id, step.run.attempts_total)
+    count(METRIC_RUNS_FINISHED, 1, outcome=step.status)  # the dashboard's runs by outcome
     return fill_result(step.request, step.run, attempts, step.status)

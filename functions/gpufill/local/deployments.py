@@ -167,6 +167,7 @@ class Deployments:
             regions=sorted(set(self.regions_config.get("regions", [])) | {HOME_REGION}),
             regions_config=json.dumps(self.regions_config),
             definition=self.definition.read_text() if self.definition is not None else None,
+            schedules=getattr(self, "sweep", False),
         )
         deployment = Deployment(
             env,

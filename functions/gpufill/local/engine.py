@@ -60,6 +60,7 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         env_names: tuple[str, ...] = (ENV_NAME,),
         visibility_delay_calls: int = 1,
         judge_iam: bool = True,
+        sweep: bool = False,
     ):
         if not env_names:
             raise ValueError("env_names: at least one deployment is needed")
@@ -72,6 +73,9 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         # Every call of a handler or of the state machine is judged by the caller's deployed IAM
         # policies before moto answers (local/iam/); off only for engine tests about something else.
         self.judge_iam = judge_iam
+        # The deployed sweep schedule runs on the modelled clock (every 15 modelled minutes) only
+        # when asked: a test about something else would pay for its passes and see its findings.
+        self.sweep = sweep
         self.iam = None  # the judgements made, once started
         self.calls = CallLog()
         self._stack = ExitStack()

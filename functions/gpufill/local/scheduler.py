@@ -5,7 +5,7 @@ A schedule created (or updated) in moto is run here when modelled time reaches i
 - `rate(N unit)` from its StartDate (else its creation) every N units, until its EndDate.
 Before it runs, the schedule is looked up again: one deleted (or replaced under its name) since
 does not run, as on AWS. Its target is a universal target (`arn:aws:scheduler:::aws-sdk:sfn:
-startExecution`, `...:sns:publish`) called with the schedule's role: the engine judges the role's
+startExecution`, `...:sns:publish`), or a Lambda function (the sweep), called with the schedule's role: the engine judges the role's
 trust (Scheduler assumes it with aws:SourceArn = the schedule group's ARN, local/iam/trust.py),
 then the call against that role's policies (a refused call does not happen and is recorded, as Scheduler
 records a failed invocation) and makes it with the target's Input as the API's parameters.
@@ -42,6 +42,8 @@ UNIVERSAL = "arn:aws:scheduler:::aws-sdk:"
 # Scheduler's retry policy when a target names none (RetryPolicy in the Scheduler API reference).
 DEFAULT_RETRY = {"MaximumEventAgeInSeconds": 86400, "MaximumRetryAttempts": 185}
 MAX_BACKOFF = 600
+# A templated target: a Lambda function, invoked with the schedule's Input as its event.
+LAMBDA_FUNCTION = re.compile(r"^arn:aws:lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]+$")
 
 
 def _moment(value) -> datetime | None:
@@ -165,12 +167,15 @@ def _invoke(engine, target: dict, *, group: str = "default") -> dict:
     from gpufill.local.iam.world import engine_world
 
     arn = target.get("Arn", "")
-    if not arn.startswith(UNIVERSAL):
-        return {"error": f"the local engine runs universal targets only, not {arn}"}
-    service, operation = arn[len(UNIVERSAL):].split(":", 1)
     parameters = json.loads(target.get("Input") or "{}")
-    api = operation[0].upper() + operation[1:]
-    iam_service = {"sfn": "states"}.get(service, service)
+    if LAMBDA_FUNCTION.match(arn):  # a templated target: the function gets the Input as its event
+        service, api, iam_service = "lambda", "Invoke", "lambda"
+    elif arn.startswith(UNIVERSAL):
+        service, operation = arn[len(UNIVERSAL):].split(":", 1)
+        api = operation[0].upper() + operation[1:]
+        iam_service = {"sfn": "states"}.get(service, service)
+    else:
+        return {"error": f"the local engine runs universal and Lambda targets only, not {arn}"}
     if engine.judge_iam:
         role = engine.roles.get(target.get("RoleArn") or "")
         if role is None:
@@ -180,6 +185,8 @@ def _invoke(engine, target: dict, *, group: str = "default") -> dict:
         if untrusted is not None:
             return {"error": f"AccessDenied: {untrusted.message}", "refused": True}
         call_params = {k[0].lower() + k[1:] if iam_service == "states" else k: v for k, v in parameters.items()}
+        if iam_service == "lambda":  # lambda:InvokeFunction on the target function
+            call_params = {"FunctionName": arn}
         call = Call(iam_service, api, call_params, engine.home_region, engine.account)
         denied = refusal(principal(role, "scheduler", engine.account), call, engine_world(engine), engine.iam)
         if denied is not None:
@@ -193,6 +200,10 @@ def _invoke(engine, target: dict, *, group: str = "default") -> dict:
                 stateMachineArn=parameters["StateMachineArn"], name=parameters["Name"], input=parameters.get("Input", "{}")
             )
             return {"execution": parameters["Name"], "execution_arn": answer["executionArn"]}
+        if iam_service == "lambda":
+            reply = engine.client("lambda").invoke(FunctionName=arn, Payload=json.dumps(parameters).encode())
+            answer = json.loads(reply["Payload"].read() or b"null")
+            return {"function": arn, "answer": answer, **({"error": "function error"} if "FunctionError" in reply else {})}
         if iam_service == "sns":
             answer = engine.client("sns").publish(
                 TopicArn=parameters["TopicArn"], Message=parameters["Message"],

@@ -42,10 +42,13 @@ def deploy_app(
     regions: list[str],
     regions_config: str,
     definition: str | None = None,
+    schedules: bool = False,
 ) -> Deployed:
     """Deploy `app` (the home stack, and the forwarding stack in every other region of `regions`).
     `regions_config` is the value of the parameter the functions read their regions from;
-    `definition`, if given, replaces the state machine's definition (with the same substitutions)."""
+    `definition`, if given, replaces the state machine's definition (with the same substitutions);
+    `schedules`: also make the template's own schedules (the sweep), which then run on the
+    engine's modelled clock."""
     home = app.home
     roles = {role.arn: role for stack in app.stacks(regions) for role in _roles(client, stack)}
     for profile in home.instance_profiles:
@@ -90,6 +93,16 @@ def deploy_app(
     )["stateMachineArn"]
     for stack in app.stacks(regions):
         _rules(client, stack)
+    for schedule in home.schedules if schedules else []:
+        optional = {k: schedule[k] for k in ("Description", "ScheduleExpressionTimezone", "State") if k in schedule}
+        client("scheduler").create_schedule(
+            Name=schedule["Name"],
+            GroupName=schedule.get("GroupName", "default"),
+            ScheduleExpression=schedule["ScheduleExpression"],
+            FlexibleTimeWindow=schedule["FlexibleTimeWindow"],
+            Target=schedule["Target"],
+            **optional,
+        )
     arns = {(f.placeholder or f.task): f.arn for f in home.functions.values()}
     [topic] = home.topics
     return Deployed(state_machine_arn, topic.arn, arns, {f.name: f for f in home.functions.values()}, roles)

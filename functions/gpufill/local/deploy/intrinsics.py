@@ -143,6 +143,8 @@ class Resolver:
             "AWS::Events::Rule": f"arn:{p}:events:{r}:{a}:rule/{name}",
             "AWS::Scheduler::ScheduleGroup": f"arn:{p}:scheduler:{r}:{a}:schedule-group/{name}",
             "AWS::Events::EventBus": f"arn:{p}:events:{r}:{a}:event-bus/{name}",
+            # CloudFormation's key id is a generated UUID; the generated name stands in for it.
+            "AWS::KMS::Key": f"arn:{p}:kms:{r}:{a}:key/{name}",
         }
         if kind not in arns:
             raise UnresolvableIntrinsic(f"{logical_id}: no ARN known for a {kind} (add it to Resolver.arn)")

@@ -155,6 +155,8 @@ class StackModel:
     rules: list[Rule]
     permissions: list[Permission]
     outputs: dict[str, Any]
+    # EventBridge Scheduler schedules the template makes (the sweep), their properties resolved.
+    schedules: list[dict] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -313,6 +315,7 @@ def read_stack(template: Mapping[str, Any], *, name: str, account: str, region: 
             for p in (properties(i) for i, _ in of_type("AWS::Lambda::Permission"))
         ],
         outputs={k: resolver.resolve(v.get("Value")) for k, v in template.get("Outputs", {}).items()},
+        schedules=[properties(i) for i, _ in of_type("AWS::Scheduler::Schedule")],
     )
 
 

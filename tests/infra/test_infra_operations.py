@@ -1,0 +1,193 @@
+"""Operations: every alarm's metric, threshold and action; the dashboard names only metrics the
+code emits; the topic's key lets CloudWatch and every publisher use it (docs/operations.md)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+from gpufill import constants
+
+from infra_helpers import ACCOUNT, REGION, as_list, get_att, statements_of_role
+
+HANDLERS = Path(__file__).resolve().parents[2] / "functions" / "gpufill" / "handlers"
+# What AWS itself publishes for a state machine and a function (CloudWatch user guides).
+AWS_METRICS = {
+    "AWS/States": {"ExecutionsSucceeded", "ExecutionsFailed", "ExecutionsTimedOut", "ExecutionsAborted", "ExecutionTime"},
+    "AWS/Lambda": {"Errors", "Throttles"},
+}
+
+
+def emitted_metrics() -> set[str]:
+    """Every metric name a handler emits: add_metric(name="...") literals, and the METRIC_*
+    constants a handler passes to add_metric or observability.count."""
+    names: set[str] = set()
+    for path in HANDLERS.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if called not in ("add_metric", "count"):
+                continue
+            values = [k.value for k in node.keywords if k.arg == "name"] + node.args[:1]
+            for value in values:
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    names.add(value.value)
+                elif isinstance(value, ast.Name) and value.id.startswith("METRIC_"):
+                    names.add(getattr(constants, value.id))
+    return names
+
+
+def _text(value) -> str:
+    """A template value (Fn::Join of strings and tokens) as text, tokens as <ref>."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        return "".join(_text(part) for part in value["Fn::Join"][1])
+    return "<ref>"
+
+
+def _alarms(template: dict) -> dict[str, dict]:
+    return {
+        r["Properties"]["AlarmName"]: r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Alarm"
+    }
+
+
+def _topic_id(template: dict) -> str:
+    [topic] = [i for i, r in template["Resources"].items() if r["Type"] == "AWS::SNS::Topic"]
+    return topic
+
+
+def test_every_alarm_reads_its_metric_and_notifies_the_topic(synthesized):
+    template, env = synthesized.json, synthesized.stack.node.try_get_context("env")
+    alarms = _alarms(template)
+    prefix = constants.alarm_name_prefix(env)
+    for outcome, metric in {"failed": "ExecutionsFailed", "timed-out": "ExecutionsTimedOut", "aborted": "ExecutionsAborted"}.items():
+        alarm = alarms[f"{prefix}runs-{outcome}"]
+        assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == ("AWS/States", metric, "Sum")
+        assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    every_function = [*constants.LAMBDA_TASKS, *constants.EVENT_FUNCTIONS, *constants.SWEEP_FUNCTIONS]
+    for placeholder in every_function:
+        task = placeholder.removesuffix("FunctionArn")
+        for kind, metric in (("errors", "Errors"), ("throttles", "Throttles")):
+            alarm = alarms[f"{prefix}{task}-{kind}"]
+            assert (alarm["Namespace"], alarm["MetricName"], alarm["Threshold"]) == ("AWS/Lambda", metric, 1)
+    untracked = alarms[f"{prefix}untracked-instances"]
+    assert (untracked["Namespace"], untracked["MetricName"]) == (constants.METRICS_NAMESPACE, constants.METRIC_UNTRACKED_INSTANCES)
+    assert {"Name": constants.METRIC_DIMENSION_DEPLOYMENT, "Value": env} in untracked["Dimensions"]
+    assert alarms[f"{prefix}approvals-waiting"]["MetricName"] == constants.METRIC_STALE_APPROVALS
+    assert f"{prefix}spend-per-hour" not in alarms  # cdk.json sets no alarm_spend_per_hour
+    topic = {"Ref": _topic_id(template)}
+    for name, alarm in alarms.items():
+        assert alarm["AlarmActions"] == [topic], name
+        assert alarm["TreatMissingData"] == "notBreaching", name
+        assert name.startswith(prefix)
+        if alarm["Namespace"] == constants.METRICS_NAMESPACE:
+            assert alarm["MetricName"] in emitted_metrics(), name
+        else:
+            assert alarm["MetricName"] in AWS_METRICS[alarm["Namespace"]], name
+
+
+def test_the_dashboard_names_only_metrics_the_code_emits(synthesized):
+    [dashboard] = synthesized.resources("AWS::CloudWatch::Dashboard").values()
+    body = _text(dashboard["Properties"]["DashboardBody"])
+    named = set(re.findall(r'\["' + constants.METRICS_NAMESPACE + r'","(\w+)"', body))
+    named |= set(re.findall(r'MetricName=\\"(\w+)\\"', body))
+    assert named >= {constants.METRIC_HOURLY_COST, constants.METRIC_CAPACITY_ANSWERS, constants.METRIC_RUNS_FINISHED}
+    assert named <= emitted_metrics(), named - emitted_metrics()
+    for namespace, metric in re.findall(r'\["(AWS/\w+)","(\w+)"', body):
+        assert metric in AWS_METRICS[namespace]
+    assert dashboard["Properties"]["DashboardName"] == constants.dashboard_name(synthesized.stack.node.try_get_context("env"))
+
+
+def test_cloudwatch_and_every_publisher_may_use_the_topic_key(synthesized):
+    template = synthesized.json
+    [key_id] = [i for i, r in template["Resources"].items() if r["Type"] == "AWS::KMS::Key"]
+    key = template["Resources"][key_id]["Properties"]
+    assert key["EnableKeyRotation"] is True
+    [cloudwatch] = [s for s in key["KeyPolicy"]["Statement"] if s.get("Sid") == "CloudWatchAlarmsPublish"]
+    assert cloudwatch["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert sorted(as_list(cloudwatch["Action"])) == ["kms:Decrypt", "kms:GenerateDataKey"]
+    assert cloudwatch["Condition"]["StringEquals"]["aws:SourceAccount"] == ACCOUNT
+    topic = _topic_id(template)
+    publishers = 0
+    for role_id in [i for i, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role"]:
+        statements = statements_of_role(template, role_id)
+        publishes = any("sns:Publish" in as_list(s["Action"]) and {"Ref": topic} in as_list(s["Resource"]) for s in statements)
+        if publishes:
+            publishers += 1
+            assert any(
+                set(as_list(s["Action"])) == {"kms:GenerateDataKey", "kms:Decrypt"} and as_list(s["Resource"]) == [get_att(key_id)]
+                for s in statements
+            ), role_id
+    assert publishers >= 4  # the approval tasks, the sweep, Scheduler's reminders
+
+
+@pytest.mark.parametrize("sweep_every", ["30", "off"])
+def test_the_spend_alarm_and_the_sweep_follow_the_settings(tmp_path, sweep_every):
+    """One small synth of the Operations construct alone (no nag, no functions asset)."""
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_sns as sns
+    from aws_cdk import aws_stepfunctions as sfn
+    from aws_cdk.assertions import Template
+    from gpufill_stack.operations import Operations
+
+    app = App(outdir=str(tmp_path))
+    stack = Stack(app, "Ops", env={"account": ACCOUNT, "region": REGION})
+    machine = sfn.StateMachine(stack, "Machine", definition_body=sfn.DefinitionBody.from_chainable(sfn.Pass(stack, "P")))
+    minutes = None if sweep_every == "off" else int(sweep_every)
+    Operations(
+        stack, "Operations", env="prod", topic=sns.Topic(stack, "T"), state_machine=machine, functions={},
+        sweep_every_minutes=minutes, alarm_spend_per_hour=None if minutes is None else 12.5,
+    )
+    alarms = _alarms(Template.from_stack(stack).to_json())
+    if minutes is None:
+        assert sorted(alarms) == ["gpufill-prod-runs-aborted", "gpufill-prod-runs-failed", "gpufill-prod-runs-timed-out"]
+        return
+    spend = alarms["gpufill-prod-spend-per-hour"]
+    assert (spend["MetricName"], spend["Statistic"], spend["Period"]) == (constants.METRIC_HOURLY_COST, "Maximum", 1800)
+    assert spend["Threshold"] == 12.5 and spend["ComparisonOperator"] == "GreaterThanThreshold"
+    assert json.dumps(spend["Dimensions"]).count('"prod"') == 1
+
+
+def test_the_sweep_runs_every_15_minutes_as_the_scheduler_role_of_the_deployments_group(synthesized):
+    template, env = synthesized.json, synthesized.stack.node.try_get_context("env")
+    [schedule] = synthesized.resources("AWS::Scheduler::Schedule").values()
+    p = schedule["Properties"]
+    assert (p["Name"], p["GroupName"], p["ScheduleExpression"]) == (constants.sweep_schedule_name(env), constants.schedule_group_name(env), "rate(15 minutes)")
+    [(function_id, _)] = [
+        (i, r) for i, r in synthesized.resources("AWS::Lambda::Function").items()
+        if r["Properties"].get("FunctionName") == constants.function_name(env, "Sweep")
+    ]
+    assert p["Target"]["Arn"] == get_att(function_id)
+    role_id = p["Target"]["RoleArn"]["Fn::GetAtt"][0]
+    trust = template["Resources"][role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert _text(trust["Condition"]["ArnEquals"]["aws:SourceArn"]).endswith(f":schedule-group/{constants.schedule_group_name(env)}")
+    invokes = [s for s in statements_of_role(template, role_id) if "lambda:InvokeFunction" in as_list(s["Action"])]
+    assert [as_list(s["Resource"]) for s in invokes] == [[get_att(function_id)]]
+
+
+def test_the_sweep_role_holds_exactly_the_calls_its_handler_makes(synthesized):
+    """As test_infra_iam's check of the state machine's tasks: a grant nothing calls, or a call
+    nothing grants, fails. The by-request Query of adapters.inventory is reachable but never made:
+    the sweep hands inventory the table it scanned."""
+    from infra_aws_calls import reachable
+    from infra_helpers import all_actions
+
+    env = synthesized.stack.node.try_get_context("env")
+    [function] = [
+        r for r in synthesized.resources("AWS::Lambda::Function").values()
+        if r["Properties"].get("FunctionName") == constants.function_name(env, "Sweep")
+    ]
+    reach = reachable(constants.SWEEP_FUNCTIONS["Sweep"])
+    assert not reach.unknown
+    platform = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+    granted = all_actions(statements_of_role(synthesized.json, function["Properties"]["Role"]["Fn::GetAtt"][0])) - platform
+    assert granted == reach.actions - {"dynamodb:Query"}
+    assert "ec2:TerminateInstances" not in granted  # the sweep only ever asks

@@ -1,0 +1,205 @@
+"""policy.sweep: the findings, the teardown asks (never two for one instance, never a
+termination) and the once-a-day notification, pinned without an engine."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from gpufill.constants import LIFETIME_ATTRIBUTE, SWEEP_GRACE_SECONDS, TAG_DEPLOYMENT, TAG_MANAGED, TAG_REQUEST_ID
+from gpufill.models.teardown import LiveInstance
+from gpufill.policy import sweep
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+LONG_AGO = (NOW - timedelta(hours=3)).isoformat()
+
+
+def live(instance_id, *, request="r1", deployment="dev", state="running", launched=LONG_AGO, region="us-west-2"):
+    tags = {TAG_MANAGED: "true", TAG_DEPLOYMENT: deployment}
+    if request:
+        tags[TAG_REQUEST_ID] = request
+    return LiveInstance(
+        instance_id=instance_id, region=region, availability_zone=f"{region}a", instance_type="p5.48xlarge",
+        state=state, tags=tags, launch_time=launched,
+    )
+
+
+def record(request="r1", **extra):
+    return {"request_id": request, "region": "us-west-2", "state": "running", "hourly_price": 10.0, **extra}
+
+
+def assess(*, records=None, live_=None, reconciled=(), approvals=(), executions=None, notified=None, now=NOW):
+    return sweep.assess(
+        records=records or {}, live={i.instance_id: i for i in live_ or []}, reconciled=reconciled, deployment="dev",
+        approvals=approvals, executions=executions or {}, notified=notified or {}, now=now,
+        price=lambda instance_type, region: 55.0,
+    )
+
+
+def approval(name, ids, *, requested=NOW - timedelta(hours=1), deadline=NOW + timedelta(hours=3)):
+    return sweep.PendingApproval(execution_name=name, requested_at=requested, deadline=deadline, instance_ids=ids)
+
+
+def test_an_unrecorded_instance_is_untracked_once_past_the_grace_and_gets_one_teardown_ask():
+    result = assess(live_=[live("i-1")], reconciled=["i-1"], records={})
+    [finding] = result.findings
+    assert (finding.kind, finding.instance_ids, finding.hourly_cost) == ("untracked", ["i-1"], 55.0)
+    [ask] = result.teardowns
+    assert ask.execution_input() == {"action": "teardown", "instance_ids": ["i-1"], "requested_by": "gpufill sweep (untracked)"}
+    assert ask.name.startswith("sweep-untracked-r1-") and len(ask.name) <= 80
+    assert ask.name in finding.command and result.notify == [finding]
+    just_launched = live("i-2", launched=(NOW - timedelta(seconds=SWEEP_GRACE_SECONDS - 60)).isoformat())
+    assert assess(live_=[just_launched], reconciled=["i-2"]).findings == []  # a step may be recording it now
+
+
+def test_an_instance_without_a_request_tag_is_notified_but_not_asked_for():
+    result = assess(live_=[live("i-1", request=None)])
+    [finding] = result.findings
+    assert finding.request_id is None and result.teardowns == [] and "EC2 console" in finding.command
+
+
+def test_other_deployments_and_ending_instances_are_not_findings():
+    result = assess(live_=[live("i-1", deployment="prod"), live("i-2", state="shutting-down")], reconciled=["i-1", "i-2"])
+    assert result.findings == [] and result.running == 0
+
+
+def test_an_expired_request_is_asked_for_once_and_not_while_its_teardown_waits():
+    expired = (NOW - timedelta(hours=1)).isoformat()
+    records = {"i-1": record(**{LIFETIME_ATTRIBUTE: expired}), "i-2": record(**{LIFETIME_ATTRIBUTE: expired})}
+    result = assess(records=records, live_=[live("i-1"), live("i-2")])
+    [finding] = result.findings
+    assert (finding.kind, finding.instance_ids, finding.hourly_cost) == ("expired", ["i-1", "i-2"], 20.0)
+    assert [a.instance_ids for a in result.teardowns] == [["i-1", "i-2"]]
+    waiting = assess(records=records, live_=[live("i-1"), live("i-2")], approvals=[approval("lifetime-r1", ["i-1", "i-2"])])
+    assert [f.kind for f in waiting.findings] == [] and waiting.teardowns == []
+    recently = {"i-1": record(**{LIFETIME_ATTRIBUTE: (NOW - timedelta(minutes=5)).isoformat()})}
+    assert assess(records=recently, live_=[live("i-1")]).findings == []  # its own lifetime teardown is on the way
+
+
+def test_the_same_instances_give_the_same_ask_name_and_a_finding_is_notified_once_a_day():
+    first = assess(live_=[live("i-1")], reconciled=["i-1"])
+    again = assess(live_=[live("i-1")], records={"i-1": record(reconciled=True)}, notified={first.findings[0].key: NOW})
+    assert again.teardowns[0].name == first.teardowns[0].name  # Step Functions refuses a second start
+    assert again.notify == []
+    a_day_later = assess(
+        live_=[live("i-1")], records={"i-1": record(reconciled=True)}, notified={first.findings[0].key: NOW},
+        now=NOW + timedelta(days=1),
+    )
+    assert len(a_day_later.notify) == 1
+
+
+def test_an_approval_past_half_its_deadline_is_a_finding():
+    early = approval("t1", ["i-1"], requested=NOW - timedelta(minutes=10), deadline=NOW + timedelta(hours=1))
+    late = approval("t2", ["i-1"], requested=NOW - timedelta(hours=2), deadline=NOW + timedelta(hours=1))
+    result = assess(records={"i-1": record()}, live_=[live("i-1")], approvals=[early, late])
+    [finding] = result.findings
+    assert finding.key == "approval-waiting:t2" and "gpufill approve t2" in finding.command
+    assert result.pending_approvals == 2 and result.teardowns == []
+
+
+def test_a_run_that_ended_with_pending_records_is_a_finding():
+    records = {"i-1": record(state="pending"), "i-2": record("r2", state="pending")}
+    assert sweep.requests_to_look_up(records) == ["r1", "r2"]
+    result = assess(records=records, live_=[live("i-1"), live("i-2", request="r2")], executions={"r1": "FAILED", "r2": "RUNNING"})
+    [finding] = result.findings
+    assert (finding.kind, finding.request_id, finding.command) == ("run-ended", "r1", "gpufill status r1")
+
+
+def test_the_summary_and_the_notification():
+    result = assess(live_=[live("i-1")], reconciled=["i-1"])
+    summary = result.summary()
+    assert summary["found"] == {"untracked": 1, "expired": 0, "approval-waiting": 0, "run-ended": 0}
+    assert summary["hourly_cost"] == 55.0 and summary["teardowns_asked"] == [result.teardowns[0].name]
+    subject, body = sweep.notification(result.findings[0], "dev")
+    assert len(subject) < 100 and "55 USD per hour" in body and "gpufill approve sweep-untracked-r1-" in body
+
+
+def test_pending_approval_reads_only_waiting_items():
+    item = {"status": "PENDING", "execution_name": "t1", "deadline": NOW.isoformat(), "requested_at": NOW.isoformat(), "instance_ids": ["i-2", "i-1"]}
+    assert sweep.pending_approval(item).instance_ids == ["i-1", "i-2"]
+    assert sweep.pending_approval({**item, "status": "APPROVED", "decided_at": NOW.isoformat()}) is None
+
+
+ids = st.sampled_from([f"i-{n}" for n in range(8)])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    untracked=st.sets(ids),
+    expired=st.sets(ids),
+    pending=st.lists(st.sets(ids, max_size=3), max_size=3),
+    requests=st.lists(st.sampled_from(["r1", "r2", None]), min_size=8, max_size=8),
+)
+def test_never_two_asks_for_one_instance_and_never_one_for_an_instance_already_asked(untracked, expired, pending, requests):
+    """Whatever EC2 and the records say: an instance is in at most one teardown ask, never in an
+    ask while a pending approval names it, and the sweep's only act on instances is an ask."""
+    records, instances = {}, []
+    for n in range(8):
+        instance_id = f"i-{n}"
+        request = requests[n]
+        instances.append(live(instance_id, request=request))
+        if instance_id in untracked:
+            if n % 2:
+                records[instance_id] = record(request or "r1", reconciled=True)
+            continue
+        records[instance_id] = record(request or "r1")
+        if instance_id in expired:
+            records[instance_id][LIFETIME_ATTRIBUTE] = (NOW - timedelta(days=1)).isoformat()
+    approvals = [approval(f"t{n}", sorted(p)) for n, p in enumerate(pending)]
+    result = assess(records=records, live_=instances, approvals=approvals)
+    asked = [i for ask in result.teardowns for i in ask.instance_ids]
+    assert len(asked) == len(set(asked))
+    assert not set(asked) & {i for a in approvals for i in a.instance_ids}
+    assert all(ask.execution_input()["action"] == "teardown" for ask in result.teardowns)
+    assert len({ask.name for ask in result.teardowns}) == len(result.teardowns)
+    assert set(asked) <= untracked | expired
+
+
+def test_a_finding_and_the_summary_say_exactly_this():
+    """The words a person reads, whole: the kind, the instances, the cost, the command."""
+    expired = (NOW - timedelta(hours=1)).isoformat()
+    records = {
+        "i-1": record(**{LIFETIME_ATTRIBUTE: expired}),
+        "i-2": record(**{LIFETIME_ATTRIBUTE: expired}, hourly_price=None),
+        "i-3": record("r3", state="pending"),
+    }
+    instances = [live("i-1"), live("i-2", state="stopped"), live("i-3", request="r3", region="eu-west-1"), live("i-9", request=None)]
+    late = approval("t9", ["i-3"], requested=NOW - timedelta(hours=3), deadline=NOW + timedelta(hours=1))
+    result = assess(records=records, live_=instances, approvals=[late], executions={"r3": "SUCCEEDED"})
+    untracked, expiry, waiting, ended = result.findings
+    ask = result.teardowns[0]
+    assert expiry == sweep.Finding(
+        kind="expired", key=f"expired:r1:{sweep._digest(['i-1', 'i-2'])}", request_id="r1", instance_ids=["i-1", "i-2"],
+        regions=["us-west-2"], hourly_cost=10.0,
+        command=f"gpufill approve {ask.name}   (or: gpufill reject {ask.name})",
+        message="2 instance(s) of request r1 past its max_lifetime with no teardown pending (10 USD/h): i-1, i-2",
+    )
+    assert ask == sweep.TeardownAsk(name=f"sweep-expired-r1-{sweep._digest(['i-1', 'i-2'])}", finding="expired", instance_ids=["i-1", "i-2"])
+    assert untracked.message == "1 instance(s) tagged for deployment dev but not recorded by any run (no request) (55 USD/h): i-9"
+    assert untracked.command == "gpufill status; end them in the EC2 console (us-west-2) or tag them gpufill:request-id"
+    assert waiting == sweep.Finding(
+        kind="approval-waiting", key="approval-waiting:t9", instance_ids=["i-3"], hourly_cost=10.0,
+        command="gpufill approve t9   (or: gpufill reject t9)",
+        message=f"t9 asks for a teardown of 1 instance(s) and has waited past half its deadline ({late.deadline.isoformat(timespec='minutes')})",
+    )
+    assert (ended.key, ended.instance_ids, ended.hourly_cost) == ("run-ended:r3", ["i-3"], 10.0)
+    assert ended.message == "run r3 ended SUCCEEDED but the records of 1 instance(s) still say pending"
+    assert result.summary() == {
+        "at": "2026-12-04T12:00:00+00:00", "running": 3, "hourly_cost": 75.0, "pending_approvals": 1,
+        "found": {"untracked": 1, "expired": 2, "approval-waiting": 1, "run-ended": 1},
+        "notified": 4, "teardowns_asked": [ask.name],
+        "findings": [{"kind": f.kind, "message": f.message, "command": f.command} for f in result.findings],
+    }
+    subject, body = sweep.notification(expiry, "dev")
+    assert subject == "gpufill (dev) sweep: expired"
+    assert body == "\n".join([
+        expiry.message, "", "Cost: 10 USD per hour", f"To act: {expiry.command}", "Regions: us-west-2", "",
+        "The sweep repeats this at most once a day while it lasts.",
+    ])
+    purchase = sweep.pending_approval({"status": "PENDING", "execution_name": "p1", "deadline": NOW.isoformat(),
+                                       "approval_for": "capacity-block-purchase"})
+    assert purchase == sweep.PendingApproval(execution_name="p1", requested_at=NOW, deadline=NOW, instance_ids=[], purchase=True)
+    assert sweep.pending_approval({"status": "PENDING", "execution_name": "p1"}) is None
+    assert sweep._moment("2026-12-04T12:00:00") == NOW and sweep._moment("2026-12-04T12:00:00Z") == NOW
+    assert sweep._moment("soon") is None and sweep._moment(None) is None
