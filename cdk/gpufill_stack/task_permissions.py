@@ -868,3 +868,58 @@ EVENT_TASKS: dict[str, TaskSpec] = {
         ),
     ),
 }
+
+
+def answer_approvals(r: TaskResources) -> Grant:
+    """AnswerApproval: read and claim approval items only (gpufill.approve, adapters.approvals), and
+    send the answer to the waiting task. Only this role may send task answers: people call its URL."""
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
+                resources=[r.table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{constants.APPROVAL_KEY_PREFIX}*"]}},
+            ),
+            iam.PolicyStatement(actions=["states:SendTaskSuccess", "states:SendTaskFailure"], resources=["*"]),
+        ],
+        {
+            "Resource::*": (
+                "SendTaskSuccess and SendTaskFailure name a task token, which IAM cannot scope to a state "
+                "machine; this function's role is the only one in the deployment that holds them."
+            )
+        },
+    )
+
+
+def find_run_owner(r: TaskResources) -> Grant:
+    """separate_approver: the execution's start (DescribeExecution) and CloudTrail's record of who
+    started it (LookupEvents), adapters.run_owner."""
+    stack = Stack.of(r.scope)
+    executions = (
+        f"arn:{stack.partition}:states:{stack.region}:{stack.account}:execution:"
+        f"{constants.state_machine_name(r.env)}:*"
+    )
+    return Grant(
+        [
+            iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[executions]),
+            iam.PolicyStatement(actions=["cloudtrail:LookupEvents"], resources=["*"]),
+        ],
+        {
+            nag.wildcard_resource(r.scope, executions): (
+                "An approval's execution exists only once its run starts; the grant covers executions "
+                "of this deployment's state machine only."
+            ),
+            "Resource::*": "cloudtrail:LookupEvents takes no resource-level permissions: IAM only accepts '*' for it.",
+        },
+    )
+
+
+# The function behind the approval URL (gpufill.constants.ANSWER_FUNCTIONS), built the same way.
+ANSWER_TASKS: dict[str, TaskSpec] = {
+    constants.ANSWER_APPROVAL_TASK: TaskSpec(
+        summary="Answers an approval for the IAM principal that called its URL, recorded as AWS authenticated it",
+        memory_mb=256,
+        timeout_seconds=30,
+        grants=(answer_approvals, find_run_owner),
+    ),
+}

@@ -1,0 +1,91 @@
+"""AnswerApproval: the function URL (AuthType AWS_IAM) that `gpufill approve|reject` call.
+
+AWS checks the request's signature and the caller's lambda:InvokeFunctionUrl grant before this
+runs, and hands over the caller's ARN as it authenticated it; a refused caller never gets here.
+This function adds the deployment's `approvers` patterns and `separate_approver`, then answers
+with gpufill.approve (claim on the approval item, then SendTaskSuccess), recording that ARN as the
+approver. Only this function's role may send task answers, so no one can answer as someone else.
+
+Answers, as JSON with `message`: 200 answered; 400 bad input (the field named); 403 not an
+approver here; 409 already answered, expired or not pending (nothing changed); 502 AWS failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import BotoCoreError, ClientError
+
+from gpufill import approve
+from gpufill.adapters import clock
+from gpufill.adapters.aws import client
+from gpufill.constants import ENV_APPROVERS, ENV_SEPARATE_APPROVER
+from gpufill.handlers.observability import logger, metrics, tracer
+from gpufill.policy import approvers
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict, context: LambdaContext) -> dict:
+    caller = approvers.caller_arn(event)
+    if caller is None:  # only a URL with AuthType NONE, or a direct invoke, comes without one
+        return _reply(403, "the request carries no IAM identity: call the function URL with a SigV4-signed request")
+    try:
+        asked = approvers.parse_answer(event)
+    except approvers.BadAnswer as error:
+        return _reply(400, f"{error}; nothing changed")
+    account = caller.split(":")[4]
+    patterns = approvers.parse_approvers(os.environ.get(ENV_APPROVERS)) or approvers.default_approvers(account)
+    if not approvers.may_answer(caller, patterns):
+        logger.warning("approver refused", extra={"caller": caller, "approval": asked.approval})
+        return _reply(403, f"{caller} is not one of this deployment's approvers ({', '.join(patterns)}); nothing changed")
+    if os.environ.get(ENV_SEPARATE_APPROVER) == "true":
+        refused = _requester_refused(caller, asked.approval)
+        if refused:
+            return _reply(403, refused)
+    now = clock.now()
+    try:
+        item = approve.answer(
+            asked.approval, asked.decision, approver=caller, reason=asked.reason, sfn=client("stepfunctions"), table=None, now=now
+        )
+    except approve.ApprovalError as error:
+        return _reply(409, str(error))
+    except (BotoCoreError, ClientError) as error:
+        logger.exception("answer failed")
+        return _reply(502, f"AWS failed while answering {asked.approval!r}: {error}")
+    logger.info("approval answered", extra={"approval": asked.approval, "decision": asked.decision, "approver": caller})
+    metrics.add_metric(name=f"Answer{asked.decision.capitalize()}", unit="Count", value=1)
+    return _reply(200, "answered", {
+        "approval": approve.parse_execution(asked.approval).name,
+        "decision": asked.decision,
+        "answered_by": caller,
+        "answered_at": now.isoformat(timespec="seconds"),
+        "reason": asked.reason,
+        "approval_for": item.get("approval_for") or "teardown",
+        "instance_ids": list(item.get("instance_ids") or []),
+    })
+
+
+def _requester_refused(caller: str, approval: str) -> str | None:
+    """separate_approver: the refusal when `caller` started the run the approval is about."""
+    from gpufill.adapters import run_owner
+
+    started_by = run_owner.started_by(approval)
+    if started_by is None:
+        return (f"separate_approver is on and AWS has no record yet of who started {approval!r} "
+                "(CloudTrail can take minutes): try again shortly; nothing changed")
+    if approvers.same_principal(caller, started_by):
+        return (f"separate_approver is on: {caller} started {approval!r} and may not answer it; "
+                "another approver must; nothing changed")
+    return None
+
+
+def _reply(status: int, message: str, fields: dict | None = None) -> dict:
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps({"message": message, **(fields or {})}),
+    }
