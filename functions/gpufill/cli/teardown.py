@@ -8,6 +8,7 @@ import getpass
 import shlex
 import sys
 
+from gpufill import constants
 from gpufill.cli import aws
 from gpufill.cli.common import (
     EXIT_OK,
@@ -188,7 +189,8 @@ def _login() -> str:
 
 
 def answer_verb(args: argparse.Namespace) -> int:
-    """gpufill approve|reject EXECUTION: claim the pending approval, then SendTaskSuccess with the decision."""
+    """gpufill approve|reject EXECUTION: find the pending approval, then answer it through the
+    deployment's AnswerApproval function URL, which records the caller as AWS authenticated them."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     from gpufill import approve
@@ -207,21 +209,15 @@ def answer_verb(args: argparse.Namespace) -> int:
             ref = approve.ExecutionRef(name=execution)
             if not args.json:
                 print(f"request {args.execution}: its pending teardown is {execution}")
-        approver = _caller(session, args.endpoint_url)
-        item = approve.answer(
-            execution,
-            args.decision,
-            approver=approver,
-            reason=reason,
-            sfn=session.client("stepfunctions", endpoint_url=args.endpoint_url),
-            table=table,
-        )
+        answered = _send_answer(args, env, session, ref.name, reason)
     except approve.ApprovalError as error:
         raise Failed(str(error)) from None
     except (BotoCoreError, ClientError) as error:
         raise Failed(
             f"could not answer {ref.name!r} (env {env}): {aws.readable(str(error))}" + aws.local_hint(env, args.endpoint_url) + aws.local_region_hint(args.endpoint_url)
         ) from None
+    approver = answered["answered_by"]
+    item = answered
     instance_ids = list(item.get("instance_ids") or [])
     flags = ([] if env == aws.DEFAULT_ENV else ["--env", env]) + ["--region", session.region_name]
     flags += ["--endpoint-url", args.endpoint_url] if args.endpoint_url else []
@@ -231,6 +227,7 @@ def answer_verb(args: argparse.Namespace) -> int:
             "execution": ref.name,
             "decision": args.decision,
             "approver": approver,
+            "answered_at": answered.get("answered_at"),
             "reason": reason,
             "instance_ids": instance_ids,
             "follow": follow,
@@ -245,6 +242,32 @@ def answer_verb(args: argparse.Namespace) -> int:
     print(f"{args.decision} teardown {ref.name} as {approver}: its {len(instance_ids)} instance(s) {outcome}.")
     print(f"Follow it: {follow}")
     return EXIT_OK
+
+
+def _send_answer(args: argparse.Namespace, env: str, session, name: str, reason: str | None) -> dict:
+    """Answer through the deployment's AnswerApproval function URL, signed with the caller's own
+    credentials: the function records the caller as AWS authenticated them. Its reply, or Failed."""
+    from gpufill.cli import approval_url
+
+    deployment = aws.find(argparse.Namespace(env=env, region=session.region_name, endpoint_url=args.endpoint_url))
+    try:
+        url = approval_url.url_of(deployment.outputs)
+    except approval_url.NoAnswerUrl:
+        raise Failed(
+            f"stack {deployment.env} has no {constants.OUTPUT_ANSWER_APPROVAL_URL} output: it was deployed before "
+            "approvals were answered through their function; deploy it again (npx cdk deploy --all)"
+        ) from None
+    reply = approval_url.send(deployment.session, url, {"approval": name, "decision": args.decision, "reason": reason})
+    if reply.refused_by_aws:
+        who = _caller(deployment.session, args.endpoint_url)
+        raise Failed(
+            f"AWS refused {who} the approval function of deployment {env} ({url}): only principals with its "
+            f"approver policy ({constants.approver_policy_name(env)}, stack output "
+            f"{constants.OUTPUT_APPROVER_POLICY_ARN}) may answer; nothing changed"
+        )
+    if reply.status != 200:
+        raise Failed(str(reply.body.get("message") or reply.body))
+    return reply.body
 
 
 def _teardown_of(answered: str, table) -> str:
