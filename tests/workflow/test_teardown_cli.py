@@ -9,6 +9,7 @@ import pytest
 from gpufill.cli import main
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
+from gpufill.local.server import LocalEndpoint
 from tests.support import EXAMPLES
 from tests.workflow.planting import MARKET, WEST, in_background, launch, states
 
@@ -47,12 +48,12 @@ def test_simulate_needs_a_decision_for_a_teardown_and_previous_only_after_a_run(
 
 
 def test_gpufill_approve_and_reject_answer_once_and_refuse_twice(capsys):
-    with LocalEngine(MarketScenario.model_validate(MARKET)) as engine:
+    with LocalEngine(MarketScenario.model_validate(MARKET)) as engine, LocalEndpoint(engine) as endpoint:
         mine = launch(engine, WEST, count=2, request_id="run-cli")
         request = {"action": "teardown", "request_id": "run-cli"}
         with in_background(engine, request, "teardown-cli") as finished:
             engine.wait_for_approval("teardown-cli")
-            args = ["--env", "local", "--region", "us-east-1"]
+            args = ["--env", "local", "--region", "us-east-1", "--endpoint-url", endpoint.url]
             assert main(["approve", "teardown-cli", *args, "--reason", "done with it"]) == 0
             assert "approved teardown teardown-cli" in capsys.readouterr().out
             assert main(["reject", "teardown-cli", *args]) == 1
@@ -61,7 +62,8 @@ def test_gpufill_approve_and_reject_answer_once_and_refuse_twice(capsys):
         assert execution.output["status"] == "TERMINATED"
         assert set(states(engine, WEST, mine).values()) == {"terminated"}
         item = engine.approval("teardown-cli")
-        assert item["approver"].startswith("arn:aws:") and item["decided_reason"] == "done with it"
+        # The approver is the caller AWS authenticated at the function URL, not what the CLI says.
+        assert item["approver"] == "arn:aws:iam::123456789012:user/local-operator" and item["decided_reason"] == "done with it"
         assert main(["approve", "teardown-cli", *args]) == 1
         assert "already approved by arn:aws:" in capsys.readouterr().err
 
@@ -69,7 +71,7 @@ def test_gpufill_approve_and_reject_answer_once_and_refuse_twice(capsys):
         kept = launch(engine, WEST, request_id="run-cli-2")
         with in_background(engine, {"action": "teardown", "request_id": "run-cli-2"}, "teardown-cli-2") as finished:
             arn = engine.wait_for_approval("teardown-cli-2")["execution_arn"]
-            assert main(["reject", arn, "--reason", "still training"]) == 0
+            assert main(["reject", arn, "--endpoint-url", endpoint.url, "--reason", "still training"]) == 0
             assert finished().output["status"] == "REJECTED"
         assert states(engine, WEST, kept) == {kept[0]: "running"}
         assert main(["approve", "no-such-teardown", *args]) == 1
