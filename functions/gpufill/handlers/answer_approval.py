@@ -37,7 +37,8 @@ def handler(event: dict, context: LambdaContext) -> dict:
         asked = approvers.parse_answer(event)
     except approvers.BadAnswer as error:
         return _reply(400, f"{error}; nothing changed")
-    account = caller.split(":")[4]
+    # The deployment's own account (the function's), never the caller's: the default admits only it.
+    account = context.invoked_function_arn.split(":")[4]
     patterns = approvers.parse_approvers(os.environ.get(ENV_APPROVERS)) or approvers.default_approvers(account)
     if not approvers.may_answer(caller, patterns):
         logger.warning("approver refused", extra={"caller": caller, "approval": asked.approval})

@@ -1,0 +1,232 @@
+"""Who may answer an approval (policy/approvers.py) and AnswerApproval's own work
+(handlers/answer_approval.py): the caller is the ARN AWS put in the function URL's event; the
+`approvers` patterns and `separate_approver` refuse before anything is claimed or sent, and bad
+input is one 400 naming the field. AWS and gpufill.approve are replaced by recorders."""
+
+import base64
+import json
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpufill import approve
+from gpufill.adapters import clock
+from gpufill.constants import ENV_APPROVERS, ENV_SEPARATE_APPROVER
+from gpufill.handlers import answer_approval
+from gpufill.handlers.observability import metrics
+from gpufill.policy import approvers
+
+ACCOUNT = "123456789012"
+ANA = f"arn:aws:iam::{ACCOUNT}:user/ana"
+SSO_BEA = f"arn:aws:sts::{ACCOUNT}:assumed-role/AWSReservedSSO_Approvers_0a1b/bea@example.com"
+NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
+
+
+def event(body, caller: str | None = ANA, *, encoded: bool = False) -> dict:
+    text = body if isinstance(body, str) else json.dumps(body)
+    context = {"authorizer": {"iam": {"userArn": caller, "accountId": ACCOUNT}}} if caller else {}
+    if encoded:
+        text = base64.b64encode(text.encode()).decode()
+    return {"version": "2.0", "requestContext": context, "body": text, "isBase64Encoded": encoded}
+
+
+# --- the policy --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arn, patterns, allowed", [
+    (ANA, (ANA,), True),
+    (ANA, (f"arn:aws:iam::{ACCOUNT}:user/*",), True),
+    (ANA, (f"arn:aws:iam::{ACCOUNT}:user/bo?",), False),
+    (ANA, (f"arn:aws:iam::{ACCOUNT}:user/an?",), True),
+    (ANA, (f"arn:aws:iam::{ACCOUNT}:role/*",), False),
+    (ANA, ("arn:aws:iam::999999999999:user/ana",), False),
+    # A role session matches a pattern of its role, and one of the session itself.
+    (SSO_BEA, (f"arn:aws:iam::{ACCOUNT}:role/AWSReservedSSO_Approvers_*",), True),
+    (SSO_BEA, (f"arn:aws:sts::{ACCOUNT}:assumed-role/*/bea@example.com",), True),
+    (SSO_BEA, (f"arn:aws:sts::{ACCOUNT}:assumed-role/*/ana@example.com",), False),
+    # Brackets are literal in IAM, not a character class.
+    (f"arn:aws:iam::{ACCOUNT}:user/a", (f"arn:aws:iam::{ACCOUNT}:user/[ab]",), False),
+    (ANA, (), False),
+])
+def test_may_answer_matches_as_iam_does(arn, patterns, allowed):
+    assert approvers.may_answer(arn, patterns) is allowed
+
+
+def test_the_default_lets_the_accounts_principals_answer_and_no_other_account():
+    default = approvers.default_approvers(ACCOUNT)
+    assert approvers.may_answer(ANA, default) and approvers.may_answer(SSO_BEA, default)
+    assert not approvers.may_answer("arn:aws:iam::999999999999:user/ana", default)
+
+
+@given(st.text(min_size=1, max_size=30))
+def test_a_pattern_without_wildcards_matches_only_itself(name):
+    arn = f"arn:aws:iam::{ACCOUNT}:user/{name}"
+    literal = arn.replace("*", "").replace("?", "")
+    assert approvers.may_answer(literal, (literal,))
+    assert not approvers.may_answer(literal + "x", (literal,))
+
+
+@pytest.mark.parametrize("value, parsed", [
+    (None, ()), ("", ()), ([], ()),
+    (f'["{ANA}"]', (ANA,)),
+    (f"{ANA}, arn:aws:iam::{ACCOUNT}:role/*", (ANA, f"arn:aws:iam::{ACCOUNT}:role/*")),
+    ([SSO_BEA], (SSO_BEA,)),
+])
+def test_the_approvers_setting_reads_json_a_list_or_commas(value, parsed):
+    assert approvers.parse_approvers(value) == parsed
+
+
+@pytest.mark.parametrize("value, says", [
+    ("[1]", "list of IAM ARN patterns"),
+    ('["ana"]', "'ana' is not an IAM ARN pattern"),
+    ('["arn:aws:s3:::bucket"]', "is not an IAM ARN pattern"),
+    ("[not json", "not a JSON list"),
+    ({"a": 1}, "list of IAM ARN patterns"),
+    ([ANA] * 51, "at most 50"),
+])
+def test_a_bad_approvers_setting_names_the_field(value, says):
+    with pytest.raises(approvers.BadApprovers, match="approvers: ") as raised:
+        approvers.parse_approvers(value)
+    assert says in str(raised.value)
+
+
+def test_same_principal_is_the_exact_arn():
+    assert approvers.same_principal(ANA, ANA) and approvers.same_principal(SSO_BEA, SSO_BEA)
+    assert not approvers.same_principal(SSO_BEA, SSO_BEA.replace("bea@", "ana@"))
+    assert not approvers.same_principal(None, ANA) and not approvers.same_principal("", "")
+
+
+@pytest.mark.parametrize("body, field", [
+    ("", "body"), ("[1]", "body"), ("{not json", "body"),
+    ({"decision": "approved"}, "approval"), ({"approval": " ", "decision": "approved"}, "approval"),
+    ({"approval": "td", "decision": "yes"}, "decision"), ({"approval": "td"}, "decision"),
+    ({"approval": "td", "decision": "approved", "reason": 5}, "reason"),
+    ({"approval": "td", "decision": "approved", "reason": "x" * 501}, "reason"),
+])
+def test_a_bad_answer_names_the_field(body, field):
+    with pytest.raises(approvers.BadAnswer, match=f"^{field}: "):
+        approvers.parse_answer(event(body))
+
+
+def test_an_answer_is_read_plain_or_base64_and_the_reason_trimmed():
+    body = {"approval": " td-1 ", "decision": "rejected", "reason": "  still training "}
+    for encoded in (False, True):
+        asked = approvers.parse_answer(event(body, encoded=encoded))
+        assert asked == approvers.AnswerRequest("td-1", "rejected", "still training")
+    assert approvers.parse_answer(event({"approval": "td", "decision": "approved", "reason": " "})).reason is None
+    assert approvers.caller_arn(event({}, caller=None)) is None
+    assert approvers.caller_arn(event({}, caller="ana")) is None
+    assert approvers.caller_arn(event({})) == ANA
+
+
+# --- the handler -------------------------------------------------------------------------------
+
+
+class Context:
+    function_name = "AnswerApproval"
+    function_version = "$LATEST"
+    invoked_function_arn = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:gpufill-dev-AnswerApproval"
+    memory_limit_in_mb = 256
+    aws_request_id = "req"
+    log_group_name = "/aws/lambda/AnswerApproval"
+    log_stream_name = "local"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+@pytest.fixture
+def answered(monkeypatch):
+    """Every approve.answer call the handler made; the item it answers is a teardown of two instances."""
+    calls: list[dict] = []
+
+    def answer(execution, decision, *, approver, reason, sfn, table, now):
+        calls.append({"execution": execution, "decision": decision, "approver": approver, "reason": reason, "now": now})
+        return {"instance_ids": ["i-1", "i-2"]}
+
+    monkeypatch.setattr(approve, "answer", answer)
+    monkeypatch.setattr(answer_approval, "client", lambda service: object())
+    monkeypatch.setattr(clock, "now", lambda: NOW)
+    monkeypatch.delenv(ENV_APPROVERS, raising=False)
+    monkeypatch.delenv(ENV_SEPARATE_APPROVER, raising=False)
+    monkeypatch.setattr(metrics, "flush_metrics", lambda **_: None)
+    return calls
+
+
+def run(body, caller=ANA) -> tuple[int, dict]:
+    reply = answer_approval.handler(event(body, caller), Context())
+    return reply["statusCode"], json.loads(reply["body"])
+
+
+ASKED = {"approval": "teardown-td-1", "decision": "approved", "reason": "done"}
+
+
+def test_the_caller_aws_authenticated_is_the_approver(answered):
+    status, body = run(ASKED)
+    assert status == 200
+    assert answered == [{"execution": "teardown-td-1", "decision": "approved", "approver": ANA, "reason": "done", "now": NOW}]
+    assert body == {"message": "answered", "approval": "teardown-td-1", "decision": "approved", "answered_by": ANA,
+                    "answered_at": "2026-12-04T12:00:00+00:00", "reason": "done", "approval_for": "teardown",
+                    "instance_ids": ["i-1", "i-2"]}
+
+
+def test_no_identity_and_bad_input_change_nothing(answered):
+    assert run(ASKED, caller=None)[0] == 403
+    status, body = run({"approval": "td", "decision": "yes"})
+    assert status == 400 and body["message"].startswith("decision: ") and body["message"].endswith("nothing changed")
+    assert answered == []
+
+
+def test_a_caller_outside_the_approvers_patterns_is_refused(answered, monkeypatch):
+    monkeypatch.setenv(ENV_APPROVERS, json.dumps([f"arn:aws:iam::{ACCOUNT}:role/AWSReservedSSO_Approvers_*"]))
+    status, body = run(ASKED)
+    assert status == 403 and f"{ANA} is not one of this deployment's approvers" in body["message"]
+    assert run(ASKED, caller=SSO_BEA)[0] == 200
+    assert [c["approver"] for c in answered] == [SSO_BEA]
+
+
+def test_by_default_another_accounts_caller_is_refused(answered):
+    assert run(ASKED, caller="arn:aws:iam::999999999999:user/ana")[0] == 403
+    assert answered == []
+
+
+def test_separate_approver_refuses_who_started_the_run(answered, monkeypatch):
+    from gpufill.adapters import run_owner
+
+    monkeypatch.setenv(ENV_SEPARATE_APPROVER, "true")
+    owner: dict = {"arn": ANA}
+    monkeypatch.setattr(run_owner, "started_by", lambda approval: owner["arn"])
+    status, body = run(ASKED)
+    assert status == 403 and f"{ANA} started 'teardown-td-1'" in body["message"]
+    owner["arn"] = None  # CloudTrail has not recorded the start yet: refused, never waved through
+    status, body = run(ASKED)
+    assert status == 403 and "try again shortly" in body["message"]
+    owner["arn"] = SSO_BEA
+    assert run(ASKED)[0] == 200 and len(answered) == 1
+
+
+@pytest.mark.parametrize("error, status", [
+    (approve.AlreadyDecided("execution 'x' was already approved by ana; nothing changed"), 409),
+    (approve.ApprovalExpired("expired"), 409),
+    (approve.NoPendingApproval("none"), 409),
+])
+def test_an_answer_gpufill_approve_refuses_is_a_409_with_its_message(monkeypatch, answered, error, status):
+    def refuse(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(approve, "answer", refuse)
+    reply_status, body = run(ASKED)
+    assert reply_status == status and body["message"] == str(error)
+
+
+def test_an_aws_failure_is_a_502_naming_the_approval(monkeypatch, answered):
+    from botocore.exceptions import ClientError
+
+    def fail(*args, **kwargs):
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendTaskSuccess")
+
+    monkeypatch.setattr(approve, "answer", fail)
+    status, body = run(ASKED)
+    assert status == 502 and "'teardown-td-1'" in body["message"] and "ThrottlingException" in body["message"]
