@@ -142,6 +142,8 @@ class PurchaseApprovalEvent(_Event):
 class PurchaseEvent(_Event):
     request: ResolvedRequest
     block: dict
+    # RecordPurchaseDecision's record: who approved (as AWS authenticated them), when and why.
+    approval: dict | None = None
 
 
 class BlockLaunchEvent(_Event):

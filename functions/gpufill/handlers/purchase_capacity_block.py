@@ -31,7 +31,10 @@ def handler(event: dict, context: LambdaContext) -> dict:
     # What `gpufill status REQUEST` says while the run waits for the block's start.
     run_store.save_wait(step.request.owner_id, {"phase": "capacity-block", "execution": step.request.request_id, **held})
     logger.info("capacity block held", extra={"reservation": reservation["CapacityReservationId"], "bought_now": now})
-    return {**held, "upfront_fee": offering["upfront_fee"], "launch_at": launch_at(offering["start"])}
+    approved = {k: (step.approval or {}).get(k) for k in ("approver", "decided_at", "reason")}
+    # The run's result names who approved the spend (capacity_block.approved_by), not only the table.
+    return {**held, "upfront_fee": offering["upfront_fee"], "launch_at": launch_at(offering["start"]),
+            "approved_by": approved["approver"], "approved_at": approved["decided_at"], "approval_reason": approved["reason"]}
 
 
 def _held(reservation: dict, offering: dict) -> dict:
