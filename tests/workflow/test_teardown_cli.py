@@ -76,3 +76,41 @@ def test_gpufill_approve_and_reject_answer_once_and_refuse_twice(capsys):
         assert states(engine, WEST, kept) == {kept[0]: "running"}
         assert main(["approve", "no-such-teardown", *args]) == 1
         assert "no teardown approval is on record" in capsys.readouterr().err
+
+
+def test_separate_approver_refuses_who_started_the_teardown_as_cloudtrail_recorded_it():
+    """AnswerApproval behind its URL, as AWS runs it: the starter is read from CloudTrail, which has
+    no record for the first minutes (refused, try again), then names the starter (refused); another
+    principal with the approver policy answers, and is the approver on record and in the result."""
+    import boto3
+
+    from gpufill import constants
+    from gpufill.cli import approval_url
+
+    with LocalEngine(MarketScenario.model_validate(MARKET)) as engine:
+        function = engine.deployments["local"].app.home.functions[constants.ANSWER_APPROVAL_TASK]
+        lambda_ = engine.client("lambda")
+        variables = lambda_.get_function_configuration(FunctionName=function.name)["Environment"]["Variables"]
+        # As `npx cdk deploy -c separate_approver=true` sets it.
+        lambda_.update_function_configuration(
+            FunctionName=function.name, Environment={"Variables": {**variables, constants.ENV_SEPARATE_APPROVER: "true"}})
+        bea = engine.add_person("bea", policies=engine.approver_policies())
+        operator = boto3.Session(region_name="us-east-1")  # the engine's own key: local-operator started the run
+        as_bea = boto3.Session(bea.access_key, bea.secret_key, region_name="us-east-1")
+        url = engine.function_url(constants.ANSWER_APPROVAL_TASK)
+        answer = {"approval": "teardown-sep", "decision": "approved", "reason": "done"}
+
+        launch(engine, WEST, request_id="run-sep")
+        with in_background(engine, {"action": "teardown", "request_id": "run-sep"}, "teardown-sep") as finished:
+            engine.wait_for_approval("teardown-sep")
+            early = approval_url.send(operator, url, answer)
+            assert early.status == 403 and "try again shortly" in early.body["message"]
+            engine.advance(300)  # CloudTrail has delivered the StartExecution event
+            own = approval_url.send(operator, url, answer)
+            assert own.status == 403 and "user/local-operator started 'teardown-sep' and may not answer it" in own.body["message"]
+            assert "answered_at" not in engine.approval("teardown-sep")
+            accepted = approval_url.send(as_bea, url, answer)
+            assert accepted.status == 200 and accepted.body["answered_by"] == bea.arn
+            execution = finished()
+        assert execution.output["status"] == "TERMINATED" and execution.output["approval"]["approver"] == bea.arn
+        assert engine.approval("teardown-sep")["answered_by"] == bea.arn

@@ -26,7 +26,7 @@ from pathlib import Path
 from unittest import mock
 
 from gpufill.adapters import clock
-from gpufill.local import faults, function_urls, interpreter, interruptions, lambdas, quotas, scheduler, speedups
+from gpufill.local import cloudtrail, faults, function_urls, interpreter, interruptions, lambdas, quotas, scheduler, speedups
 from gpufill.local.approvals import Approvals
 from gpufill.local.deploy import public_layers
 from gpufill.local.deploy.model import LOCAL_ACCOUNT
@@ -88,6 +88,8 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self.faults = faults.Faults()
         self.calls.faults = self.faults
         self.embedded_metrics = EmbeddedMetrics()
+        # CloudTrail's record of who started each execution (separate_approver reads it).
+        self.trail = cloudtrail.Trail()
 
     @property
     def state_machine_arn(self) -> str:
@@ -159,6 +161,7 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self._stack.enter_context(self.market.patches())
         self._stack.enter_context(lambdas.in_process(self))
         self._stack.enter_context(function_urls.in_process(self))
+        self._stack.enter_context(cloudtrail.patches(self))
         self._stack.enter_context(faults.at_the_wire(self))
         self.iam = self._stack.enter_context(self._judged_calls())
         self._stack.enter_context(speedups.no_sleeping_retries())

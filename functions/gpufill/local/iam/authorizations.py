@@ -512,6 +512,7 @@ BUILDERS: dict[tuple[str, str], Builder] = {
     ("states", "StopExecution"): states_execution,
     **{("states", op): _wildcard_only for op in ("SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat")},
     ("lambda", "Invoke"): lambda_invoke,
+    ("cloudtrail", "LookupEvents"): _wildcard_only,
     ("events", "PutEvents"): events_put,
     ("scheduler", "CreateSchedule"): create_schedule,
     ("scheduler", "DeleteSchedule"): schedule_by_name,
