@@ -50,8 +50,10 @@ def add_parsers(verbs) -> None:
             verb,
             help=f"{verb} the pending teardown EXECUTION (or the pending teardown of a request id)",
             description=(
-                f"Sends {{\"decision\": \"{decision}\"}} with the task token of EXECUTION's pending approval "
-                "(SendTaskSuccess). Refused, changing nothing, when it was already answered or has expired."
+                f"Sends {{\"decision\": \"{decision}\"}} for EXECUTION's pending approval to the deployment's "
+                "AnswerApproval function URL, signed with your credentials: the approver recorded is you, as AWS "
+                "authenticated you. Refused, changing nothing, when it was already answered or has expired, or "
+                "when you are not one of the deployment's approvers."
             ),
         )
         answer.add_argument(
