@@ -880,12 +880,13 @@ def answer_approvals(r: TaskResources) -> Grant:
                 resources=[r.table.table_arn],
                 conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{constants.APPROVAL_KEY_PREFIX}*"]}},
             ),
-            iam.PolicyStatement(actions=["states:SendTaskSuccess", "states:SendTaskFailure"], resources=["*"]),
+            # A rejection is an answer too (SendTaskSuccess with "rejected"): SendTaskFailure is never needed.
+            iam.PolicyStatement(actions=["states:SendTaskSuccess"], resources=["*"]),
         ],
         {
             "Resource::*": (
-                "SendTaskSuccess and SendTaskFailure name a task token, which IAM cannot scope to a state "
-                "machine; this function's role is the only one in the deployment that holds them."
+                "SendTaskSuccess names a task token, which IAM cannot scope to a state machine; this "
+                "function's role is the only one in the deployment that holds it."
             )
         },
     )

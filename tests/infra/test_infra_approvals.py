@@ -8,7 +8,8 @@ import json
 
 import pytest
 from gpufill import constants
-from infra_helpers import ACCOUNT, REGION, actions
+from infra_aws_calls import reachable
+from infra_helpers import ACCOUNT, REGION, actions, all_actions, role_of, statements_of_role
 
 from tests.cli.test_operator_policy import documented_approver_policy
 
@@ -47,6 +48,18 @@ def test_only_the_answer_functions_role_may_send_task_answers(synthesized):
         for role in policy["Properties"].get("Roles", [])
     }
     assert senders == {answering}
+
+
+def test_the_answer_function_holds_exactly_the_calls_its_handler_makes(synthesized):
+    from test_infra_iam import PLATFORM_ACTIONS
+
+    _, function = _answer_function(synthesized)
+    statements = statements_of_role(synthesized.json, role_of(function))
+    reach = reachable(constants.ANSWER_FUNCTIONS[constants.ANSWER_APPROVAL_TASK])
+    assert not reach.unknown
+    assert all_actions(statements) - PLATFORM_ACTIONS == reach.actions
+    [claim] = [s for s in statements if "dynamodb:UpdateItem" in actions(s)]
+    assert claim["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["approval#*"]}}
 
 
 def test_the_deployed_approver_policy_is_the_documented_one(synthesized):

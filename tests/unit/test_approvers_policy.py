@@ -193,11 +193,9 @@ def test_by_default_another_accounts_caller_is_refused(answered):
 
 
 def test_separate_approver_refuses_who_started_the_run(answered, monkeypatch):
-    from gpufill.adapters import run_owner
-
     monkeypatch.setenv(ENV_SEPARATE_APPROVER, "true")
     owner: dict = {"arn": ANA}
-    monkeypatch.setattr(run_owner, "started_by", lambda approval: owner["arn"])
+    monkeypatch.setattr(answer_approval.run_owner, "started_by", lambda approval: owner["arn"])
     status, body = run(ASKED)
     assert status == 403 and f"{ANA} started 'teardown-td-1'" in body["message"]
     owner["arn"] = None  # CloudTrail has not recorded the start yet: refused, never waved through

@@ -19,7 +19,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import BotoCoreError, ClientError
 
 from gpufill import approve
-from gpufill.adapters import clock
+from gpufill.adapters import clock, run_owner
 from gpufill.adapters.aws import client
 from gpufill.constants import ENV_APPROVERS, ENV_SEPARATE_APPROVER
 from gpufill.handlers.observability import logger, metrics, tracer
@@ -72,8 +72,6 @@ def handler(event: dict, context: LambdaContext) -> dict:
 
 def _requester_refused(caller: str, approval: str) -> str | None:
     """separate_approver: the refusal when `caller` started the run the approval is about."""
-    from gpufill.adapters import run_owner
-
     started_by = run_owner.started_by(approval)
     if started_by is None:
         return (f"separate_approver is on and AWS has no record yet of who started {approval!r} "
