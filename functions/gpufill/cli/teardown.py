@@ -19,6 +19,7 @@ from gpufill.cli.common import (
     fresh_name,
     print_json,
     program,
+    say,
 )
 from gpufill.cli.render import ExecutionView, Progress
 from gpufill.cli.runs import deployment_flags, report
@@ -249,6 +250,8 @@ def answer_verb(args: argparse.Namespace) -> int:
 def _send_answer(args: argparse.Namespace, env: str, session, name: str, reason: str | None) -> dict:
     """Answer through the deployment's AnswerApproval function URL, signed with the caller's own
     credentials: the function records the caller as AWS authenticated them. Its reply, or Failed."""
+    from botocore.exceptions import BotoCoreError
+
     from gpufill.cli import approval_url
 
     deployment = aws.find(argparse.Namespace(env=env, region=session.region_name, endpoint_url=args.endpoint_url))
@@ -259,7 +262,13 @@ def _send_answer(args: argparse.Namespace, env: str, session, name: str, reason:
             f"stack {deployment.env} has no {constants.OUTPUT_ANSWER_APPROVAL_URL} output: it was deployed before "
             "approvals were answered through their function; deploy it again (npx cdk deploy --all)"
         ) from None
-    reply = approval_url.send(deployment.session, url, {"approval": name, "decision": args.decision, "reason": reason})
+    answer = {"approval": name, "decision": args.decision, "reason": reason}
+    try:
+        reply = approval_url.send(deployment.session, url, answer)
+    except BotoCoreError as error:  # sent, but no reply: the function may have answered
+        return _settled(deployment, name, f"no reply from the approval function ({aws.readable(str(error))})")
+    if reply.status >= 500:  # the function failed or timed out, perhaps after it answered
+        return _settled(deployment, name, f"the approval function failed ({reply.status}: {reply.body.get('message') or reply.body.get('Message')})")
     if reply.refused_by_aws:
         who = _caller(deployment.session, args.endpoint_url)
         raise Failed(
@@ -270,6 +279,23 @@ def _send_answer(args: argparse.Namespace, env: str, session, name: str, reason:
     if reply.status != 200:
         raise Failed(str(reply.body.get("message") or reply.body))
     return reply.body
+
+
+def _settled(deployment, name: str, what: str) -> dict:
+    """The answer's fate when its reply was lost: the approval item says whether the function
+    claimed it (a claim always precedes SendTaskSuccess; the function's timeout is below the
+    request's, so no claim can come later). Never reports an answer that was not made."""
+    from gpufill.adapters import approvals
+
+    item = approvals.get(name, deployment.table()) or {}
+    if item.get("answered_at"):
+        recorded = ("the run recorded it" if item.get("decided_at") else
+                    f"the run has not recorded it yet: `{program()} watch {name}` shows whether it arrived")
+        say(f"{what}; the approval item records the answer by {item.get('answered_by')} at {item['answered_at']} ({recorded})")
+        return {"answered_by": item.get("answered_by"), "answered_at": item.get("answered_at"),
+                "approval_for": item.get("approval_for") or "teardown", "instance_ids": list(item.get("instance_ids") or []),
+                "decision": item.get("answer"), "reason": item.get("answer_reason")}
+    raise Failed(f"{what}; the approval item records no answer: nothing was sent and nothing changed. Run the command again")
 
 
 def _teardown_of(answered: str, table) -> str:
