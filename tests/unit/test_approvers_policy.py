@@ -110,6 +110,17 @@ def test_a_bad_answer_names_the_field(body, field):
         approvers.parse_answer(event(body))
 
 
+def test_the_limits_are_inclusive_and_a_bad_base64_body_is_named():
+    assert approvers.parse_answer(event({"approval": "td", "decision": "approved", "reason": "x" * 500})).reason == "x" * 500
+    assert approvers.parse_answer(event({"approval": "td", "decision": "approved"})).reason is None
+    assert len(approvers.parse_approvers([ANA] * 50)) == 50
+    broken = {**event({}), "body": "%%%not base64", "isBase64Encoded": True}
+    with pytest.raises(approvers.BadAnswer, match="^body: not valid base64-encoded UTF-8$"):
+        approvers.parse_answer(broken)
+    with pytest.raises(approvers.BadAnswer, match=r'^body: send a JSON object \{"approval": NAME'):
+        approvers.parse_answer(event("[1]"))
+
+
 def test_an_answer_is_read_plain_or_base64_and_the_reason_trimmed():
     body = {"approval": " td-1 ", "decision": "rejected", "reason": "  still training "}
     for encoded in (False, True):
@@ -143,11 +154,12 @@ def answered(monkeypatch):
     calls: list[dict] = []
 
     def answer(execution, decision, *, approver, reason, sfn, table, now):
+        assert sfn == ("client", "stepfunctions") and table is None  # the deployment's own table, from its environment
         calls.append({"execution": execution, "decision": decision, "approver": approver, "reason": reason, "now": now})
         return {"instance_ids": ["i-1", "i-2"]}
 
     monkeypatch.setattr(approve, "answer", answer)
-    monkeypatch.setattr(answer_approval, "client", lambda service: object())
+    monkeypatch.setattr(answer_approval, "client", lambda service: ("client", service))
     monkeypatch.setattr(clock, "now", lambda: NOW)
     monkeypatch.delenv(ENV_APPROVERS, raising=False)
     monkeypatch.delenv(ENV_SEPARATE_APPROVER, raising=False)
@@ -164,7 +176,10 @@ ASKED = {"approval": "teardown-td-1", "decision": "approved", "reason": "done"}
 
 
 def test_the_caller_aws_authenticated_is_the_approver(answered):
+    reply = answer_approval.handler(event(ASKED), Context())
+    assert reply["headers"] == {"Content-Type": "application/json"}
     status, body = run(ASKED)
+    answered.pop()
     assert status == 200
     assert answered == [{"execution": "teardown-td-1", "decision": "approved", "approver": ANA, "reason": "done", "now": NOW}]
     assert body == {"message": "answered", "approval": "teardown-td-1", "decision": "approved", "answered_by": ANA,
@@ -173,7 +188,8 @@ def test_the_caller_aws_authenticated_is_the_approver(answered):
 
 
 def test_no_identity_and_bad_input_change_nothing(answered):
-    assert run(ASKED, caller=None)[0] == 403
+    assert run(ASKED, caller=None) == (403, {
+        "message": "the request carries no IAM identity: call the function URL with a SigV4-signed request"})
     status, body = run({"approval": "td", "decision": "yes"})
     assert status == 400 and body["message"].startswith("decision: ") and body["message"].endswith("nothing changed")
     assert answered == []
@@ -182,7 +198,8 @@ def test_no_identity_and_bad_input_change_nothing(answered):
 def test_a_caller_outside_the_approvers_patterns_is_refused(answered, monkeypatch):
     monkeypatch.setenv(ENV_APPROVERS, json.dumps([f"arn:aws:iam::{ACCOUNT}:role/AWSReservedSSO_Approvers_*"]))
     status, body = run(ASKED)
-    assert status == 403 and f"{ANA} is not one of this deployment's approvers" in body["message"]
+    assert (status, body["message"]) == (403, f"{ANA} is not one of this deployment's approvers "
+                                          f"(arn:aws:iam::{ACCOUNT}:role/AWSReservedSSO_Approvers_*); nothing changed")
     assert run(ASKED, caller=SSO_BEA)[0] == 200
     assert [c["approver"] for c in answered] == [SSO_BEA]
 
@@ -195,9 +212,12 @@ def test_by_default_another_accounts_caller_is_refused(answered):
 def test_separate_approver_refuses_who_started_the_run(answered, monkeypatch):
     monkeypatch.setenv(ENV_SEPARATE_APPROVER, "true")
     owner: dict = {"arn": ANA}
-    monkeypatch.setattr(answer_approval.run_owner, "started_by", lambda approval: owner["arn"])
+    asked_about: list[str] = []
+    monkeypatch.setattr(answer_approval.run_owner, "started_by", lambda approval: asked_about.append(approval) or owner["arn"])
     status, body = run(ASKED)
-    assert status == 403 and f"{ANA} started 'teardown-td-1'" in body["message"]
+    assert asked_about == ["teardown-td-1"]
+    assert (status, body["message"]) == (403, f"separate_approver is on: {ANA} started 'teardown-td-1' and may not "
+                                          "answer it; another approver must; nothing changed")
     owner["arn"] = None  # CloudTrail has not recorded the start yet: refused, never waved through
     status, body = run(ASKED)
     assert status == 403 and "try again shortly" in body["message"]
