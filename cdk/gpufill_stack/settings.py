@@ -14,6 +14,7 @@ from typing import Any
 from constructs import Node
 from gpufill import catalog, constants
 from gpufill.adapters.regions_config import RegionsConfig
+from gpufill.policy.approvers import BadApprovers, parse_approvers
 from pydantic import ValidationError
 
 # The names derived from `env` (bucket, function, table, topic names) allow these characters.
@@ -46,6 +47,11 @@ class DeploySettings:
     # A customer-managed key that encrypts the instances' EBS volumes (the account's default EBS
     # key, or one the launch names); None: the AWS-managed aws/ebs key, which needs no grant.
     ebs_kms_key_arn: str | None = None
+    # IAM ARN patterns allowed to answer approvals; () means the account's principals that hold
+    # the approver policy (IAM decides who may call the function URL at all).
+    approvers: tuple[str, ...] = ()
+    # True: the principal that started a run may not answer its approvals.
+    separate_approver: bool = False
 
     @property
     def ebs_kms_key_region(self) -> str | None:
@@ -85,8 +91,21 @@ class DeploySettings:
                 f"context 'ebs_kms_key_arn' is {key!r}: give the key's ARN, "
                 "arn:aws:kms:REGION:ACCOUNT:key/KEY-ID (not an alias)"
             )
+        try:
+            approvers = parse_approvers(context("approvers"))
+        except BadApprovers as error:
+            raise SettingsError(f"context {error}") from None
+        separate = context("separate_approver")
+        if separate in (None, ""):
+            separate = False
+        elif isinstance(separate, str) and separate.strip().lower() in ("true", "false"):
+            separate = separate.strip().lower() == "true"
+        if not isinstance(separate, bool):
+            raise SettingsError(f"context 'separate_approver' is {separate!r}: give true or false")
         settings = cls(
             env=env,
+            approvers=approvers,
+            separate_approver=separate,
             regions_config=config,
             approval_email=email,
             powertools_layer_version=None if layer is None else int(layer),
