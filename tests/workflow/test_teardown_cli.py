@@ -54,8 +54,15 @@ def test_gpufill_approve_and_reject_answer_once_and_refuse_twice(capsys):
         with in_background(engine, request, "teardown-cli") as finished:
             engine.wait_for_approval("teardown-cli")
             args = ["--env", "local", "--region", "us-east-1", "--endpoint-url", endpoint.url]
+            # The function fails before it answers: the URL says 502, the approval item records no
+            # answer, and the command says nothing was sent (never an answer that was not made).
+            engine.faults.lambda_invoke("AnswerApproval")
+            assert main(["approve", "teardown-cli", *args]) == 1
+            err = capsys.readouterr().err
+            assert "approval function failed (502" in err and "nothing was sent and nothing changed. Answer again" in err
+            assert "answered_at" not in engine.approval("teardown-cli")
             # The function answers, then its reply is lost (it times out): the URL says 502, and the
-            # command reads the approval item before it says anything.
+            # command reads the approval item and the execution before it says anything.
             engine.faults.lambda_invoke("AnswerApproval", after_handler=True)
             assert main(["approve", "teardown-cli", *args, "--reason", "done with it"]) == 0
             captured = capsys.readouterr()
