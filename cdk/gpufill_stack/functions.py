@@ -27,7 +27,6 @@ LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 ASSET_EXCLUDE = [
     "gpufill/local",
     "gpufill/cli",
-    "gpufill/approve.py",  # gpufill approve/reject: run by people, never by a Lambda
     "*.egg-info",
     "**/__pycache__",
     "**/*.pyc",

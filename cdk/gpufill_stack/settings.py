@@ -14,6 +14,7 @@ from typing import Any
 from constructs import Node
 from gpufill import catalog, constants
 from gpufill.adapters.regions_config import RegionsConfig
+from gpufill.policy.approvers import BadApprovers, parse_approvers
 from pydantic import ValidationError
 
 # The names derived from `env` (bucket, function, table, topic names) allow these characters.
@@ -51,6 +52,11 @@ class DeploySettings:
     alarm_spend_per_hour: float | None = None
     # Minutes between two sweeps (EventBridge Scheduler); None: `off`, no sweep is scheduled.
     sweep_every_minutes: int | None = constants.SWEEP_DEFAULT_MINUTES
+    # IAM ARN patterns allowed to answer approvals; () means the account's principals that hold
+    # the approver policy (IAM decides who may call the function URL at all).
+    approvers: tuple[str, ...] = ()
+    # True: the principal that started a run may not answer its approvals.
+    separate_approver: bool = False
 
     @property
     def ebs_kms_key_region(self) -> str | None:
@@ -97,10 +103,23 @@ class DeploySettings:
                 "context 'alarm_spend_per_hour' needs the sweep, which measures the spend: "
                 "leave 'sweep_every' on, or the spend alarm out"
             )
+        try:
+            approvers = parse_approvers(context("approvers"))
+        except BadApprovers as error:
+            raise SettingsError(f"context {error}") from None
+        separate = context("separate_approver")
+        if separate in (None, ""):
+            separate = False
+        elif isinstance(separate, str) and separate.strip().lower() in ("true", "false"):
+            separate = separate.strip().lower() == "true"
+        if not isinstance(separate, bool):
+            raise SettingsError(f"context 'separate_approver' is {separate!r}: give true or false")
         settings = cls(
             env=env,
             alarm_spend_per_hour=spend,
             sweep_every_minutes=sweep,
+            approvers=approvers,
+            separate_approver=separate,
             regions_config=config,
             approval_email=email,
             powertools_layer_version=None if layer is None else int(layer),

@@ -9,6 +9,7 @@ from aws_cdk import CfnOutput, Stack, Tags
 from constructs import Construct
 from gpufill import constants
 
+from gpufill_stack.approval_answers import ApprovalAnswers
 from gpufill_stack.event_forwarding import InterruptionRules
 from gpufill_stack.functions import Functions
 from gpufill_stack.instance_access import InstanceAccess
@@ -84,6 +85,13 @@ class GpufillStack(Stack):
             environment={**environment, constants.ENV_STATE_MACHINE_ARN: arn},
             tasks=constants.EVENT_FUNCTIONS,
             specs=EVENT_TASKS,
+        )
+        self.approval_answers = ApprovalAnswers(
+            self,
+            "ApprovalAnswers",
+            settings=settings,
+            resources=replace(resources, state_machine_arn=arn),
+            environment={**environment, constants.ENV_STATE_MACHINE_ARN: arn},
         )
         self.interruption_rules = InterruptionRules(
             self, "InterruptionRules", env=settings.env, start_refill=event_functions.functions["StartRefill"]

@@ -905,3 +905,63 @@ SWEEP_TASKS: dict[str, TaskSpec] = {
         ),
     ),
 }
+
+
+def answer_approvals(r: TaskResources) -> Grant:
+    """AnswerApproval: read and claim approval items only (gpufill.approve, adapters.approvals), and
+    send the answer to the waiting task. Only this role may send task answers: people call its URL."""
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
+                resources=[r.table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{constants.APPROVAL_KEY_PREFIX}*"]}},
+            ),
+            # Resolving REF (approval id, execution name, request id) reads every approval item; whether a
+            # teardown's instances have all ended reads their records (gpufill.approve.find, answer).
+            iam.PolicyStatement(actions=["dynamodb:Scan", "dynamodb:BatchGetItem"], resources=[r.table.table_arn]),
+            # A rejection is an answer too (SendTaskSuccess with "rejected"): SendTaskFailure is never needed.
+            iam.PolicyStatement(actions=["states:SendTaskSuccess"], resources=["*"]),
+        ],
+        {
+            "Resource::*": (
+                "SendTaskSuccess names a task token, which IAM cannot scope to a state machine; this "
+                "function's role is the only one in the deployment that holds it."
+            )
+        },
+    )
+
+
+def find_run_owner(r: TaskResources) -> Grant:
+    """separate_approver: the execution's start (DescribeExecution) and CloudTrail's record of who
+    started it (LookupEvents), adapters.run_owner; the execution's history settles a lost reply to
+    SendTaskSuccess and says what an earlier answer did (gpufill.approve)."""
+    stack = Stack.of(r.scope)
+    executions = (
+        f"arn:{stack.partition}:states:{stack.region}:{stack.account}:execution:"
+        f"{constants.state_machine_name(r.env)}:*"
+    )
+    return Grant(
+        [
+            iam.PolicyStatement(actions=["states:DescribeExecution", "states:GetExecutionHistory"], resources=[executions]),
+            iam.PolicyStatement(actions=["cloudtrail:LookupEvents"], resources=["*"]),
+        ],
+        {
+            nag.wildcard_resource(r.scope, executions): (
+                "An approval's execution exists only once its run starts; the grant covers executions "
+                "of this deployment's state machine only."
+            ),
+            "Resource::*": "cloudtrail:LookupEvents takes no resource-level permissions: IAM only accepts '*' for it.",
+        },
+    )
+
+
+# The function behind the approval URL (gpufill.constants.ANSWER_FUNCTIONS), built the same way.
+ANSWER_TASKS: dict[str, TaskSpec] = {
+    constants.ANSWER_APPROVAL_TASK: TaskSpec(
+        summary="Answers an approval for the IAM principal that called its URL, recorded as AWS authenticated it",
+        memory_mb=256,
+        timeout_seconds=30,
+        grants=(answer_approvals, find_run_owner),
+    ),
+}

@@ -165,8 +165,11 @@ def answer(
     now: datetime | None = None,
     settle_seconds: float = SETTLE_SECONDS,
     sleep: Callable[[float], None] = time.sleep,
+    follow: bool = True,
 ) -> Answered:
     """Claim the approval `ref` names, send `decision`, and settle a lost or refused reply.
+    `follow`: once a lost reply's answer is found taken, also wait (within settle_seconds) for what it
+    did to be final; without it, what it did so far is returned at once (follow_effect goes on).
 
     Returns what Step Functions took; raises ApprovalError when nothing was sent and nothing changed,
     AnswerUnknown when the reply was lost and the execution cannot be read."""
@@ -188,21 +191,76 @@ def answer(
         code = error.response.get("Error", {}).get("Code", "") or "an error"
         # A closed token or a server error may hide an answer that was taken; any other 4xx is a refusal.
         server_side = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400) >= 500
-        return _settle(made, code, code in CLOSED_TOKEN or server_side, sfn, table, now, settle_seconds, sleep)
+        return _settle(made, code, code in CLOSED_TOKEN or server_side, sfn, table, now, settle_seconds, sleep, follow)
     except BotoCoreError as error:  # the reply was lost on the way (timeouts, connection reset)
-        return _settle(made, type(error).__name__, True, sfn, table, now, settle_seconds, sleep)
+        return _settle(made, type(error).__name__, True, sfn, table, now, settle_seconds, sleep, follow)
     return made
 
 
+def settle_claimed(
+    item: dict,
+    error: str,
+    *,
+    decision: str,
+    sfn,
+    table,
+    now: datetime | None = None,
+    settle_seconds: float = SETTLE_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Answered:
+    """The fate of an answer made elsewhere (the AnswerApproval function) whose reply was lost: `item`
+    is the approval as read after it. Nothing claimed means nothing was sent; a claim by someone else
+    with another decision is someone else's answer; a claim of `decision` (the one just sent) is settled
+    from the execution's history, as a lost SendTaskSuccess is, and reported with who AWS authenticated."""
+    now = now or datetime.now(UTC)
+    label = answers.approval_id(item)
+    if not item.get("answered_at"):
+        refuse_if_settled(item["execution_name"], item, now, sfn)  # expired meanwhile: said so
+        raise NotDelivered(f"{error}; the approval item records no answer to {label}: nothing was sent and "
+                           "nothing changed. Answer again")
+    claimed_by = item.get("answered_by") or ""
+    if item.get("answer") != decision:
+        refuse_if_settled(item["execution_name"], item, now, sfn)  # another person's answer: said what it did
+    kind = answers.kind_of(item)
+    ids = list(item.get("instance_ids") or [])
+    gone = kind == answers.TEARDOWN and answers.all_gone(ids, approvals.records(ids, table))
+    made = Answered(label, kind, item["execution_name"], item.get("answer"), claimed_by, item.get("answer_reason"),
+                    item, nothing_to_do=gone, instance_ids=ids)
+    # The claim's own time: a claim Step Functions never took is given back (release matches on it).
+    claimed_at = datetime.fromisoformat(item["answered_at"])
+    return _settle(made, error, True, sfn, table, claimed_at, settle_seconds, sleep)
+
+
+def follow_effect(
+    made: Answered, sfn, *, settle_seconds: float = SETTLE_SECONDS, sleep: Callable[[float], None] = time.sleep
+) -> Answered:
+    """`made` with what its answer did once final (or so far, after settle_seconds), read from the
+    execution's history: for an answer taken whose effect was still under way when it was reported."""
+    if made.effect is None or made.effect.done:
+        return made
+    until = time.monotonic() + settle_seconds
+    pauses = (min(SETTLE_POLL_SECONDS, FIRST_POLL_SECONDS * 2 ** min(n, 20)) for n in range(10**6))
+    effect = made.effect
+    while not effect.done and time.monotonic() < until:
+        sleep(next(pauses))
+        try:
+            status, history, output = _read(sfn, made.item["execution_arn"])
+        except (ClientError, BotoCoreError):
+            break  # the answer was taken: what it did so far stands
+        effect = answers.effect(made.kind, history, status, output)
+    return replace(made, effect=effect)
+
+
 def _settle(
-    made: Answered, error: str, maybe_taken: bool, sfn, table, now: datetime, settle_seconds: float, sleep
+    made: Answered, error: str, maybe_taken: bool, sfn, table, now: datetime, settle_seconds: float, sleep,
+    follow: bool = True,
 ) -> Answered:
     """What Step Functions did with this answer, read from the execution: never guessed from `error`.
     `maybe_taken`: the error does not say the answer was refused (a closed token, a lost reply), so a
     history that still shows the wait is read again for a while before the answer counts as not sent."""
     item, kind = made.item, made.kind
     until = time.monotonic() + settle_seconds
-    pauses = (min(SETTLE_POLL_SECONDS, FIRST_POLL_SECONDS * 2**n) for n in range(10**6))
+    pauses = (min(SETTLE_POLL_SECONDS, FIRST_POLL_SECONDS * 2 ** min(n, 20)) for n in range(10**6))
     while True:
         try:
             status, history, output = _read(sfn, item["execution_arn"])
@@ -223,7 +281,7 @@ def _settle(
         break
     if answers.is_this_answer(taking, made.decision, made.approver):
         effect = answers.effect(kind, history, status, output)
-        while not effect.done and time.monotonic() < until:
+        while follow and not effect.done and time.monotonic() < until:
             sleep(next(pauses))
             try:
                 status, history, output = _read(sfn, item["execution_arn"])

@@ -233,6 +233,26 @@ OUTPUT_INSTANCES_TABLE = "InstancesTableName"
 OUTPUT_STARTUP_BUCKET = "StartupBucketName"
 OUTPUT_APPROVAL_TOPIC_ARN = "ApprovalTopicArn"
 OUTPUT_START_EXECUTION_COMMAND = "StartExecutionCommand"
+# The function URL that answers approvals (AnswerApproval) and the managed policy that lets a person call it.
+OUTPUT_ANSWER_APPROVAL_URL = "AnswerApprovalUrl"
+OUTPUT_APPROVER_POLICY_ARN = "ApproverPolicyArn"
+
+
+# --- Answering approvals (docs/teardown.md, "Who may answer") -------------------------------
+# One function answers every approval: `gpufill approve|reject` call its URL (AuthType AWS_IAM),
+# so the approver recorded is the ARN AWS authenticated, and only its role may send task answers.
+ANSWER_APPROVAL_TASK = "AnswerApproval"
+ANSWER_FUNCTIONS = {ANSWER_APPROVAL_TASK: "gpufill.handlers.answer_approval.handler"}
+# The function URL's IAM auth type, and the condition keys IAM checks when it is called.
+FUNCTION_URL_AUTH_TYPE = "AWS_IAM"
+# The deployment settings `approvers` (JSON list of IAM ARN patterns) and `separate_approver`.
+ENV_APPROVERS = "GPUFILL_APPROVERS"
+ENV_SEPARATE_APPROVER = "GPUFILL_SEPARATE_APPROVER"
+
+
+def approver_policy_name(env: str) -> str:
+    """The managed policy a deployment's approvers get: invoke the AnswerApproval function URL."""
+    return f"gpufill-{env}-approver"
 
 
 # --- Capacity Blocks for ML (capacity_block) ---------------------------------------------

@@ -12,7 +12,7 @@ MARKET = EXAMPLES / "markets/capacity-blocks.json"
 REQUEST = str(EXAMPLES / "requests/provision-capacity-block.json")
 
 
-def test_a_pending_purchase_is_shown_with_its_commands_and_approve_buys_it(deployment, capsys):
+def test_a_pending_purchase_is_shown_with_its_commands_and_approve_buys_it(deployment, endpoint, monkeypatch, capsys):
     assert main(["run", REQUEST, "--name", "cb-cli", "--yes", "--json", *deployment]) == 0
     capsys.readouterr()
     purchases: list[dict] = []
@@ -32,8 +32,24 @@ def test_a_pending_purchase_is_shown_with_its_commands_and_approve_buys_it(deplo
     assert f"gpufill approve purchase:{pending['execution']} --env local" in out
     assert f"gpufill reject purchase:{pending['execution']}" in out
 
-    assert main(["approve", pending["execution"], *deployment]) == 0
-    assert "approved the Capacity Block purchase of cb-cli" in capsys.readouterr().out
+    # A principal of the account without the approver policy: AWS refuses the function URL (403)
+    # before the function runs, and nothing is answered.
+    mallory = endpoint.engine.add_person("mallory")
+    with monkeypatch.context() as signed_as:
+        signed_as.setenv("AWS_ACCESS_KEY_ID", mallory.access_key)
+        signed_as.setenv("AWS_SECRET_ACCESS_KEY", mallory.secret_key)
+        signed_as.delenv("AWS_SESSION_TOKEN", raising=False)
+        assert main(["approve", pending["execution"], *deployment]) == 1
+    err = capsys.readouterr().err
+    assert "AWS refused" in err and "gpufill-local-approver" in err and "nothing changed" in err
+    with endpoint.engine.as_deployment("local"):
+        assert "answered_at" not in endpoint.engine.approval(pending["execution"])
+    refused = [j for j in endpoint.engine.iam.refusals if j.principal == "mallory"]
+    assert {j.action for j in refused} == {"lambda:InvokeFunctionUrl", "lambda:InvokeFunction"}
+
+    assert main(["approve", pending["execution"], "--reason", "planned", *deployment]) == 0
+    operator = "arn:aws:iam::123456789012:user/local-operator"  # as AWS authenticated the caller
+    assert f"approved the Capacity Block purchase of cb-cli as {operator}" in capsys.readouterr().out
     # Following the run shows the wait on a person: who is asked, until when, the exact commands.
     assert main(["watch", pending["execution"], *deployment]) == 0
     out = capsys.readouterr().out
@@ -43,6 +59,10 @@ def test_a_pending_purchase_is_shown_with_its_commands_and_approve_buys_it(deplo
     output = json.loads(capsys.readouterr().out)["execution"]["output"]
     assert output["status"] == "FULFILLED"
     assert output["launched"] == 2 and all(i["capacity_reservation_id"].startswith("cr-") for i in output["instances"])
+    assert output["capacity_block"]["approved_by"] == operator and output["capacity_block"]["approval_reason"] == "planned"
+    assert main(["status", "cb-cli", "--json", *deployment]) == 0
+    [answered] = json.loads(capsys.readouterr().out)["answered_approvals"]
+    assert answered["answered_by"] == operator and answered["kind"] == "purchase" and answered["reason"] == "planned"
 
 
 def test_simulate_asks_how_the_purchase_approval_is_answered(capsys):

@@ -61,6 +61,8 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "send_task_failure": ("states:SendTaskFailure",),
     "start_execution": ("states:StartExecution",),
     "describe_execution": ("states:DescribeExecution",),
+    "get_execution_history": ("states:GetExecutionHistory",),
+    "lookup_events": ("cloudtrail:LookupEvents",),
     # A schedule runs with a role the caller passes to Scheduler.
     "create_schedule": ("scheduler:CreateSchedule", "iam:PassRole"),
     "update_schedule": ("scheduler:UpdateSchedule", "iam:PassRole"),

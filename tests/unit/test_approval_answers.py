@@ -224,6 +224,46 @@ def test_a_token_closed_by_another_answer_is_refused_saying_what_that_answer_did
     assert "answered_at" not in table_item(table, approval_key("td-1"))
 
 
+# --- the approval function's own reply lost: the CLI settles from the item and the history ----------------
+
+
+def test_no_claim_on_the_item_means_nothing_was_sent(table):  # noqa: F811
+    table.put_item(Item=pending("td-1"))
+    item = table_item(table, approval_key("td-1"))
+    with pytest.raises(approve.NotDelivered, match="records no answer to teardown:td-1: nothing was sent"):
+        approve.settle_claimed(item, "no reply", decision="approved", sfn=Sfn(None, []), table=table, now=NOW)
+
+
+def test_a_claim_of_another_decision_is_someone_elses_answer(table):  # noqa: F811
+    table.put_item(Item=pending("td-1", answer="rejected", answered_by="bob", answered_at=NOW.isoformat(timespec="seconds")))
+    item = table_item(table, approval_key("td-1"))
+    with pytest.raises(approve.AlreadyDecided, match="already answered 'rejected' by bob"):
+        approve.settle_claimed(item, "no reply", decision="approved", sfn=Sfn(None, []), table=table, now=NOW)
+
+
+def test_a_claim_the_execution_took_is_reported_with_what_it_did(table):  # noqa: F811
+    at = NOW.isoformat(timespec="seconds")
+    table.put_item(Item=pending("td-1", answer="approved", answered_by="arn:aws:iam::1:user/ana", answered_at=at))
+    item = table_item(table, approval_key("td-1"))
+    mine = {"decision": "approved", "approver": "arn:aws:iam::1:user/ana"}
+    history = [entered("AwaitTeardownApproval"), {"type": "TaskSubmitted"}, succeeded(mine)]
+    done = approve.settle_claimed(item, "the approval function failed (502)", decision="approved",
+                                  sfn=Sfn(None, history), table=table, now=NOW, settle_seconds=0, sleep=lambda s: None)
+    assert (done.approver, done.settled_after, done.approval_id) == ("arn:aws:iam::1:user/ana", "the approval function failed (502)", "teardown:td-1")
+    assert done.effect is not None
+
+
+def test_a_claim_the_execution_never_took_is_given_back(table):  # noqa: F811
+    at = NOW.isoformat(timespec="seconds")
+    table.put_item(Item=pending("td-1", answer="approved", answered_by="ana", answered_at=at))
+    item = table_item(table, approval_key("td-1"))
+    waiting = [entered("AwaitTeardownApproval"), {"type": "TaskSubmitted"}]
+    with pytest.raises(approve.NotDelivered, match="did not take the answer to teardown:td-1"):
+        approve.settle_claimed(item, "no reply", decision="approved", sfn=Sfn(None, waiting), table=table, now=NOW,
+                               settle_seconds=0, sleep=lambda s: None)
+    assert "answered_at" not in table_item(table, approval_key("td-1"))  # answerable again
+
+
 # --- the wait on a person, as `up` and `watch` print it --------------------------------------------------
 
 

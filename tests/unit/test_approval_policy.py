@@ -83,7 +83,8 @@ def test_the_message_ends_with_the_commands_that_answer_it():
         "To reject:",
         f"  gpufill reject {ARN} --reason 'WHY'",
         "",
-        "Or with the AWS CLI alone (any decision other than exactly \"approved\" is a rejection):",
+        "Break-glass, for an administrator allowed states:SendTaskSuccess (records the approver as typed) "
+        "(any decision other than exactly \"approved\" is a rejection):",
         "  aws stepfunctions send-task-success --region eu-central-1 --task-token tok "
         "--task-output '{\"decision\":\"approved\",\"approver\":\"YOUR-NAME\"}'",
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from gpufill.cli import main
+from gpufill.local.server import LocalEndpoint
 from tests.workflow.planting import MARKET, WEST, in_background, launch, states
 
 P5, OHIO = "p5.48xlarge", "us-east-2"
@@ -22,7 +23,10 @@ ARGS = ["--env", "local", "--region", "us-east-1"]
 
 
 def test_a_request_id_naming_a_purchase_and_a_teardown_answers_neither_then_lost_replies_are_settled(local_account, capsys):
-    with local_account(BOTH) as engine:
+    # Answers go through the AnswerApproval function URL, served by the engine behind the endpoint:
+    # the faults below hit the function's own SendTaskSuccess, which settles them.
+    with local_account(BOTH) as engine, LocalEndpoint(engine) as endpoint:
+        args = [*ARGS, "--endpoint-url", endpoint.url]
         mine = launch(engine, WEST, request_id="cb-both")
         with in_background(engine, BLOCK_RUN, "cb-both") as run, \
                 in_background(engine, {"action": "teardown", "request_id": "cb-both"}, "td-both") as teardown:
@@ -30,7 +34,7 @@ def test_a_request_id_naming_a_purchase_and_a_teardown_answers_neither_then_lost
             engine.wait_for_approval("td-both")
 
             # Both wait under the request id: listed with their own commands, neither answered (exit 2).
-            assert main(["approve", "cb-both", *ARGS]) == 2
+            assert main(["approve", "cb-both", *args]) == 2
             err = capsys.readouterr().err
             assert "'cb-both' matches 2 pending approvals; nothing changed" in err
             assert "gpufill approve purchase:cb-both --env local --region us-east-1" in err
@@ -48,20 +52,20 @@ def test_a_request_id_naming_a_purchase_and_a_teardown_answers_neither_then_lost
 
             # The purchase is taken but its reply lost (botocore's retry meets TaskTimedOut): reported as bought.
             engine.faults.aws("stepfunctions", "SendTaskSuccess", error="ReadTimeout", after=True)
-            assert main(["approve", "purchase:cb-both", *ARGS]) == 0
+            assert main(["approve", "purchase:cb-both", *args]) == 0
             out = capsys.readouterr().out
             assert "The reply to this answer was lost (TaskTimedOut)" in out
             assert "What it did: the Capacity Block was bought: 2 x p5.48xlarge in us-east-2a" in out
             assert "upfront $1,500.00" in out and len(engine.market.blocks.purchases) == 1
 
             # A second answer is refused and says what the first one did.
-            assert main(["reject", "purchase:cb-both", *ARGS]) == 1
+            assert main(["reject", "purchase:cb-both", *args]) == 1
             err = capsys.readouterr().err
             assert "purchase:cb-both was already approved by arn:aws:" in err and "the Capacity Block was bought" in err
 
             # Now one approval waits under the request id: answered, its reply lost outright.
             engine.faults.aws("stepfunctions", "SendTaskSuccess", error="TaskTimedOut", after=True)
-            assert main(["approve", "cb-both", "--json", *ARGS]) == 0
+            assert main(["approve", "cb-both", "--json", *args]) == 0
             answer = json.loads(capsys.readouterr().out)
             assert answer["approval_id"] == "teardown:td-both" and answer["settled_after"] == "TaskTimedOut"
             assert answer["terminated"] == mine and answer["effect"] == f"1 instance(s) terminated: {mine[0]}"

@@ -46,14 +46,16 @@ MUTATED = ["src/gpufill/models/request.py", "src/gpufill/models/capacity_block_r
            "src/gpufill/handlers/start_refill.py", "src/gpufill/handlers/terminate_region_instances.py",
            "src/gpufill/handlers/roll_back_gang.py",
            # The sweep asks for teardowns on its own (it never terminates): a wrong ask costs an approver's time.
-           "src/gpufill/handlers/sweep.py"]
+           "src/gpufill/handlers/sweep.py",
+           # Who may answer an approval (a purchase or a teardown): the approver AWS authenticated.
+           "src/gpufill/handlers/answer_approval.py"]
 # mutmut leaves decorated functions alone, and a Lambda handler is decorated (Powertools' logger,
 # tracer and metrics, then transient_aws_errors): in the staged copy of these modules each decorated
 # top-level function is defined bare and wrapped by the same decorators, in the same order, right
 # after it, so its body is mutated and the tests still call it through every wrapper.
 UNDECORATED = ["handlers/launch_batch.py", "handlers/wait_for_capacity.py", "handlers/wait_until_running.py",
                "handlers/start_refill.py", "handlers/terminate_region_instances.py", "handlers/roll_back_gang.py",
-               "handlers/sweep.py"]
+               "handlers/sweep.py", "handlers/answer_approval.py"]
 # mutmut runs the unit tests that reach each mutated function. The bad-request workflow tests
 # assert the same rules through the local engine, which costs ~15 s per mutant (the engine is
 # deployed anew in each forked test run); the module-level pass runs them in full.

@@ -70,15 +70,63 @@ def status_verb(args: argparse.Namespace) -> int:
     # An ended request is history; one asked for by its id is shown whatever its state.
     shown = [r for r in every if args.all or args.request_id or not r["ended"]]
     hidden = len(every) - len(shown)
+    answered = answered_approvals(deployment, args.request_id)
     if args.json:
         print_json({**view.output, "requests": shown, "ended_hidden": hidden, "pending_teardowns": pending,
-                    "pending_purchases": purchases})
+                    "pending_purchases": purchases, "answered_approvals": answered})
         return EXIT_OK
     lines = render_requests(view.output, shown, hidden)
     if args.instances:
         lines += [""] + render_status(view.output)
-    print("\n".join(lines + render_pending(pending) + render_purchases(purchases) + render_sweep(view.output.get("sweep"))))
+    print("\n".join(lines + render_pending(pending) + render_purchases(purchases) + render_answered(answered)
+                     + render_sweep(view.output.get("sweep"))))
     return EXIT_OK
+
+
+ANSWERED_SHOWN = 10  # the newest; --json lists every one the table still keeps
+
+
+def answered_approvals(deployment: aws.Deployment, request_id: str | None = None) -> list[dict] | None:
+    """Approvals a person answered, newest first: who (the ARN AWS authenticated at the approval
+    function), when, what and why; only the request's when given one. None when unreadable."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        from gpufill.adapters import approvals
+
+        items = approvals.all_items(deployment.table(), pending_only=False)
+    except (BotoCoreError, ClientError):
+        return None  # pending_teardowns has said why
+    answered = []
+    for item in items:
+        if not item.get("answered_at") and item.get("decision") in (None, "expired"):
+            continue
+        target = target_of(item)
+        if request_id is not None and target.get("request_id") != request_id:
+            continue
+        answered.append({
+            "execution": item["execution_name"],
+            "kind": "purchase" if item.get("approval_for") == "capacity-block-purchase" else "teardown",
+            "target": target,
+            "decision": item.get("decision") or item.get("answer"),
+            "answered_by": item.get("answered_by") or item.get("approver"),
+            "answered_at": item.get("answered_at") or item.get("decided_at"),
+            "reason": item.get("answer_reason") or item.get("decided_reason"),
+            "recorded": bool(item.get("decided_at")),
+        })
+    return sorted(answered, key=lambda a: a["answered_at"] or "", reverse=True)
+
+
+def render_answered(answered: list[dict] | None) -> list[str]:
+    if not answered:
+        return []
+    lines = ["", f"Answered approvals: {len(answered)} (who answered, as AWS authenticated them)"]
+    for a in answered[:ANSWERED_SHOWN]:
+        why = f" ({a['reason']})" if a.get("reason") else ""
+        lines.append(f"  {a['execution']}  {a['kind']} {a['decision']} by {a['answered_by']} at {a['answered_at']}{why}")
+    if len(answered) > ANSWERED_SHOWN:
+        lines.append(f"  ... and {len(answered) - ANSWERED_SHOWN} older (--json lists them)")
+    return lines
 
 
 def _known_or_fail(deployment: aws.Deployment, request_id: str) -> None:

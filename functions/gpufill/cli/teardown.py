@@ -8,6 +8,7 @@ import getpass
 import shlex
 import sys
 
+from gpufill import constants
 from gpufill.cli import aws
 from gpufill.cli.common import (
     EXIT_FAILED,
@@ -19,6 +20,7 @@ from gpufill.cli.common import (
     fresh_name,
     print_json,
     program,
+    say,
 )
 from gpufill.cli.render import ExecutionView, Progress
 from gpufill.cli.runs import answer_commands, asker, deployment_flags, report
@@ -49,10 +51,12 @@ def add_parsers(verbs) -> None:
             verb,
             help=f"{verb} a pending approval (a teardown, or a Capacity Block purchase)",
             description=(
-                f"Sends {{\"decision\": \"{decision}\"}} with the task token of the pending approval "
-                "(SendTaskSuccess), then says what it did; a lost reply is settled from the execution's history. "
-                "Refused, changing nothing, when it was already answered or has expired, or when a request id "
-                "matches more than one pending approval (they are listed, exit 2)."
+                f"Sends {{\"decision\": \"{decision}\"}} for the one pending approval REF names to the "
+                "deployment's AnswerApproval function URL, signed with your credentials: the approver recorded is "
+                "you, as AWS authenticated you. Then says what the answer did; a lost reply is settled from the "
+                "approval item and the execution's history. Refused, changing nothing, when it was already answered "
+                "or has expired, when you are not one of the deployment's approvers, or when a request id matches "
+                "more than one pending approval (they are listed, exit 2)."
             ),
         )
         answer.add_argument(
@@ -210,7 +214,9 @@ def _login() -> str:
 
 
 def answer_verb(args: argparse.Namespace) -> int:
-    """gpufill approve|reject REF: find the one approval REF names, answer it, say what the answer did."""
+    """gpufill approve|reject REF: find the one approval REF names (from the table), answer it through
+    the deployment's AnswerApproval function URL, which records the caller as AWS authenticated them,
+    and say what the answer did."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     from gpufill import approve
@@ -224,24 +230,21 @@ def answer_verb(args: argparse.Namespace) -> int:
     reason = " ".join(args.reason) if args.reason else None
     flags = ([] if env == aws.DEFAULT_ENV else ["--env", env]) + ["--region", session.region_name]
     flags += ["--endpoint-url", args.endpoint_url] if args.endpoint_url else []
+    name = ref.name
     try:
         table = session.resource("dynamodb", endpoint_url=args.endpoint_url).Table(approve.table_name(env))
-        approver = _caller(session, args.endpoint_url)
-        done = approve.answer(
-            args.execution,
-            args.decision,
-            approver=approver,
-            reason=reason,
-            sfn=session.client("stepfunctions", endpoint_url=args.endpoint_url),
-            table=table,
-        )
+        sfn = session.client("stepfunctions", endpoint_url=args.endpoint_url)
+        item = approve.find(args.execution, table)
+        name = item["execution_name"]
+        approve.refuse_if_settled(name, item, _now(), sfn)  # answered or expired: said here, nothing sent
+        done, answered_at = _send_answer(args, env, session, item, reason, sfn=sfn, table=table)
     except approve.Ambiguous as error:
         raise UsageError(_ambiguous(args.execution, error.items, args.decision, flags)) from None
     except (approve.ApprovalError, approve.AnswerUnknown) as error:
         raise Failed(str(error)) from None
     except (BotoCoreError, ClientError) as error:
         raise Failed(
-            f"could not answer {ref.name!r} (env {env}): {aws.readable(str(error))}" + aws.local_hint(env, args.endpoint_url) + aws.local_region_hint(args.endpoint_url)
+            f"could not answer {name!r} (env {env}): {aws.readable(str(error))}" + aws.local_hint(env, args.endpoint_url) + aws.local_region_hint(args.endpoint_url)
         ) from None
     follow = f"{program()} watch {done.execution_name} {shlex.join(flags)}"
     if args.json:
@@ -249,9 +252,10 @@ def answer_verb(args: argparse.Namespace) -> int:
             "approval_id": done.approval_id,
             "kind": done.kind,
             "execution": done.execution_name,
-            "decision": args.decision,
-            "approver": approver,
-            "reason": reason,
+            "decision": done.decision,
+            "approver": done.approver,
+            "answered_at": answered_at,
+            "reason": done.reason,
             "instance_ids": done.instance_ids,
             "nothing_to_do": done.nothing_to_do,
             "settled_after": done.settled_after,
@@ -290,6 +294,99 @@ def answered_lines(done, follow: str) -> list[str]:
     return lines
 
 
+def _now():
+    from gpufill.adapters import clock
+
+    return clock.now()
+
+
+def _send_answer(args: argparse.Namespace, env: str, session, item: dict, reason: str | None, *, sfn, table):
+    """Answer `item` through the deployment's AnswerApproval function URL, signed with the caller's own
+    credentials: the function records the caller as AWS authenticated them. What the function's answer
+    did (approve.Answered) and when it was made; a lost or failed reply is settled (_settled); else Failed."""
+    from botocore.exceptions import BotoCoreError
+
+    from gpufill import approve
+    from gpufill.cli import approval_url
+    from gpufill.policy import answers
+
+    deployment = aws.find(argparse.Namespace(env=env, region=session.region_name, endpoint_url=args.endpoint_url))
+    try:
+        url = approval_url.url_of(deployment.outputs)
+    except approval_url.NoAnswerUrl:
+        raise Failed(
+            f"stack {deployment.env} has no {constants.OUTPUT_ANSWER_APPROVAL_URL} output: it was deployed before "
+            "approvals were answered through their function; deploy it again (npx cdk deploy --all)"
+        ) from None
+    label = answers.approval_id(item)
+    answer = {"approval": label, "decision": args.decision, "reason": reason}
+    try:
+        reply = approval_url.send(deployment.session, url, answer)
+    except BotoCoreError as error:  # sent, but no reply: the function may have answered
+        return _settled(item, args.decision, f"no reply from the approval function ({aws.readable(str(error))})", sfn, table)
+    if reply.status >= 500:  # the function failed or timed out, perhaps after it answered
+        what = reply.body.get("message") or reply.body.get("Message")
+        return _settled(item, args.decision, f"the approval function failed ({reply.status}: {what})", sfn, table)
+    if reply.refused_by_aws:
+        who = _caller(deployment.session, args.endpoint_url)
+        raise Failed(
+            f"AWS refused {who} the approval function of deployment {env} ({url}): only principals with its "
+            f"approver policy ({constants.approver_policy_name(env)}, stack output "
+            f"{constants.OUTPUT_APPROVER_POLICY_ARN}) may answer; nothing changed"
+        )
+    if reply.status == 409 and reply.body.get("choices"):  # the approvals changed since they were read
+        raise approve.Ambiguous(str(reply.body.get("message")), [_choice(c) for c in reply.body["choices"]])
+    if reply.status != 200:
+        raise Failed(str(reply.body.get("message") or reply.body))
+    # Taken after a lost SendTaskSuccess reply, still under way: what it did, once final (up to a minute).
+    return approve.follow_effect(_from_reply(reply.body, item), sfn), reply.body.get("answered_at")
+
+
+def _from_reply(body: dict, item: dict):
+    """The function's 200 reply as approve.Answered, so it prints as an answer made here would."""
+    from gpufill import approve
+    from gpufill.policy import answers
+
+    effect = body.get("effect")
+    return approve.Answered(
+        approval_id=body.get("approval_id") or answers.approval_id(item),
+        kind=body.get("kind") or answers.kind_of(item),
+        execution_name=body.get("execution") or item["execution_name"],
+        decision=body.get("decision"),
+        approver=body.get("approver") or body.get("answered_by"),
+        reason=body.get("reason"),
+        item=item,
+        effect=answers.Effect(**effect) if isinstance(effect, dict) else None,
+        settled_after=body.get("settled_after"),
+        nothing_to_do=bool(body.get("nothing_to_do")),
+        instance_ids=list(body.get("instance_ids") or []),
+    )
+
+
+def _choice(choice: dict) -> dict:
+    """A choice the function listed, shaped as an approval item for _ambiguous."""
+    kind, _, name = str(choice.get("approval_id") or "").partition(":")
+    return {"execution_name": name, "approval_for": "capacity-block-purchase" if kind == "purchase" else "teardown",
+            "deadline": choice.get("deadline"), "asks": choice.get("asks")}
+
+
+def _settled(item: dict, decision: str, what: str, sfn, table):
+    """The answer's fate when the function's reply was lost or failed: the approval item says whether
+    the function claimed it (a claim always precedes SendTaskSuccess; the function's timeout is below
+    the request's, so no claim can come later), and the execution's history whether Step Functions took
+    it and what it did since. Never reports an answer that was not made."""
+    from gpufill import approve
+    from gpufill.adapters import approvals
+
+    now = approvals.get(item["execution_name"], table) or item
+    # No claim was there when the command checked, just before it sent: a claim of the same decision is
+    # this answer's (the function records the ARN AWS authenticated, which the command cannot know).
+    done = approve.settle_claimed(now, what, decision=decision, sfn=sfn, table=table)
+    recorded = "the run recorded it" if now.get("decided_at") else "Step Functions took it"
+    say(f"{what}; the approval item records the answer by {now.get('answered_by')} at {now.get('answered_at')} ({recorded})")
+    return done, now.get("answered_at")
+
+
 def _ambiguous(given: str, items: list[dict], decision: str, flags: list[str]) -> str:
     """Several approvals wait under one name: each with the exact command that answers it alone."""
     from gpufill import approve
@@ -298,7 +395,8 @@ def _ambiguous(given: str, items: list[dict], decision: str, flags: list[str]) -
     verb = "approve" if decision == "approved" else "reject"
     lines = [f"{given!r} matches {len(items)} pending approvals; nothing changed. Answer one by its approval id:"]
     for item in items:
-        lines.append(f"  {answers.approval_id(item)}: {approve.describe(item)}; expires {item.get('deadline')}")
+        asks = item.get("asks") or approve.describe(item)  # "asks": as the approval function listed it
+        lines.append(f"  {answers.approval_id(item)}: {asks}; expires {item.get('deadline')}")
         lines.append(f"    {program()} {verb} {answers.approval_id(item)} {shlex.join(flags)}")
     return "\n".join(lines)
 

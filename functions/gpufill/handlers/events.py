@@ -145,6 +145,8 @@ class PurchaseEvent(_Event):
     run: Run | None = None
     # CheckBlockPayment: look at the bought block's payment again, never buy.
     check: bool = False
+    # RecordPurchaseDecision's record: who approved (as AWS authenticated them), when and why.
+    approval: dict | None = None
 
 
 class BlockLaunchEvent(_Event):

@@ -44,7 +44,10 @@ def handler(event: dict, context: LambdaContext) -> dict:
             metrics.add_metric(name="CapacityBlocksBought", unit="Count", value=1)
     held = {**_held(reservation, offering), "upfront_fee": offering["upfront_fee"]}
     paid = policy.payment(reservation.get("State"))
-    result = {**held, "launch_at": launch_at(offering["start"]), "payment": paid}
+    approved = {k: (step.approval or {}).get(k) for k in ("approver", "decided_at", "reason")}
+    # The run's result names who approved the spend (capacity_block.approved_by), not only the table.
+    result = {**held, "launch_at": launch_at(offering["start"]), "payment": paid,
+              "approved_by": approved["approver"], "approved_at": approved["decided_at"], "approval_reason": approved["reason"]}
     if paid == "failed":
         kept = [{"instance_id": i.instance_id, "region": i.region} for i in (step.run.instances if step.run else [])]
         result["cause"] = policy.purchase_failed_cause(held, request_id=step.request.request_id, kept=kept)

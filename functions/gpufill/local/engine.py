@@ -26,13 +26,14 @@ from pathlib import Path
 from unittest import mock
 
 from gpufill.adapters import clock
-from gpufill.local import faults, interpreter, interruptions, lambdas, quotas, scheduler, speedups
+from gpufill.local import cloudtrail, faults, function_urls, interpreter, interruptions, lambdas, quotas, scheduler, speedups
 from gpufill.local.approvals import Approvals
 from gpufill.local.deploy import public_layers
 from gpufill.local.deploy.model import LOCAL_ACCOUNT
 from gpufill.local.deployments import ACCOUNT_ENV, HOME_REGION, SCRUBBED_ENV, Deployments, common_environment
 from gpufill.local.emf import EmbeddedMetrics
 from gpufill.local.executions import Executions
+from gpufill.local.function_urls import FunctionUrls
 from gpufill.local.iam import simulation_api
 from gpufill.local.lambdas import AsyncInvocations
 from gpufill.local.metrics import CallLog
@@ -45,7 +46,7 @@ STATEMACHINE = REPO_ROOT / "statemachine" / "provisioner.asl.json"
 ENV_NAME = "local"
 
 
-class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Approvals):
+class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Approvals, FunctionUrls):
     """A simulated AWS account with gpufill deployed in it (one deployment per name in
     `env_names`; the first is the one run() and the approval helpers use by default), each as
     the CDK app synthesizes it (local/deploy/). `definition`: an ASL file to run instead of the
@@ -91,6 +92,8 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self.faults = faults.Faults()
         self.calls.faults = self.faults
         self.embedded_metrics = EmbeddedMetrics()
+        # CloudTrail's record of who started each execution (separate_approver reads it).
+        self.trail = cloudtrail.Trail()
 
     @property
     def state_machine_arn(self) -> str:
@@ -161,6 +164,8 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self._stack.callback(self._end_executions)
         self._stack.enter_context(self.market.patches())
         self._stack.enter_context(lambdas.in_process(self))
+        self._stack.enter_context(function_urls.in_process(self))
+        self._stack.enter_context(cloudtrail.patches(self))
         self._stack.enter_context(faults.at_the_wire(self))
         self.iam = self._stack.enter_context(self._judged_calls())
         from gpufill.local.iam import trust
@@ -192,6 +197,7 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self._deploy_account()
         for env in self.env_names:
             self.deploy(env)
+        self._add_local_operator()
         self._environments.default = self.deployments[self.env_names[0]].environment
         os.environ.update(self._environments.default)
         return self

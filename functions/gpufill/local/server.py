@@ -22,6 +22,7 @@ from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
 
 from gpufill import constants
+from gpufill.local.function_urls import SERVED_PREFIX
 
 LOOPBACK = "127.0.0.1"
 # The modelled clock's own path beside the AWS APIs; at most 200 days at a time (a block lasts 182).
@@ -48,8 +49,11 @@ class LocalEndpoint:
         return self._server.server_address[1]
 
     def outputs(self) -> dict[str, str]:
-        """The stack's outputs as the CDK app gives them, resolved for this account."""
-        return {k: str(v) for k, v in self.engine.deployments[self.engine_env()].app.home.outputs.items()}
+        """The stack's outputs as the CDK app gives them, resolved for this account; a function URL
+        is the address this endpoint serves it at (<endpoint>/lambda-url/<url id>/)."""
+        home = self.engine.deployments[self.engine_env()].app.home
+        served = {u.url: f"{self.url}{SERVED_PREFIX}{u.url_id}/" for u in home.function_urls}
+        return {k: served.get(str(v), str(v)) for k, v in home.outputs.items()}
 
     def engine_env(self) -> str:
         from gpufill.local import engine
@@ -86,6 +90,8 @@ def _with_stack(app: Callable, endpoint: LocalEndpoint) -> Callable:
     def serve(environ: dict[str, Any], start_response: Callable) -> Any:
         if environ.get("PATH_INFO") == CLOCK_PATH:
             return _clock(environ, start_response, endpoint)
+        if environ.get("PATH_INFO", "").startswith(SERVED_PREFIX):
+            return _function_url(environ, start_response, endpoint)
         if _service(environ) != "cloudformation":
             return app(environ, start_response)
         length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -125,6 +131,22 @@ def _json_reply(start_response: Callable, status: int, body: dict) -> list[bytes
     data = json.dumps(body).encode()
     start_response(f"{status} {'OK' if status == 200 else 'Bad Request'}",
                    [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+    return [data]
+
+
+def _function_url(environ: dict[str, Any], start_response: Callable, endpoint: LocalEndpoint) -> list[bytes]:
+    """A request to a function URL, served by the engine as AWS serves it (local/function_urls.py)."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length else b""
+    headers = {key[5:].replace("_", "-").lower(): value for key, value in environ.items() if key.startswith("HTTP_")}
+    for key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+        if environ.get(key):
+            headers[key.replace("_", "-").lower()] = environ[key]
+    query = f"?{environ['QUERY_STRING']}" if environ.get("QUERY_STRING") else ""
+    url = f"http://{environ.get('HTTP_HOST', LOOPBACK)}{environ['PATH_INFO']}{query}"
+    status, reply_headers, text = endpoint.engine.call_function_url(url, method=environ["REQUEST_METHOD"], headers=headers, body=body)
+    data = text.encode()
+    start_response(f"{status} {'OK' if status == 200 else 'Error'}", [*reply_headers.items(), ("Content-Length", str(len(data)))])
     return [data]
 
 

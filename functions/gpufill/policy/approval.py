@@ -17,6 +17,9 @@ MAX_TEXT = 500  # approver and reason are free text from a person; keep the reco
 LISTED_INSTANCES = 50  # an email stays readable; the full list is in the execution input and the table
 # SNS refuses a subject of 100 characters or more; an execution name alone may be 80.
 MAX_SUBJECT = 99
+# Only the AnswerApproval function's role (and an administrator) holds states:SendTaskSuccess, and
+# the approver this route records is whatever was typed: the message says so.
+BREAK_GLASS = "Break-glass, for an administrator allowed states:SendTaskSuccess (records the approver as typed)"
 ELLIPSIS = "..."
 
 
@@ -115,7 +118,7 @@ def message(
         "To reject:",
         f"  {found['reject']}",
         "",
-        "Or with the AWS CLI alone (any decision other than exactly \"approved\" is a rejection):",
+        BREAK_GLASS + " (any decision other than exactly \"approved\" is a rejection):",
         f"  {found['approve_with_aws_cli']}",
     ]
     return subject, "\n".join(lines)
@@ -151,7 +154,7 @@ def reminder(teardown: Teardown, *, execution_arn: str, task_token: str, expires
         f"  {found['approve']}",
         "To reject:",
         f"  {found['reject']}",
-        "Or with the AWS CLI alone:",
+        BREAK_GLASS + ":",
         f"  {found['approve_with_aws_cli']}",
     ]
     return subject, "\n".join(lines)

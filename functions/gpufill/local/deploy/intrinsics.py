@@ -153,6 +153,13 @@ class Resolver:
     def get_att(self, logical_id: str, attribute: str) -> Any:
         kind = self._resource(logical_id)["Type"]
         name = self.physical_name(logical_id)
+        if kind == "AWS::Lambda::Url":  # AWS gives the URL a random 32-character id; this one is stable
+            target = self.resolve(self._resource(logical_id)["Properties"]["TargetFunctionArn"])
+            url_id = hashlib.sha256(str(target).encode()).hexdigest()[:32]
+            urls = {"FunctionUrl": f"https://{url_id}.lambda-url.{self.region}.on.aws/", "FunctionArn": target}
+            if attribute not in urls:
+                raise UnresolvableIntrinsic(f"Fn::GetAtt {logical_id}.{attribute} of a {kind} (add it to Resolver.get_att)")
+            return urls[attribute]
         if attribute in ("Arn", "TopicArn"):
             return self.arn(logical_id)
         attributes = {

@@ -137,6 +137,19 @@ class Permission:
 
 
 @dataclass(frozen=True)
+class FunctionUrl:
+    """A function URL (AWS::Lambda::Url): who it runs and how AWS authenticates its callers."""
+
+    function_arn: str
+    auth_type: str
+    url: str  # https://<url id>.lambda-url.<region>.on.aws/
+
+    @property
+    def url_id(self) -> str:
+        return self.url.split("//", 1)[1].split(".", 1)[0]
+
+
+@dataclass(frozen=True)
 class StackModel:
     """One synthesized stack, resolved for its account and region."""
 
@@ -157,6 +170,10 @@ class StackModel:
     outputs: dict[str, Any]
     # EventBridge Scheduler schedules the template makes (the sweep), their properties resolved.
     schedules: list[dict] = field(default_factory=list)
+    function_urls: list[FunctionUrl] = field(default_factory=list)
+    # Customer-managed policies attached to no role of the stack (the approver policy), by name:
+    # (ARN, document), for the people the account gives them to.
+    managed_policies: dict[str, tuple[str, dict]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -316,6 +333,15 @@ def read_stack(template: Mapping[str, Any], *, name: str, account: str, region: 
         ],
         outputs={k: resolver.resolve(v.get("Value")) for k, v in template.get("Outputs", {}).items()},
         schedules=[properties(i) for i, _ in of_type("AWS::Scheduler::Schedule")],
+        function_urls=[
+            FunctionUrl(p["TargetFunctionArn"], p["AuthType"], resolver.get_att(i, "FunctionUrl"))
+            for i, p in ((i, properties(i)) for i, _ in of_type("AWS::Lambda::Url"))
+        ],
+        managed_policies={
+            resolver.physical_name(i): (resolver.arn(i), p["PolicyDocument"])
+            for i, p in ((i, properties(i)) for i, _ in of_type("AWS::IAM::ManagedPolicy"))
+            if not p.get("Roles") and not p.get("Users") and not p.get("Groups")
+        },
     )
 
 

@@ -40,6 +40,8 @@ INPUTS = (
     "functions/gpufill/catalog/**/*",
     "functions/gpufill/adapters/__init__.py",
     "functions/gpufill/adapters/regions_config.py",
+    "functions/gpufill/policy/__init__.py",
+    "functions/gpufill/policy/approvers.py",  # the `approvers` setting is checked at synth
 )
 LIBRARIES = ("aws-cdk-lib", "constructs", "cdk-nag", "jsii")
 # Bumped when the cached file's shape changes.

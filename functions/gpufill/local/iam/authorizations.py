@@ -509,9 +509,11 @@ BUILDERS: dict[tuple[str, str], Builder] = {
     ("sns", "Publish"): sns_publish,
     ("states", "StartExecution"): states_execution,
     ("states", "DescribeExecution"): states_execution,
+    ("states", "GetExecutionHistory"): states_execution,  # AnswerApproval settling a lost reply
     ("states", "StopExecution"): states_execution,
     **{("states", op): _wildcard_only for op in ("SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat")},
     ("lambda", "Invoke"): lambda_invoke,
+    ("cloudtrail", "LookupEvents"): _wildcard_only,
     ("events", "PutEvents"): events_put,
     ("scheduler", "CreateSchedule"): create_schedule,
     ("scheduler", "UpdateSchedule"): create_schedule,
