@@ -18,7 +18,8 @@ demo: $(PY_STAMP) $(NODE_STAMP)
 
 # The whole suite but the sweeps at the maxima, which take minutes (test-all runs them too).
 # Spread over the machine's cores (-n auto), each test module on one worker (--dist loadscope),
-# so a module's simulated account is built once.
+# so a module's simulated account is built once; the longest modules are handed out first
+# (tests/module_costs.json, see docs/testing.md) so that no worker is left running one alone.
 PYTEST_PARALLEL ?= -n auto --dist loadscope
 
 test: setup lint-asl lint

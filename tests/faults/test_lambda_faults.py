@@ -5,7 +5,10 @@ import pytest
 from tests.support.audit import REQUEST, assert_exactly_once
 
 
-@pytest.mark.parametrize("error", ["Sandbox.Timedout", "Lambda.Unknown", "Lambda.ServiceException"])
+# The three errors share one retrier on every Lambda task (tests/infra/test_infra_workflow.py checks
+# it): make test runs the timeout, the others run in make test-all.
+@pytest.mark.parametrize("error", ["Sandbox.Timedout", pytest.param("Lambda.Unknown", marks=pytest.mark.slow),
+                                   pytest.param("Lambda.ServiceException", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("after_handler", [False, True], ids=["before-handler", "after-handler"])
 def test_a_failed_launch_step_is_retried_and_launches_nothing_twice(account, error, after_handler):
     with account() as engine:

@@ -18,7 +18,8 @@ def create_calls(engine) -> int:
     return sum(1 for j in engine.iam.seen if j.action == "scheduler:CreateSchedule" and "/life-" in j.resource)
 
 
-@pytest.mark.parametrize("error", ["Sandbox.Timedout", "Lambda.ServiceException"])
+# One retrier for both on every Lambda task (tests/infra/test_infra_workflow.py): the second runs in make test-all.
+@pytest.mark.parametrize("error", ["Sandbox.Timedout", pytest.param("Lambda.ServiceException", marks=pytest.mark.slow)])
 def test_a_launch_step_retried_after_its_work_makes_one_schedule(account, error):
     with account() as engine:
         engine.faults.lambda_invoke("LaunchBatch", error=error, after_handler=True)

@@ -1,9 +1,13 @@
 """What makes moto fast enough for the suite, changing nothing it answers: botocore models loaded
 once per process, state machine definitions parsed once, one Lambda client per region for the
-interpreter, response classes' method listings kept, retry backoff that costs no wall time."""
+interpreter, response classes' method listings kept, retry backoff that costs no wall time, each
+answer's member names listed once per shape, the interpreter's JSON copied as JSON, and DynamoDB's
+expression walkers' node types listed once per walker."""
 
 from __future__ import annotations
 
+import copy
+import datetime
 import json
 import threading
 import time
@@ -191,3 +195,128 @@ def one_response_method_listing():
     return mock.patch.object(responses, "method_names_from_class", method_names_from_class)
 
 
+
+
+_ALIASES: dict[tuple, tuple[str, ...]] = {}
+
+
+def one_alias_listing_per_member():
+    """moto's response serializer finds each member of an answer (every EC2 instance's every
+    field, every DynamoDB item's) by asking six alias providers, built afresh for each member,
+    which names the member might have on the Python object, then trying each name. The names
+    depend only on the object's class (and its Meta aliases), the member's shape, its parent
+    shape and its key, so they are listed once per such combination; the names are tried in the
+    same order as before and the value moto picks is the same."""
+    from moto.core import serialize
+    from moto.core.utils import MISSING, get_value
+
+    original = serialize.AttributePicker.__call__
+
+    def possible_keys(picker, context) -> tuple[str, ...]:
+        obj, shape = context.obj, context.shape
+        key = (type(picker), tuple(picker.alias_providers), obj.__class__, getattr(obj, "Meta", None),
+               shape, getattr(shape, "parent", None), context.key)
+        keys = _ALIASES.get(key)
+        if keys is None:
+            keys = _ALIASES[key] = tuple(picker.get_possible_keys(context))
+        return keys
+
+    def pick(picker, context):
+        try:
+            keys = possible_keys(picker, context)
+        except Exception:  # noqa: BLE001 (an unhashable Meta, say: moto's own way, which says what is wrong)
+            return original(picker, context)
+        obj = context.obj
+        plain = type(obj) is dict  # not a subclass: a defaultdict would add the key moto's lookup asks for
+        for possible_key in keys:
+            if plain and "." not in possible_key:
+                value = obj.get(possible_key, MISSING)
+            else:
+                value = get_value(obj, possible_key, MISSING)
+            if value is not MISSING:
+                break
+        else:
+            value = None
+        if picker.response_transformers:
+            key_path = f"{context.key_path}.{context.key}"
+            for transform_path, transform in picker.response_transformers.items():
+                if key_path.endswith(transform_path):
+                    value = transform(value)
+                    break
+        return value
+
+    return mock.patch.object(serialize.AttributePicker, "__call__", pick)
+
+
+_ATOMIC = (str, int, float, bool, type(None), datetime.datetime)
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of a state's JSON data (dicts, lists, strings, numbers, booleans, null, and the
+    history's timestamps), several times faster than copy.deepcopy, which keeps a memo of every
+    object it meets; anything else is left to copy.deepcopy."""
+    kind = type(value)
+    if kind is dict:
+        return {key: json_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [json_copy(item) for item in value]
+    if kind in _ATOMIC:
+        return value  # immutable: copy.deepcopy returns it (or an equal timestamp) too
+    return copy.deepcopy(value)
+
+
+class _JsonCopying:
+    """Stands in for the copy module in moto's interpreter modules: deepcopy is json_copy."""
+
+    def __getattr__(self, name):
+        return getattr(copy, name)
+
+    @staticmethod
+    def deepcopy(value: Any, memo: Any = None) -> Any:
+        if memo is not None:
+            return copy.deepcopy(value, memo)
+        try:
+            return json_copy(value)
+        except RecursionError:  # data that refers to itself: copy.deepcopy keeps the cycle
+            return copy.deepcopy(value)
+
+
+def json_copies_in_the_interpreter():
+    """moto's Step Functions interpreter deep-copies each state's input, result and context, and
+    the whole history at every GetExecutionHistory (about a tenth of a run's CPU in copy.deepcopy).
+    That data is JSON, so a JSON copy gives the same values. The one difference, that an object
+    met twice is copied twice instead of once, cannot change an answer: the interpreter's data
+    came from JSON texts, which share nothing."""
+    from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.component.common.string import string_expression
+    from moto.stepfunctions.parser.asl.component.state.exec import execute_state
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map import state_map
+    from moto.stepfunctions.parser.asl.component.state.exec.state_parallel import state_parallel
+    from moto.stepfunctions.parser.asl.eval import environment, states
+    from moto.stepfunctions.parser.asl.eval.event import event_manager
+
+    shim = _JsonCopying()
+    stack = ExitStack()
+    for module in (result_path, string_expression, execute_state, state_map, state_parallel, environment,
+                   states, event_manager):
+        stack.enter_context(mock.patch.object(module, "copy", shim))
+    return stack
+
+
+def one_node_type_listing_per_traverser():
+    """moto checks an UpdateExpression (every DynamoDB UpdateItem gpufill sends) with a chain of
+    tree walkers, each of which rebuilds its map of node types to handlers at every node of the
+    tree to see whether to handle it. The node types are the same for every instance of a walker
+    (each class maps fixed classes), so they are listed once per class."""
+    from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
+
+    original = DepthFirstTraverser.nodes_to_be_processed
+    listings: dict[type, tuple[type, ...]] = {}
+
+    def nodes_to_be_processed(traverser):
+        kind = type(traverser)
+        if kind not in listings:
+            listings[kind] = original(traverser)
+        return listings[kind]
+
+    return mock.patch.object(DepthFirstTraverser, "nodes_to_be_processed", nodes_to_be_processed)

@@ -1,0 +1,114 @@
+"""The engine's speed-ups of moto answer exactly what moto answers without them."""
+
+import copy
+import datetime
+from collections import defaultdict
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpufill.local import speedups
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+@settings(max_examples=50)
+def test_a_json_copy_equals_a_deep_copy_and_shares_nothing_mutable(value):
+    copied = speedups.json_copy(value)
+    assert copied == copy.deepcopy(value)
+    assert type(copied) is type(value)
+
+    def containers(v):
+        if isinstance(v, dict):
+            yield v
+            for item in v.values():
+                yield from containers(item)
+        elif isinstance(v, list):
+            yield v
+            for item in v:
+                yield from containers(item)
+
+    originals = {id(c) for c in containers(value)}
+    assert not originals & {id(c) for c in containers(copied)}
+
+
+def test_a_json_copy_leaves_other_objects_to_deepcopy_and_keeps_timestamps():
+    when = datetime.datetime(2026, 12, 4, tzinfo=datetime.timezone.utc)
+    counts = defaultdict(int, a=1)
+    copied = speedups.json_copy({"at": when, "counts": counts, "pair": (1, [2])})
+    assert copied["at"] == when
+    assert type(copied["counts"]) is defaultdict and copied["counts"] == counts and copied["counts"] is not counts
+    assert copied["pair"] == (1, [2]) and copied["pair"][1] is not None
+
+
+def test_the_interpreters_copy_module_keeps_a_cycle_and_a_memo():
+    shim = speedups._JsonCopying()
+    looped: list = [1]
+    looped.append(looped)
+    copied = shim.deepcopy(looped)
+    assert copied[1] is copied and copied is not looped
+    memo: dict = {}
+    shared = [1]
+    assert shim.deepcopy([shared, shared], memo)[0] is not shared
+    assert shim.copy is copy.copy
+
+
+def _serialize(operation: str, service: str, result):
+    """What moto's serializer answers for `result`, the way its responses do."""
+    from moto.core.responses import XFormedAttributePicker
+    from moto.core.serialize import get_serializer_class
+    from moto.core.utils import get_service_model
+
+    model = get_service_model(service)
+    serializer = get_serializer_class(service, model.protocol)(
+        operation_model=model.operation_model(operation), value_picker=XFormedAttributePicker()
+    )
+    return serializer.serialize(result)["body"]
+
+
+class _Reservation:
+    def __init__(self, ident):
+        self.id = ident
+        self.owner_id = "123456789012"
+        self.instances = [_Instance(f"i-{ident}")]
+
+
+class _Instance:
+    class Meta:
+        serialization_aliases = {"InstanceType": "kind"}
+
+    def __init__(self, ident):
+        self.instance_id = ident
+        self.kind = "p5.48xlarge"
+        self.tags = [{"Key": "gpufill:request", "Value": "r-1"}]
+
+
+def test_member_names_listed_once_answer_as_moto_does():
+    cases = [
+        ("DescribeInstances", "ec2", {"Reservations": [_Reservation("r-1"), _Reservation("r-2")]}),
+        ("DescribeInstances", "ec2", {"reservations": [{"ReservationId": "r-3", "instances": []}]}),
+        ("GetItem", "dynamodb", {"Item": {"pk": {"S": "a"}, "n": {"N": "1"}}}),
+        ("DescribeExecution", "stepfunctions", {"executionArn": "arn:x", "status": "RUNNING", "input": "{}"}),
+    ]
+    expected = [_serialize(*case) for case in cases]
+    with speedups.one_alias_listing_per_member():
+        assert [_serialize(*case) for case in cases] == expected
+        assert [_serialize(*case) for case in cases] == expected  # from the listing kept
+    assert "p5.48xlarge" in str(expected[0])  # the instance's Meta alias was followed
+
+
+def test_update_expression_walkers_list_their_node_types_once_and_check_as_before():
+    from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
+    from moto.dynamodb.parsing.validators import ActionCountValidator, ExecuteOperations
+
+    before = {kind: kind().nodes_to_be_processed() for kind in (ActionCountValidator, ExecuteOperations)}
+    with speedups.one_node_type_listing_per_traverser():
+        for kind, types in before.items():
+            assert kind().nodes_to_be_processed() == types
+            assert kind().nodes_to_be_processed() == types
+    assert "nodes_to_be_processed" in vars(DepthFirstTraverser)
