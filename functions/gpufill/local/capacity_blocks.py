@@ -18,8 +18,10 @@ As on EC2 (User Guide, "Capacity Blocks for ML"; API reference):
   before its start, `active` from its start, `expired` at its end.
 - A launch into it names it (CapacityReservationTarget) with InstanceMarketOptions.MarketType
   `capacity-block`; it fits only while the block is active, only in the block's AZ and type; a
-  capacity-block launch naming no block, or an On-Demand launch naming a block, is refused
-  (InvalidParameterCombination). Another account does not see the block (NotFound).
+  capacity-block launch naming no block is refused (InvalidParameterCombination); an On-Demand or
+  Spot launch naming a block, and a CreateFleet whose reserved capacity names one as an On-Demand
+  Capacity Reservation, are refused with InvalidParameterValue (AWS: "you must specify capacity-block
+  as the market type" to launch into a block). Another account does not see the block (NotFound).
 - Thirty minutes before the end EC2 begins to terminate the instances still running in it.
 
 Offerings in a scenario are given relative to the engine's start (`start_in_hours`), so a scenario
@@ -212,16 +214,22 @@ class CapacityBlocks:
                 "InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{target}' does not exist"
             )
         if market_type != RESERVATION_TYPE:
-            raise EC2ClientError(
-                "InvalidParameterCombination",
-                f"Capacity Reservation {target} is a Capacity Block: launch into it with InstanceMarketOptions.MarketType capacity-block.",
-            )
+            raise not_this_market(target)
         if block.state != "active":
             raise EC2ClientError(
                 "ReservationCapacityExceeded",
                 f"The Capacity Block {target} is {block.state} (from {_iso(block.start)} to {_iso(block.end)}): "
                 "instances launch into it only while it is active.",
             )
+
+
+def not_this_market(reservation_id: str) -> EC2ClientError:
+    """A launch into a Capacity Block that does not say MarketType capacity-block."""
+    return EC2ClientError(
+        "InvalidParameterValue",
+        f"The Capacity Reservation {reservation_id} is a Capacity Block. To launch instances into it, "
+        "specify capacity-block as the market type (InstanceMarketOptions.MarketType).",
+    )
 
 
 def _moment(value) -> datetime | None:

@@ -1,0 +1,32 @@
+"""A bought Capacity Block is used for what it is and never silently lost (docs/capacity-blocks.md):
+only the request that bought it launches into it, and at its start a capacity answer is tried again
+until the block's end - 30 min; every end names the block."""
+
+from tests.support.audit import assert_exactly_once, assert_purchases_approved
+from tests.workflow.test_capacity_blocks import OHIO, P5, blocks_held, offer, request
+
+
+def market(on_demand=0):
+    return {"regions": {OHIO: {"zones": {f"{OHIO}a": {P5: {"spot": 0, "on_demand": on_demand}}}}},
+            "capacity_blocks": [offer(OHIO, 1800, start_in_hours=1)]}
+
+
+def test_a_block_bought_by_one_request_is_never_planned_as_a_reservation_by_another(local_account):
+    with local_account(market(on_demand=4)) as engine:
+        bought = engine.run(request(regions=[OHIO]), name="cb-owner", decision="approved")
+        [block] = blocks_held(engine).values()
+        # The owner's user ends one of its instances: the block has room for one again.
+        ended = bought.output["instances"][0]["instance_id"]
+        engine.client("ec2", OHIO).terminate_instances(InstanceIds=[ended])
+        later = {mode: engine.run({"instance_type": P5, "count": 1, "regions": [OHIO], "market": "on-demand",
+                                   "launch_mode": mode, "ready_timeout": "PT0S"}, name=f"cb-other-{mode}")
+                 for mode in ("partial", "fleet")}
+        room = block.available()
+        for mode, execution in later.items():
+            assert execution.status == "SUCCEEDED", (mode, execution.error, execution.cause)
+            [instance] = execution.output["instances"]
+            # On-Demand capacity, not the other request's paid block (nor LAUNCH_REJECTED by EC2).
+            assert instance.get("capacity_reservation_id") is None, (mode, instance)
+            assert_exactly_once(engine, execution, launched=1, regions=(OHIO,))
+        assert room == 1
+        assert assert_purchases_approved(engine) == [block.offering_id]
