@@ -30,3 +30,22 @@ def test_a_block_bought_by_one_request_is_never_planned_as_a_reservation_by_anot
             assert_exactly_once(engine, execution, launched=1, regions=(OHIO,))
         assert room == 1
         assert assert_purchases_approved(engine) == [block.offering_id]
+
+
+def test_a_block_that_turns_active_late_is_launched_into_after_backoff_not_given_up(local_account):
+    with local_account(market()) as engine:
+        engine.faults.block_late(minutes=10)
+        execution = engine.run(request(regions=[OHIO]), name="cb-late", decision="approved")
+        [block] = blocks_held(engine).values()
+        late = engine.faults.injected["capacity-block:late"]
+        assert execution.status == "SUCCEEDED", (execution.error, execution.cause)
+        result = execution.output
+        assert result["status"] == "FULFILLED" and late >= 1
+        assert {i["capacity_reservation_id"] for i in result["instances"]} == {block.id}
+        # Tried again after a Wait state (durable), not by sleeping in a function.
+        entered = execution.entered()
+        assert entered.count("TryBlockAgain") == late and entered.count("PauseForBlock") == late
+        shown = result["capacity_block"]
+        assert (shown["capacity_reservation_id"], shown["upfront_fee"], shown["paid"]) == (block.id, 1800, True)
+        assert_exactly_once(engine, execution, launched=2, regions=(OHIO,))
+        assert assert_purchases_approved(engine) == [block.offering_id]

@@ -375,6 +375,13 @@ def render_summary(execution: Any) -> str:
         )
         if result.get("expires_at"):  # max_lifetime
             lines.append(f"Expires at {result['expires_at']}: its teardown then asks for approval on its own")
+        if result.get("capacity_block"):  # a bought block: named at every end, with what was paid
+            block = result["capacity_block"]
+            fee = f"${block['upfront_fee']:,.2f} paid" if isinstance(block.get("upfront_fee"), int | float) else "paid"
+            lines.append(
+                f"Capacity Block {block.get('capacity_reservation_id')} in {block.get('availability_zone')}, "
+                f"{block.get('start')} to {block.get('end')}: {fee} upfront, not refundable"
+            )
     else:
         lines.append(f"FAILED with {execution.error}")
         if cause:

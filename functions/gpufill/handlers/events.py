@@ -148,3 +148,7 @@ class BlockLaunchEvent(_Event):
     request: ResolvedRequest
     run: Run
     block: dict
+    # "plan": lay the started block out as the plan; "retry": the block took none or part of the
+    # count, so wait and try again, or end naming it (TryBlockAgain).
+    phase: Literal["plan", "retry"] = "plan"
+    execution: str | None = None

@@ -27,11 +27,11 @@ def handler(event: dict, context: LambdaContext) -> dict:
     )
     if now:
         metrics.add_metric(name="CapacityBlocksBought", unit="Count", value=1)
-    held = _held(reservation, offering)
+    held = {**_held(reservation, offering), "upfront_fee": offering["upfront_fee"]}
     # What `gpufill status REQUEST` says while the run waits for the block's start.
     run_store.save_wait(step.request.owner_id, {"phase": "capacity-block", "execution": step.request.request_id, **held})
     logger.info("capacity block held", extra={"reservation": reservation["CapacityReservationId"], "bought_now": now})
-    return {**held, "upfront_fee": offering["upfront_fee"], "launch_at": launch_at(offering["start"])}
+    return {**held, "launch_at": launch_at(offering["start"])}
 
 
 def _held(reservation: dict, offering: dict) -> dict:

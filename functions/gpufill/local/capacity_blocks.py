@@ -123,6 +123,10 @@ class CapacityBlocks:
         self.schedule = lambda seconds, action: None
         self.elapsed = lambda: 0.0
         self.terminate = lambda region, account, instance_ids: None
+        # Set by the market from its faults (block_late): how long after its start a block turns
+        # active, and what a launch that meets it still scheduled reports.
+        self.late_seconds = lambda: 0.0
+        self.met_late = lambda: None
 
     # --- DescribeCapacityBlockOfferings -------------------------------------------------------
 
@@ -174,7 +178,8 @@ class CapacityBlocks:
         the end. Scheduled on the engine's clock, and settled again whenever EC2 is asked about
         blocks (refresh), since the modelled clock also moves with the wall clock between steps."""
         base = self.elapsed() - self.now().timestamp()
-        for moment in (block.start, block.end - ENDING_BEFORE, block.end):
+        late = timedelta(seconds=self.late_seconds())
+        for moment in (block.start + late, block.end - ENDING_BEFORE, block.end):
             self.schedule(base + moment.timestamp(), self.refresh)
 
     def refresh(self) -> None:
@@ -182,7 +187,7 @@ class CapacityBlocks:
         with self._lock:
             blocks = [b for b in self.reservations.held.values() if isinstance(b, Block)]
         for block in blocks:
-            if block.state == "scheduled" and now >= block.start:
+            if block.state == "scheduled" and now >= block.start + timedelta(seconds=self.late_seconds()):
                 block.state = "active"
             if now >= block.end - ENDING_BEFORE:
                 live = [i for i in block.instances if i.state not in LIVE_ENDED]
@@ -216,6 +221,8 @@ class CapacityBlocks:
         if market_type != RESERVATION_TYPE:
             raise not_this_market(target)
         if block.state != "active":
+            if block.state == "scheduled" and self.now() >= block.start:
+                self.met_late()
             raise EC2ClientError(
                 "ReservationCapacityExceeded",
                 f"The Capacity Block {target} is {block.state} (from {_iso(block.start)} to {_iso(block.end)}): "
@@ -256,6 +263,8 @@ def for_market(market) -> CapacityBlocks:
     blocks.schedule = lambda seconds, action: market.schedule(seconds, action)
     blocks.elapsed = lambda: market.elapsed()
     blocks.terminate = lambda region, account, ids: ec2_backends[account][region].terminate_instances(ids)
+    blocks.late_seconds = lambda: market.faults.block_late_seconds if market.faults is not None else 0.0
+    blocks.met_late = lambda: market.faults.block_still_scheduled() if market.faults is not None else None
     return blocks
 
 

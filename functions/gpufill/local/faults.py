@@ -17,6 +17,7 @@ Reach it as `engine.faults` on a running LocalEngine. Three layers:
 - `fleet_errors(...)`: a CreateFleet of type instant succeeds but lists an error for some or
   all of its overrides instead of trying them (RequestLimitExceeded, InternalError,
   UnauthorizedOperation, ... inside a 200 answer), optionally without naming the override.
+- `block_late(minutes)`: a bought Capacity Block turns `active` minutes after its start.
 - `not_visible(...)`: EC2's eventual consistency after create: the next resource of a kind
   created (a launch template, its new version, a placement group, a security group) is not
   found by the next N calls that reference it, as AWS documents for the EC2 API.
@@ -103,6 +104,8 @@ class Faults:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # (region, kind, key) -> how many more calls referencing that new resource miss it
     _fresh: dict = field(default_factory=dict)
+    # block_late: how long after its start a bought Capacity Block turns active
+    block_late_seconds: float = 0.0
 
     # --- what tests call ---------------------------------------------------------------
 
@@ -205,6 +208,19 @@ class Faults:
         if calls < 1:
             raise ValueError(f"calls: must be at least 1, got {calls}")
         self._add(_Rule("visibility", "ec2", region=region, error=NOT_FOUND[kind], times=times, kind=kind, calls=calls))
+
+    def block_late(self, minutes: float) -> None:
+        """Every Capacity Block bought turns `active` this many minutes after its start (until then
+        DescribeCapacityReservations says `scheduled` and a launch into it finds no room). AWS:
+        a block's state can take minutes to change at its start; launches are tried again."""
+        if minutes <= 0:
+            raise ValueError(f"minutes: must be positive, got {minutes}")
+        self.block_late_seconds = minutes * 60
+
+    def block_still_scheduled(self) -> None:
+        """A launch met a block past its start that is not active yet (block_late)."""
+        with self._lock:
+            self.injected["capacity-block:late"] += 1
 
     def created(self, region: str, kind: str, key: str) -> None:
         """The simulated EC2 created a resource: it may start out unseen, as a rule says."""
