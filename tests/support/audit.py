@@ -25,7 +25,7 @@ MARKET = {"regions": {
 REQUEST = {"count": 4, "regions": [WEST, EAST], "launch_mode": "partial"}
 # Every way a run may end (docs/failures.md); a raw error name is none of them.
 DOCUMENTED_ENDS = {"ALL_SPOT_EXHAUSTED", "ALL_ON_DEMAND_FAILED", "LAUNCH_REJECTED", "PROVISIONING_FAILED",
-                   "InvalidRequest", "GANG_NOT_PLACED", "CAPACITY_WAIT_EXPIRED"}
+                   "InvalidRequest", "GANG_NOT_PLACED", "CAPACITY_WAIT_EXPIRED", "CAPACITY_BLOCK_UNUSED"}
 
 
 @dataclass

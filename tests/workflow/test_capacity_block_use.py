@@ -2,6 +2,7 @@
 only the request that bought it launches into it, and at its start a capacity answer is tried again
 until the block's end - 30 min; every end names the block."""
 
+from gpufill.cli.render import render_summary
 from tests.support.audit import assert_exactly_once, assert_purchases_approved
 from tests.workflow.test_capacity_blocks import OHIO, P5, blocks_held, offer, request
 
@@ -48,4 +49,25 @@ def test_a_block_that_turns_active_late_is_launched_into_after_backoff_not_given
         shown = result["capacity_block"]
         assert (shown["capacity_reservation_id"], shown["upfront_fee"], shown["paid"]) == (block.id, 1800, True)
         assert_exactly_once(engine, execution, launched=2, regions=(OHIO,))
+        assert assert_purchases_approved(engine) == [block.offering_id]
+
+
+def test_a_run_that_fails_after_its_purchase_names_the_paid_block_in_its_cause_text_and_status(local_account):
+    with local_account(market()) as engine:
+        engine.faults.lambda_invoke("PlanBlockLaunch", error="Lambda.ServiceException", times=None)
+        execution = engine.run(request(regions=[OHIO]), name="cb-failed", decision="approved")
+        [block] = blocks_held(engine).values()
+        waiting = engine.run({"action": "status", "request_id": "cb-failed"}, name="cb-failed-status").output["waiting"]
+        assert execution.error == "PROVISIONING_FAILED", (execution.error, execution.cause)
+        named = execution.cause["capacity_block"]  # what --json shows
+        assert (named["capacity_reservation_id"], named["availability_zone"], named["upfront_fee"], named["paid"]) == (
+            block.id, f"{OHIO}a", 1800, True)
+        assert named["start"] == block.start.isoformat().replace("+00:00", "Z")
+        text = render_summary(execution)  # what the text output shows
+        assert f"Capacity Block {block.id}" in text and "$1,800.00 paid upfront, not refundable" in text
+        assert "Nothing runs in it" in text
+        # `gpufill status` no longer says the run launches into it at its start.
+        assert waiting.startswith(f"held Capacity Block {block.id}") and "ended PROVISIONING_FAILED" in waiting
+        assert "at its start" not in waiting
+        assert_exactly_once(engine, execution, launched=0, regions=(OHIO,))
         assert assert_purchases_approved(engine) == [block.offering_id]
