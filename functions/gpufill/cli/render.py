@@ -82,6 +82,8 @@ WAIT_STEPS = {"PlanNextTry", "StartNextTry"}
 # capacity_block: the choices route on what ChooseCapacityBlock and the decision reported.
 QUIET_STATES |= {"WhatAfterTheBlockChoice", "IsPurchaseApproved"}
 REPORTED_ON_EXIT |= {"RecordPurchaseDecision", "RecordPurchaseExpiry"}
+# A bought block tried again: TryBlockAgain's exit says when, or that the block is no longer usable.
+QUIET_STATES |= {"IsBlockTriedAgain", "PauseForBlock"}
 
 
 def _details(event: dict, kind: str) -> dict:
@@ -204,6 +206,13 @@ class Progress:
             self._line(f"    {count} {self.plan.get('market')} pool(s) ranked")
         elif name == "ChooseCapacityBlock":
             self._block_chosen(state.get("block") or {})
+        elif name == "TryBlockAgain":
+            retry = (state.get("block") or {}).get("retry") or {}
+            if retry.get("next") == "retry":
+                self._line(f"    the block took {run.get('launched', 0)} of the count after {retry.get('tries')} launch(es): "
+                           f"trying again in {retry.get('delay_seconds')} s")
+            else:
+                self._line(f"    the block is no longer usable after {retry.get('tries')} launch(es)")
         elif name == "PurchaseCapacityBlock":
             held = (state.get("block") or {}).get("reservation") or {}
             self._line(f"    holding {held.get('capacity_reservation_id')} in {held.get('availability_zone')} "
