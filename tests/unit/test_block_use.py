@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from gpufill.adapters import clock, run_store
 from gpufill.constants import BLOCK_MAX_TRIES
-from gpufill.handlers import plan_block_launch
+from gpufill.handlers import plan_block_launch, report_failure
+from gpufill.handlers.events import FailureEvent
 from gpufill.handlers.observability import metrics
 from gpufill.models.run import Attempt, Run
 from gpufill.models.request import Request, normalise
@@ -167,3 +168,28 @@ def test_past_its_usable_time_the_block_ends_the_run_partial_or_unused_and_named
     assert "last answer: ReservationCapacityExceeded" in cause["message"]
     assert done[0][2]["phase"] == "capacity-block-ended" and done[0][2]["error"] == "CAPACITY_BLOCK_UNUSED"
     assert done[1] == ("metric", "CapacityBlocksUnused", 1)
+
+
+# --- ReportFailure finds the block a failed run bought (handlers/report_failure.py) -----------
+
+
+def test_a_failed_run_finds_its_block_on_the_run_or_in_the_status_item_its_purchase_wrote(monkeypatch):
+    read: list[str] = []
+    item = {"phase": "capacity-block", "execution": "r", **HELD}
+    monkeypatch.setattr(run_store, "load_wait", lambda rid: read.append(rid) or item)
+    blocked = request(market="capacity-block", capacity_block={"max_upfront_usd": 2000, "duration_hours": 24,
+                                                                "start_within": "P7D"})
+
+    def failure(req, run=None):
+        return FailureEvent.model_validate({"request": req.model_dump(mode="json"), "failure": {"Error": "X"},
+                                            "execution": "r"}), run
+
+    assert report_failure._block_held(*failure(blocked, Run(batch=2, remaining=2, capacity_block=HELD))) == HELD
+    assert read == []  # on the run: nothing read
+    assert report_failure._block_held(*failure(blocked)) == item
+    item["execution"] = "another-run"  # the request's item, written by another execution: not this run's block
+    assert report_failure._block_held(*failure(blocked)) is None
+    item.update(execution="r", phase="capacity-block-ended")
+    assert report_failure._block_held(*failure(blocked)) is None
+    read.clear()
+    assert report_failure._block_held(*failure(request())) is None and read == []  # no capacity_block: no read

@@ -63,7 +63,7 @@ def _block_held(step: FailureEvent, run) -> dict | None:
     block, and before that in the status item the purchase wrote for this execution."""
     if run is not None and run.capacity_block is not None:
         return run.capacity_block
-    if step.request is None:
+    if step.request is None or step.request.capacity_block is None:
         return None
     view = run_store.load_wait(step.request.owner_id) or {}
     mine = view.get("execution") in (step.execution, step.request.request_id)
