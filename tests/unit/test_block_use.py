@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from gpufill.adapters import clock, run_store
 from gpufill.constants import BLOCK_MAX_TRIES
-from gpufill.handlers import plan_block_launch, report_failure
+from gpufill.handlers import launch_batch, plan_block_launch, report_failure
 from gpufill.handlers.events import FailureEvent
 from gpufill.handlers.observability import metrics
 from gpufill.models.run import Attempt, Run
@@ -193,3 +193,20 @@ def test_a_failed_run_finds_its_block_on_the_run_or_in_the_status_item_its_purch
     assert report_failure._block_held(*failure(blocked)) is None
     read.clear()
     assert report_failure._block_held(*failure(request())) is None and read == []  # no capacity_block: no read
+
+
+def test_a_launch_into_the_block_that_ec2_refuses_names_the_block_in_launch_rejected_and_in_status(monkeypatch):
+    shown: list[tuple] = []
+    monkeypatch.setattr(run_store, "save_attempts", lambda rid, attempts: None)
+    monkeypatch.setattr(run_store, "save_wait", lambda rid, view: shown.append((rid, view)))
+    refused = Attempt(number=1, region=OHIO, availability_zone=f"{OHIO}a", instance_type="p5.48xlarge", market="on-demand",
+                      batch=2, launched=0, outcome="error", reason="InvalidParameterValue", note="bad AMI platform")
+    run = Run(batch=2, remaining=2, next="rejected", capacity_block=HELD, step_attempts=[refused])
+    cause = json.loads(launch_batch.finish_step(run, request(), "on-demand").cause)
+    assert (cause["error"], cause["capacity_block"]["capacity_reservation_id"]) == ("LAUNCH_REJECTED", HELD["capacity_reservation_id"])
+    assert "$1,390.00 paid upfront, not refundable" in cause["message"]
+    [(rid, view)] = shown
+    assert (rid, view["phase"], view["error"]) == ("r", "capacity-block-ended", "LAUNCH_REJECTED")
+    # A rejection with no block bought says nothing of one and writes no status item.
+    plain = json.loads(launch_batch.finish_step(run.model_copy(update={"capacity_block": None}), request(), "on-demand").cause)
+    assert "capacity_block" not in plain and len(shown) == 1

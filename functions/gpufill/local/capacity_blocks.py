@@ -20,8 +20,9 @@ As on EC2 (User Guide, "Capacity Blocks for ML"; API reference):
   `capacity-block`; it fits only while the block is active, only in the block's AZ and type; a
   capacity-block launch naming no block is refused (InvalidParameterCombination); an On-Demand or
   Spot launch naming a block, and a CreateFleet whose reserved capacity names one as an On-Demand
-  Capacity Reservation, are refused with InvalidParameterValue (AWS: "you must specify capacity-block
-  as the market type" to launch into a block). Another account does not see the block (NotFound).
+  Capacity Reservation, are refused with InvalidParameterValue (AWS documents MarketType
+  capacity-block as what a launch into a block must say). Another account does not see the block
+  (NotFound).
 - Thirty minutes before the end EC2 begins to terminate the instances still running in it.
 
 Offerings in a scenario are given relative to the engine's start (`start_in_hours`), so a scenario
