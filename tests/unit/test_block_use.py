@@ -55,6 +55,9 @@ def held(days=1):
 
 def test_retries_back_off_from_a_minute_doubling_to_fifteen_minutes():
     assert [block_use.retry_delay(n, held()) for n in (1, 2, 3, 4, 5, 6, 40)] == [60, 120, 240, 480, 900, 900, 900]
+    # A 182-day block: the longest delay is what spreads the try bound over the block's usable time.
+    assert block_use.retry_delay(40, held(182)) == (182 * 86400 - 1800) // BLOCK_MAX_TRIES == 52410
+    assert block_use.moment("2026-12-06T11:30:00") == block_use.moment("2026-12-06T11:30:00Z") == START
 
 
 @given(days=st.sampled_from([1, 2, 7, 14, 21, 91, 182]), now_minutes=st.integers(0, 182 * 24 * 60), tries=st.integers(1, 400))
@@ -87,28 +90,39 @@ def test_a_failure_after_the_purchase_names_the_block_in_its_message_and_as_a_fi
         "until 2026-12-07T11:00:00Z (launch into it with InstanceMarketOptions.MarketType capacity-block and its "
         "reservation id as the target)."
     )
+    bare = json.loads(block_use.with_block("{}", {**HELD, "upfront_fee": None}, 0))
+    assert bare["message"].startswith("Capacity Block cr-0123456789abcdef0 (2 x p5.48xlarge in us-east-2a, "
+                                      "2026-12-06T11:30:00Z to 2026-12-07T11:30:00Z): paid upfront, not refundable.")
     kept = json.loads(block_use.with_block(json.dumps({"message": "m"}), HELD, 1))
     assert "1 instance(s) run in it; the rest of it stays unused until 2026-12-07T11:00:00Z." in kept["message"]
 
 
 def test_an_unused_block_ends_with_its_own_error_naming_the_tries_and_ecs_last_answer():
-    cause = json.loads(block_use.unused_cause("r", 2, 0, HELD, 37, "ReservationCapacityExceeded"))
-    assert (cause["error"], cause["tries"], cause["launched"], cause["capacity_block"]["paid"]) == (
-        "CAPACITY_BLOCK_UNUSED", 37, 0, True)
+    cause = json.loads(block_use.unused_cause("r", 2, HELD, 37, "ReservationCapacityExceeded"))
+    assert (cause["error"], cause["request_id"], cause["requested"], cause["tries"], cause["launched"]) == (
+        "CAPACITY_BLOCK_UNUSED", "r", 2, 37, 0)
+    assert cause["capacity_block"]["paid"] is True
+    unanswered = json.loads(block_use.unused_cause("r", 2, HELD, 1, None))
+    assert unanswered["message"].startswith("The Capacity Block answered no room to 1 launch(es) from its start until EC2 "
+                                            "begins ending its instances. Capacity Block cr-")
     assert cause["message"].startswith("The Capacity Block answered no room to 37 launch(es) from its start until EC2 "
                                        "begins ending its instances (last answer: ReservationCapacityExceeded).")
 
 
 def test_status_says_what_became_of_the_block_after_the_run_and_while_it_tries_again():
     ended = block_use.ended_view(HELD, execution="r", error="LAUNCH_REJECTED", launched=0)
+    # next_try_at None: the item's earlier next try is removed, not left to be shown.
+    assert ended == {"phase": "capacity-block-ended", "execution": "r", "error": "LAUNCH_REJECTED", "launched": 0,
+                     "next_try_at": None, **{k: v for k, v in HELD.items() if k != "region"}}
     assert waiting.view_line(ended) == (
         "held Capacity Block cr-0123456789abcdef0 (2 x p5.48xlarge in us-east-2a) from 2026-12-06T11:30:00Z to "
         "2026-12-07T11:30:00Z, $1,390.00 paid; r ended LAUNCH_REJECTED with nothing launched into it")
     assert "with 1 instance(s) launched into it" in waiting.view_line({**ended, "launched": 1})
-    trying = block_use.trying_view(HELD, execution="r", tries=2, next_try_at="2026-12-06T11:33:00Z", launched=0)
+    assert "2026-12-07T11:30:00Z, paid; r ended" in waiting.view_line({**ended, "upfront_fee": None})
+    trying = block_use.trying_view(HELD, execution="r", tries=2, next_try_at="2026-12-06T11:33:00Z", launched=1)
     assert waiting.view_line(trying) == (
         "holds Capacity Block cr-0123456789abcdef0 (us-east-2a) from 2026-12-06T11:30:00Z to 2026-12-07T11:30:00Z; "
-        "EC2 answered no room to 2 launch(es) into it (0 running); r tries again at 2026-12-06T11:33:00Z, "
+        "EC2 answered no room to 2 launch(es) into it (1 running); r tries again at 2026-12-06T11:33:00Z, "
         "until 2026-12-07T11:00:00Z")
 
 

@@ -79,7 +79,7 @@ def try_again(step: BlockLaunchEvent) -> dict:
         held, execution=step.execution or request.request_id, error=block_use.UNUSED_ERROR, launched=0))
     logger.warning("capacity block not used", extra={"tries": tries, "reservation": held["capacity_reservation_id"]})
     metrics.add_metric(name="CapacityBlocksUnused", unit="Count", value=1)
-    cause = block_use.unused_cause(request.request_id, request.count, run.launched, held, tries, last)
+    cause = block_use.unused_cause(request.request_id, request.count, held, tries, last)
     return {"next": "unused", "tries": tries, "cause": cause}
 
 

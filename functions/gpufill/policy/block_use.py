@@ -14,6 +14,7 @@ availability_zone, instance_type, instance_count, start, end, upfront_fee).
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 
 from gpufill.constants import (
@@ -31,7 +32,7 @@ TRYING_PHASE = "capacity-block-trying"
 
 
 def moment(text: str) -> datetime:
-    found = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    found = datetime.fromisoformat(text)  # Python 3.11 reads a trailing "Z"
     return found if found.tzinfo else found.replace(tzinfo=UTC)
 
 
@@ -45,7 +46,7 @@ def retry_delay(tries: int, held: dict) -> int:
     that BLOCK_MAX_TRIES tries reach its end (one execution's history stays bounded). No jitter:
     one run launches into a block, so there is no herd to spread."""
     span = (usable_until(held) - moment(held["start"])).total_seconds()
-    ceiling = max(BLOCK_RETRY_MAX_DELAY_SECONDS, int(span // BLOCK_MAX_TRIES) + 1)
+    ceiling = max(BLOCK_RETRY_MAX_DELAY_SECONDS, math.ceil(span / BLOCK_MAX_TRIES))
     return min(ceiling, BLOCK_RETRY_FIRST_DELAY_SECONDS * 2 ** min(max(tries - 1, 0), 20))
 
 
@@ -93,10 +94,10 @@ def with_block(cause: str, held: dict, launched: int) -> str:
     found = json.loads(cause)
     found["message"] = f"{found.get('message', '')} {sentence(held)} {became(held, launched)}".strip()
     found["capacity_block"] = summary(held)
-    return json.dumps(found, default=str)
+    return json.dumps(found)
 
 
-def unused_cause(request_id: str, requested: int, launched: int, held: dict, tries: int, last_reason: str | None) -> str:
+def unused_cause(request_id: str, requested: int, held: dict, tries: int, last_reason: str | None) -> str:
     """CAPACITY_BLOCK_UNUSED: the block was tried until its end - 30 min and took none of the count."""
     cause = {
         "error": UNUSED_ERROR,
@@ -106,10 +107,10 @@ def unused_cause(request_id: str, requested: int, launched: int, held: dict, tri
         ),
         "request_id": request_id,
         "requested": requested,
-        "launched": launched,
+        "launched": 0,
         "tries": tries,
     }
-    return with_block(json.dumps(cause), held, launched)
+    return with_block(json.dumps(cause), held, 0)
 
 
 def ended_view(held: dict, *, execution: str, error: str, launched: int) -> dict:
