@@ -2,6 +2,11 @@
 only the request that bought it launches into it, and at its start a capacity answer is tried again
 until the block's end - 30 min; every end names the block."""
 
+from datetime import timedelta
+
+import pytest
+
+from gpufill.adapters import clock
 from gpufill.cli.render import render_summary
 from tests.support.audit import assert_exactly_once, assert_purchases_approved
 from tests.workflow.test_capacity_blocks import OHIO, P5, blocks_held, offer, request
@@ -69,5 +74,25 @@ def test_a_run_that_fails_after_its_purchase_names_the_paid_block_in_its_cause_t
         # `gpufill status` no longer says the run launches into it at its start.
         assert waiting.startswith(f"held Capacity Block {block.id}") and "ended PROVISIONING_FAILED" in waiting
         assert "at its start" not in waiting
+        assert_exactly_once(engine, execution, launched=0, regions=(OHIO,))
+        assert assert_purchases_approved(engine) == [block.offering_id]
+
+
+@pytest.mark.slow
+def test_a_block_that_never_turns_active_is_tried_until_its_end_less_30_minutes_and_ends_unused_naming_it(local_account):
+    with local_account(market()) as engine:
+        engine.faults.block_late(minutes=48 * 60)  # never active in its 24 hours
+        execution = engine.run(request(regions=[OHIO]), name="cb-unused", decision="approved")
+        [block] = blocks_held(engine).values()
+        waiting = engine.run({"action": "status", "request_id": "cb-unused"}, name="cb-unused-status").output["waiting"]
+        assert execution.error == "CAPACITY_BLOCK_UNUSED", (execution.error, execution.cause)
+        cause = execution.cause
+        assert cause["capacity_block"]["capacity_reservation_id"] == block.id and cause["launched"] == 0
+        # Tried from its start until 30 minutes before its end, 15 minutes apart at most.
+        assert clock.now() >= block.end - timedelta(minutes=45)
+        assert execution.entered().count("TryBlockAgain") == cause["tries"] > 24 * 4 - 10
+        # One execution's history stays far under Step Functions' 25,000 events (measured: docs/capacity-blocks.md).
+        assert len(execution.history) < 6000, len(execution.history)
+        assert "ended CAPACITY_BLOCK_UNUSED with nothing launched into it" in waiting
         assert_exactly_once(engine, execution, launched=0, regions=(OHIO,))
         assert assert_purchases_approved(engine) == [block.offering_id]
