@@ -58,6 +58,7 @@ def test_retries_back_off_from_a_minute_doubling_to_fifteen_minutes():
     # A 182-day block: the longest delay is what spreads the try bound over the block's usable time.
     assert block_use.retry_delay(40, held(182)) == (182 * 86400 - 1800) // BLOCK_MAX_TRIES == 52410
     assert block_use.moment("2026-12-06T11:30:00") == block_use.moment("2026-12-06T11:30:00Z") == START
+    assert block_use.moment("2026-12-06T13:30:00+02:00") == START
 
 
 @given(days=st.sampled_from([1, 2, 7, 14, 21, 91, 182]), now_minutes=st.integers(0, 182 * 24 * 60), tries=st.integers(1, 400))
@@ -105,6 +106,7 @@ def test_an_unused_block_ends_with_its_own_error_naming_the_tries_and_ecs_last_a
     unanswered = json.loads(block_use.unused_cause("r", 2, HELD, 1, None))
     assert unanswered["message"].startswith("The Capacity Block answered no room to 1 launch(es) from its start until EC2 "
                                             "begins ending its instances. Capacity Block cr-")
+    assert "Nothing runs in it" in unanswered["message"]
     assert cause["message"].startswith("The Capacity Block answered no room to 37 launch(es) from its start until EC2 "
                                        "begins ending its instances (last answer: ReservationCapacityExceeded).")
 
@@ -124,6 +126,7 @@ def test_status_says_what_became_of_the_block_after_the_run_and_while_it_tries_a
         "holds Capacity Block cr-0123456789abcdef0 (us-east-2a) from 2026-12-06T11:30:00Z to 2026-12-07T11:30:00Z; "
         "EC2 answered no room to 2 launch(es) into it (1 running); r tries again at 2026-12-06T11:33:00Z, "
         "until 2026-12-07T11:00:00Z")
+    assert "(0 running)" in waiting.view_line({k: v for k, v in trying.items() if k != "launched"})
 
 
 # --- TryBlockAgain (handlers/plan_block_launch.py, phase "retry") ------------------------------
