@@ -17,6 +17,7 @@ from gpufill.models.run import Attempt, Run
 from gpufill.models.request import Request, normalise
 from gpufill.policy import block_use, waiting
 from gpufill.policy.reservations import Reservation, plan
+from gpufill.policy.result import fill_result
 
 OHIO = "us-east-2"
 
@@ -227,3 +228,9 @@ def test_a_launch_into_the_block_that_ec2_refuses_names_the_block_in_launch_reje
     # A rejection with no block bought says nothing of one and writes no status item.
     plain = json.loads(launch_batch.finish_step(run.model_copy(update={"capacity_block": None}), request(), "on-demand").cause)
     assert "capacity_block" not in plain and len(shown) == 1
+
+
+def test_a_result_after_a_purchase_names_the_block_as_paid_and_one_without_says_nothing_of_one():
+    run = Run(batch=2, remaining=0, launched=0, capacity_block={**HELD, "launch_at": "2026-12-06T11:31:00Z"})
+    assert fill_result(request(), run, [], "FULFILLED")["capacity_block"] == {**HELD, "paid": True}
+    assert "capacity_block" not in fill_result(request(), run.model_copy(update={"capacity_block": None}), [], "FULFILLED")
