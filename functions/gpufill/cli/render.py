@@ -85,6 +85,8 @@ WAIT_STEPS = {"PlanNextTry", "StartNextTry"}
 # capacity_block: the choices route on what ChooseCapacityBlock and the decision reported.
 QUIET_STATES |= {"WhatAfterTheBlockChoice", "IsPurchaseApproved", "IsBlockPaid", "PauseForPayment", "IsBlockLaunchStopped"}
 REPORTED_ON_EXIT |= {"RecordPurchaseDecision", "RecordPurchaseExpiry"}
+# A bought block tried again: TryBlockAgain's exit says when, or that the block is no longer usable.
+QUIET_STATES |= {"IsBlockTriedAgain", "PauseForBlock"}
 
 
 # The states that wait on a person, and what each approval is about.
@@ -243,6 +245,13 @@ class Progress:
             self._line(f"    {count} {self.plan.get('market')} pool(s) ranked")
         elif name == "ChooseCapacityBlock":
             self._block_chosen(state.get("block") or {})
+        elif name == "TryBlockAgain":
+            retry = (state.get("block") or {}).get("retry") or {}
+            if retry.get("next") == "retry":
+                self._line(f"    the block took {run.get('launched', 0)} of the count after {retry.get('tries')} launch(es): "
+                           f"trying again in {retry.get('delay_seconds')} s")
+            else:
+                self._line(f"    the block is no longer usable after {retry.get('tries')} launch(es)")
         elif name in ("PurchaseCapacityBlock", "CheckBlockPayment"):
             held = (state.get("block") or {}).get("reservation") or {}
             paid = {"pending": " (payment pending)", "failed": " (payment failed)"}.get(held.get("payment"), "")
@@ -415,6 +424,13 @@ def render_summary(execution: Any) -> str:
         )
         if result.get("expires_at"):  # max_lifetime
             lines.append(f"Expires at {result['expires_at']}: its teardown then asks for approval on its own")
+        if result.get("capacity_block"):  # a bought block: named at every end, with what was paid
+            block = result["capacity_block"]
+            fee = f"${block['upfront_fee']:,.2f} paid" if isinstance(block.get("upfront_fee"), int | float) else "paid"
+            lines.append(
+                f"Capacity Block {block.get('capacity_reservation_id')} in {block.get('availability_zone')}, "
+                f"{block.get('start')} to {block.get('end')}: {fee} upfront, not refundable"
+            )
     else:
         lines.append(f"FAILED with {execution.error}")
         if cause:

@@ -23,6 +23,7 @@ from gpufill.constants import (
 )
 from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Attempt, Run, Waiting
+from gpufill.policy.block_use import ENDED_PHASE, TRYING_PHASE, ended_line, trying_line
 
 # The share of a delay that jitter may take off: a delay lies in [3/4, 1] of its nominal value.
 JITTER_SHARE = 0.25
@@ -232,6 +233,10 @@ def view_line(view: dict | None) -> str | None:
             f"runs in Capacity Block {view.get('capacity_reservation_id')} ({view.get('availability_zone')}) until "
             f"{view.get('end')}; its teardown is asked an hour before, and EC2 ends what still runs 30 minutes before"
         )
+    if phase == TRYING_PHASE:
+        return trying_line(view)
+    if phase == ENDED_PHASE:  # the run that bought a Capacity Block ended without it in use
+        return ended_line(view)
     if phase == "failed":
         return (
             f"the wait for capacity ended: {view.get('execution')} failed ({view.get('error')}) after {tries} "
