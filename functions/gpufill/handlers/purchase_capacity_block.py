@@ -29,7 +29,8 @@ def handler(event: dict, context: LambdaContext) -> dict:
         metrics.add_metric(name="CapacityBlocksBought", unit="Count", value=1)
     held = _held(reservation, offering)
     # What `gpufill status REQUEST` says while the run waits for the block's start.
-    run_store.save_wait(step.request.owner_id, {"phase": "capacity-block", "execution": step.request.request_id, **held})
+    run_store.save_wait(step.request.owner_id, {"phase": "capacity-block", "execution": step.request.request_id, **held,
+                                                "upfront_fee": offering["upfront_fee"]})
     logger.info("capacity block held", extra={"reservation": reservation["CapacityReservationId"], "bought_now": now})
     return {**held, "upfront_fee": offering["upfront_fee"], "launch_at": launch_at(offering["start"])}
 
