@@ -90,7 +90,7 @@ def test_an_instance_without_a_recorded_price_is_counted_at_the_catalog_price_an
 
 def test_an_estimate_that_adds_nothing_does_not_mark_the_request_estimated():
     assert one(view(instance(1, "terminated", price=None, launched=2)))["estimated"] is False
-    assert one(view(instance(1, "terminated", price=None, launched=3, ended=1)))["estimated"] is True
+    assert one(view(instance(1, "terminated", price=None, launched=1.5, ended=1)))["estimated"] is True  # under $1
     assert one(view(instance(1, "stopped", price=None, launched=3)))["estimated"] is False
     # One estimated instance marks the request however many are priced.
     assert one(view(instance(1, price=None), instance(2, price=0.5)))["estimated"] is True
@@ -147,6 +147,8 @@ def test_a_block_bought_before_anything_runs_in_it_is_spent_and_keeps_the_reques
     held = [{"request_id": "r2", "capacity_reservation_id": "cr-9", "upfront_fee": 1390}]
     entry = one(view(capacity_blocks=held), "r2")
     assert entry["spent"] == 1390.0 and entry["counts"] == {} and entry["ended"] is False
+    assert (entry["hourly_cost"], entry["running"], entry["first_launch"]) == (0.0, 0, None)
+    assert (entry["estimated"], entry["price_unknown"]) == (False, 0)
     # Once its instances run, the same block is still paid once.
     assert one(view(block_instance(1, block="cr-9", request="r2"), capacity_blocks=held), "r2")["spent"] == 1390.0
     # Its instances all ended: the request has ended, its fee stays spent.
