@@ -110,11 +110,14 @@ def test_the_block_is_bought_tagged_with_the_deployment_the_request_and_the_offe
     assert capacity_blocks.block_tags(deployment="prod", request_id="r1", offering_id="cb-1") == TAGS
 
 
-def test_a_retried_purchase_finds_the_block_its_first_try_bought_and_buys_nothing(account):
+def test_a_retried_purchase_finds_the_block_its_first_try_bought_and_buys_nothing(account, caplog):
+    caplog.set_level("INFO")
     ec2 = account()
-    ec2.answers["describe_capacity_reservations"] = [[held(reservation("cr-x", {})), held(reservation("cr-1"))]]
+    ec2.answers["describe_capacity_reservations"] = [[{}, held(reservation("cr-x", {})), held(reservation("cr-1"))]]
     assert buy(account) == (reservation("cr-1"), False)
     assert ec2.called("purchase_capacity_block") == []
+    [logged] = [r for r in caplog.records if r.getMessage() == "capacity block already bought"]
+    assert logged.reservation == "cr-1"
 
 
 def test_a_block_of_another_offering_or_untagged_is_not_ours(account):
@@ -131,13 +134,18 @@ def test_a_block_of_another_offering_or_untagged_is_not_ours(account):
     client_error("InvalidCapacityBlockOfferingId.NotFound"), client_error("ServiceUnavailable", 503),
     client_error("Unavailable", 503), client_error("InternalFailure", 500),
 ])
-def test_a_purchase_whose_answer_is_unsettled_is_looked_for_until_its_block_shows(account, error):
+def test_a_purchase_whose_answer_is_unsettled_is_looked_for_until_its_block_shows(account, error, caplog):
+    caplog.set_level("INFO")
     ec2 = account()
     ec2.answers["describe_capacity_reservations"] = [held(), held(), held(reservation("cr-1"))]
     ec2.answers["purchase_capacity_block"] = [error]
     assert buy(account) == (reservation("cr-1"), False)
     assert len(ec2.called("describe_capacity_reservations")) == 3 and account.paused == [0.5]
     assert len(ec2.called("purchase_capacity_block")) == 1  # never bought twice
+    [unsettled] = [r for r in caplog.records if r.getMessage() == "capacity block purchase unsettled"]
+    assert (unsettled.offering, unsettled.error) == ("cb-1", str(error))
+    [looked] = [r for r in caplog.records if r.getMessage() == "not visible yet, asking again"]
+    assert looked.call == "capacity block from cb-1"
 
 
 def test_an_unsettled_purchase_whose_block_never_shows_raises_the_purchases_own_error(account):

@@ -54,12 +54,19 @@ def offering(n: int, fee: float, *, region: str = OHIO, count: int = 2, start: d
                     instance_count=count, start=start, end=start + timedelta(hours=24), duration_hours=24, upfront_fee=fee)
 
 
+def logged(caplog, message: str):
+    [record] = [r for r in caplog.records if r.getMessage() == message]
+    return record
+
+
 @pytest.fixture
-def aws(monkeypatch):
+def aws(monkeypatch, caplog):
     """What the handlers asked AWS and the table, in order."""
     done: list[tuple] = []
+    caplog.set_level("INFO")
     monkeypatch.setattr(clock, "now", lambda: NOW)
-    monkeypatch.setattr(metrics, "add_metric", lambda name, unit, value: done.append(("metric", name, value)))
+    monkeypatch.setattr(metrics, "add_metric", lambda name, unit, value: done.append(("metric", name, value)) or
+                        done.append(("unit", unit)))
     monkeypatch.setattr(run_store, "save_wait", lambda rid, view: done.append(("wait", rid, view)))
     monkeypatch.setattr(run_store, "save_plan", lambda plan: done.append(("plan", plan)) or "plan-key")
     return done
@@ -68,16 +75,17 @@ def aws(monkeypatch):
 # --- DescribeCapacityBlockOfferings: one region ---------------------------------------------------
 
 
-def test_a_region_reports_its_offerings_of_a_block_for_what_is_missing_in_the_window(aws, monkeypatch):
+def test_a_region_reports_its_offerings_of_a_block_for_what_is_missing_in_the_window(aws, monkeypatch, caplog):
     asked = []
     monkeypatch.setattr(capacity_blocks, "offerings", lambda *args: asked.append(args) or [offering(1, 1390)])
     event = {"region": OHIO, "request": request(count=8).model_dump(mode="json"), "launched": 3}
     out = describe_capacity_block_offerings.handler(event, Context())
     assert asked == [(OHIO, [P5], 8, 24, NOW, NOW + timedelta(days=7))]  # 5 missing: a block of 8
     assert out == {"region": OHIO, "offerings": [shown(offering(1, 1390))], "error": None}
+    assert (logged(caplog, "capacity block offerings").region, logged(caplog, "capacity block offerings").count) == (OHIO, 1)
 
 
-def test_a_region_that_cannot_answer_offers_nothing_and_says_why(aws, monkeypatch):
+def test_a_region_that_cannot_answer_offers_nothing_and_says_why(aws, monkeypatch, caplog):
     def refuse(*args):
         raise capacity_blocks.RegionNotAnswering("UnauthorizedOperation: " + "x" * 400)
 
@@ -85,6 +93,8 @@ def test_a_region_that_cannot_answer_offers_nothing_and_says_why(aws, monkeypatc
     out = describe_capacity_block_offerings.handler({"region": OHIO, "request": request().model_dump(mode="json")}, Context())
     assert out["offerings"] == [] and out["region"] == OHIO
     assert out["error"].startswith("UnauthorizedOperation: ") and len(out["error"]) == 300
+    warned = logged(caplog, "capacity block offerings not read")
+    assert warned.region == OHIO and warned.error == "UnauthorizedOperation: " + "x" * 400
 
 
 def test_no_region_is_asked_when_no_block_is_large_enough(aws, monkeypatch):
@@ -103,7 +113,7 @@ def choose(found: list[dict], *, launched: int = 0, **fields) -> dict:
     return choose_capacity_block.handler(event, Context())
 
 
-def test_the_cheapest_fitting_offering_across_the_regions_is_chosen_with_the_causes_of_a_no(aws):
+def test_the_cheapest_fitting_offering_across_the_regions_is_chosen_with_the_causes_of_a_no(aws, caplog):
     found = [{"region": OHIO, "offerings": [shown(offering(1, 1800))], "error": None},
              {"region": VIRGINIA, "offerings": [shown(offering(2, 1500, region=VIRGINIA)), shown(offering(3, 900, count=4))],
               "error": None}]
@@ -113,10 +123,11 @@ def test_the_cheapest_fitting_offering_across_the_regions_is_chosen_with_the_cau
     rejected, expired = json.loads(out["rejected_cause"]), json.loads(out["expired_cause"])
     assert (rejected["error"], expired["error"]) == ("PURCHASE_REJECTED", "PURCHASE_EXPIRED")
     assert rejected["proposed"]["upfront_fee"] == 1500 and rejected["request_id"] == "cb-1"
-    assert ("metric", "CapacityBlocksChosen", 1) in aws
+    assert ("metric", "CapacityBlocksChosen", 1) in aws and ("unit", "Count") in aws
+    assert (logged(caplog, "capacity block chosen").block, logged(caplog, "capacity block chosen").offered) == (out["offering"], 3)
 
 
-def test_nothing_fitting_ends_no_capacity_block_naming_each_offer_and_each_region_that_did_not_answer(aws):
+def test_nothing_fitting_ends_no_capacity_block_naming_each_offer_and_each_region_that_did_not_answer(aws, caplog):
     found = [{"region": OHIO, "offerings": [shown(offering(1, 2500))], "error": None},
              {"region": VIRGINIA, "offerings": [], "error": "UnauthorizedOperation: no"}]
     out = choose(found)
@@ -125,6 +136,7 @@ def test_nothing_fitting_ends_no_capacity_block_naming_each_offer_and_each_regio
     assert [o["why_not"] for o in cause["offered"]] == ["upfront fee $2,500.00 is above max_upfront_usd $2,000.00"]
     assert cause["regions_not_answering"] == {VIRGINIA: "UnauthorizedOperation: no"}
     assert not any(d[0] == "metric" for d in aws)
+    assert logged(caplog, "no capacity block fits").offered == 1
 
 
 def test_more_missing_than_any_block_holds_ends_no_capacity_block_saying_so(aws):
@@ -139,7 +151,7 @@ def test_more_missing_than_any_block_holds_ends_no_capacity_block_saying_so(aws)
 # --- AwaitPurchaseApproval ------------------------------------------------------------------------
 
 
-def test_the_purchase_is_asked_of_a_person_with_what_it_buys_until_its_deadline(aws, monkeypatch):
+def test_the_purchase_is_asked_of_a_person_with_what_it_buys_until_its_deadline(aws, monkeypatch, caplog):
     recorded, published = [], []
     monkeypatch.setattr(approvals, "record_pending_purchase", lambda **fields: recorded.append(fields))
     monkeypatch.setattr(approvals, "publish", lambda subject, body: published.append((subject, body)) or "msg-1")
@@ -156,14 +168,17 @@ def test_the_purchase_is_asked_of_a_person_with_what_it_buys_until_its_deadline(
     assert subject == "gpufill: approve buying a Capacity Block $1,390 for cb-1"
     assert "upfront fee:    $1,390.00 USD" in body and f"gpufill approve {arn}" in body
     assert "This approval expires at 2026-12-04T13:00:00+00:00" in body
-    assert ("metric", "PurchaseApprovalsRequested", 1) in aws
+    assert ("metric", "PurchaseApprovalsRequested", 1) in aws and ("unit", "Count") in aws
+    asked = logged(caplog, "purchase approval requested")
+    assert (asked.offering, asked.deadline) == (block, "2026-12-04T13:00:00+00:00")
 
 
 # --- PurchaseCapacityBlock ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("bought_now", [True, False])
-def test_the_approved_offering_is_bought_once_and_the_block_is_remembered_with_its_fee(aws, monkeypatch, bought_now):
+def test_the_approved_offering_is_bought_once_and_the_block_is_remembered_with_its_fee(aws, monkeypatch, bought_now, caplog):
+    caplog.set_level("INFO")
     monkeypatch.setenv("GPUFILL_DEPLOYMENT", "prod")
     calls = []
     reservation = {"CapacityReservationId": "cr-1", "AvailabilityZone": "us-east-2b"}
@@ -178,6 +193,9 @@ def test_the_approved_offering_is_bought_once_and_the_block_is_remembered_with_i
     assert out == {**held, "upfront_fee": 1390.5, "launch_at": "2026-12-05T11:31:00Z"}
     assert ("wait", "cb-1", {"phase": "capacity-block", "execution": "cb-1", **held, "upfront_fee": 1390.5}) in aws
     assert (("metric", "CapacityBlocksBought", 1) in aws) is bought_now
+    assert [d for d in aws if d[0] == "unit"] == ([("unit", "Count")] if bought_now else [])
+    [logged] = [r for r in caplog.records if r.getMessage() == "capacity block held"]
+    assert (logged.reservation, logged.bought_now) == ("cr-1", bought_now)
 
 
 def test_a_block_without_its_zone_in_the_answer_is_in_the_offerings_zone(aws, monkeypatch):
@@ -203,7 +221,7 @@ def plan_launch(aws, req, run: Run, hours: int = 48, **fields) -> dict:
     return plan_block_launch.handler(event, Context())
 
 
-def test_the_started_block_is_the_one_pool_launched_into_for_what_is_missing(aws):
+def test_the_started_block_is_the_one_pool_launched_into_for_what_is_missing(aws, caplog):
     out = plan_launch(aws, request(count=4, market="spot-then-on-demand"), Run(batch=4, remaining=3, launched=1, next="exhausted",
                                                                              cause="earlier"))
     [(_, plan)] = [d for d in aws if d[0] == "plan"]
@@ -219,6 +237,8 @@ def test_the_started_block_is_the_one_pool_launched_into_for_what_is_missing(aws
     assert (run["cursor"], run["next"], run["batch"], run["remaining"]) == (0, "prepare", 3, 3)
     assert run["capacity_block"] == held_block() and "cause" not in run and "launch" not in run
     assert run["blocked"] == [] and run["reserved_taken"] == {}
+    launching = logged(caplog, "launching into the capacity block")
+    assert (launching.pool, launching.missing) == (f"on-demand/{OHIO}/us-east-2a/{P5}/cr-1", 3)
     assert ("wait", "cb-1", {"phase": "capacity-block-in-use", "execution": "cb-1", "capacity_reservation_id": "cr-1",
                              "availability_zone": "us-east-2a", "start": "2026-12-05T11:30:00Z", "end": "2026-12-07T11:30:00Z",
                              "upfront_fee": 2880.0}) in aws

@@ -128,3 +128,15 @@ def test_a_teardown_of_everything_deletes_at_most_a_hundred_lifetime_schedules()
     ended = lifetime.requests_ended(Teardown(request_id="t", status="AWAITING_APPROVAL", target=TeardownTarget(all=True),
                                              regions=[batch]))
     assert len(ended) == 100 and ended[0] == "r000" and ended[-1] == "r099"
+
+
+def test_a_request_expires_in_utc_whatever_the_machines_time_zone(monkeypatch):
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        assert lifetime.expires_at(datetime(2026, 3, 1, 12, tzinfo=UTC), 3600) == "2026-03-01T13:00:00+00:00"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
