@@ -78,9 +78,9 @@ def aws(monkeypatch, caplog):
 def test_a_region_reports_its_offerings_of_a_block_for_what_is_missing_in_the_window(aws, monkeypatch, caplog):
     asked = []
     monkeypatch.setattr(capacity_blocks, "offerings", lambda *args: asked.append(args) or [offering(1, 1390)])
-    event = {"region": OHIO, "request": request(count=8).model_dump(mode="json"), "launched": 3}
+    event = {"region": OHIO, "request": request(count=8).model_dump(mode="json"), "launched": 6}
     out = describe_capacity_block_offerings.handler(event, Context())
-    assert asked == [(OHIO, [P5], 8, 24, NOW, NOW + timedelta(days=7))]  # 5 missing: a block of 8
+    assert asked == [(OHIO, [P5], 2, 24, NOW, NOW + timedelta(days=7))]  # 2 missing: a block of 2
     assert out == {"region": OHIO, "offerings": [shown(offering(1, 1390))], "error": None}
     assert (logged(caplog, "capacity block offerings").region, logged(caplog, "capacity block offerings").count) == (OHIO, 1)
 
@@ -129,7 +129,7 @@ def test_the_cheapest_fitting_offering_across_the_regions_is_chosen_with_the_cau
 
 def test_nothing_fitting_ends_no_capacity_block_naming_each_offer_and_each_region_that_did_not_answer(aws, caplog):
     found = [{"region": OHIO, "offerings": [shown(offering(1, 2500))], "error": None},
-             {"region": VIRGINIA, "offerings": [], "error": "UnauthorizedOperation: no"}]
+             {"region": VIRGINIA, "error": "UnauthorizedOperation: no"}]
     out = choose(found)
     cause = json.loads(out["cause"])
     assert out["found"] is False and cause["error"] == "NO_CAPACITY_BLOCK" and cause["request_id"] == "cb-1"
@@ -137,6 +137,12 @@ def test_nothing_fitting_ends_no_capacity_block_naming_each_offer_and_each_regio
     assert cause["regions_not_answering"] == {VIRGINIA: "UnauthorizedOperation: no"}
     assert not any(d[0] == "metric" for d in aws)
     assert logged(caplog, "no capacity block fits").offered == 1
+
+
+def test_a_partly_filled_run_chooses_a_block_of_what_it_still_misses(aws):
+    found = [{"region": OHIO, "offerings": [shown(offering(1, 900, count=8)), shown(offering(2, 1500))], "error": None}]
+    assert choose(found, count=8, launched=6)["offering"]["offering_id"] == "cb-2"
+    assert choose(found, count=8)["offering"]["offering_id"] == "cb-1"
 
 
 def test_more_missing_than_any_block_holds_ends_no_capacity_block_saying_so(aws):

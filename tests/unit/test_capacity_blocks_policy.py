@@ -329,8 +329,9 @@ def test_the_purchase_approval_says_what_is_bought_for_how_much_and_how_to_answe
         "To reject:",
         "  gpufill reject x",
     ]
-    long_subject, _ = purchase_message({**PROPOSED, "currency": "EUR"}, request_id="r" * 90, commands=commands, expires=NOW)
+    long_subject, priced = purchase_message({**PROPOSED, "currency": "EUR"}, request_id="r" * 90, commands=commands, expires=NOW)
     assert len(long_subject) == 99  # SNS: a subject is under 100 characters
+    assert "  upfront fee:    $1,390.50 EUR" in priced.splitlines()
 
 
 @pytest.mark.parametrize(("error", "said"), [

@@ -67,6 +67,9 @@ def test_a_reservation_pool_is_on_demand_at_the_on_demand_price_and_carries_its_
     [pool] = pools(seen, {(WEST, "g6.xlarge"): 0.984})
     assert (pool.market, pool.price, pool.reserved, pool.capacity_reservation_id) == ("on-demand", 0.984, 2, held(1, 3).capacity_reservation_id)
     assert pool.key == f"on-demand/{WEST}/{WEST}a/g6.xlarge/{pool.capacity_reservation_id}"
+    assert pool.note == f"capacity reservation {held(1, 3).capacity_reservation_id} (open)"
+    # A reservation the plan gives nothing is no pool.
+    assert len(pools(plan([held(1, 3), held(2, 0, zone="b")], request(count=2)), {})) == 1
 
 
 @given(
