@@ -21,7 +21,7 @@ from gpufill.handlers import (
 )
 from gpufill.handlers.observability import metrics
 from gpufill.models.request import Request, normalise
-from gpufill.models.run import Plan, Run
+from gpufill.models.run import Plan, RegionLaunch, Run
 from gpufill.policy.capacity_blocks import Offering, shown
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
@@ -122,6 +122,7 @@ def test_the_cheapest_fitting_offering_across_the_regions_is_chosen_with_the_cau
     assert out["start"] == "2026-12-05T11:30:00Z" and out["offered"] == 3
     rejected, expired = json.loads(out["rejected_cause"]), json.loads(out["expired_cause"])
     assert (rejected["error"], expired["error"]) == ("PURCHASE_REJECTED", "PURCHASE_EXPIRED")
+    assert expired["request_id"] == "cb-1" and expired["proposed"] == out["offering"]
     assert rejected["proposed"]["upfront_fee"] == 1500 and rejected["request_id"] == "cb-1"
     assert ("metric", "CapacityBlocksChosen", 1) in aws and ("unit", "Count") in aws
     assert (logged(caplog, "capacity block chosen").block, logged(caplog, "capacity block chosen").offered) == (out["offering"], 3)
@@ -250,6 +251,18 @@ def test_the_started_block_is_the_one_pool_launched_into_for_what_is_missing(aws
                              "upfront_fee": 2880.0}) in aws
 
 
+def test_what_the_fill_loop_held_before_is_started_afresh_in_the_block(aws):
+    before = Run(batch=4, remaining=7, launched=1, next="exhausted", cursor=3, blocked=["us-east-1"], reserved_taken={"cr-x": 1},
+                 launch=RegionLaunch(region=VIRGINIA, image_id="ami-1", root_volume_gib=200))
+    out = plan_launch(aws, request(count=4, market="spot-then-on-demand"), before, hours=24, upfront_fee=1390.0)
+    run = out["run"]
+    assert (run["cursor"], run["remaining"], run["blocked"], run["reserved_taken"]) == (0, 3, [], {})
+    assert "launch" not in run
+    [(_, plan)] = [d for d in aws if d[0] == "plan"]
+    assert plan.pools[0].price == 28.9583  # $1,390 over 2 instances x 24 h, to a hundredth of a cent
+    assert json.loads(json.dumps(out)) == out  # the state's next input: JSON as it is
+
+
 def test_the_batch_is_what_is_missing_within_batch_max_and_at_least_one(aws):
     wide = plan_launch(aws, request(count=64, batch_max=8), Run(batch=8, remaining=64, launched=0, next="exhausted"), hours=24)
     assert (wide["run"]["batch"], wide["run"]["remaining"]) == (8, 64)
@@ -272,6 +285,23 @@ def test_the_teardown_is_asked_an_hour_before_the_block_ends_unless_the_lifetime
     later = request().model_copy(update={"expires_at": "2026-12-09T00:00:00Z"})
     assert plan_launch(aws, later, Run(batch=2, remaining=2, launched=0, next="exhausted"))["request"]["expires_at"] == \
         "2026-12-07T10:30:00+00:00"
-    # A block end without a zone is read as UTC.
-    naive = plan_launch(aws, request(), Run(batch=2, remaining=2, launched=0, next="exhausted"), end="2026-12-07T11:30:00")
-    assert naive["request"]["expires_at"] == "2026-12-07T10:30:00+00:00"
+    # The same moment either way: the lifetime's is kept as it was written.
+    same = request().model_copy(update={"expires_at": "2026-12-07T10:30:00Z"})
+    assert plan_launch(aws, same, Run(batch=2, remaining=2, launched=0, next="exhausted"))["request"]["expires_at"] == \
+        "2026-12-07T10:30:00Z"
+
+
+def test_a_block_end_without_a_zone_is_read_as_utc_whatever_the_machines_zone(aws, monkeypatch):
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        run = Run(batch=2, remaining=2, launched=0, next="exhausted")
+        naive = plan_launch(aws, request(), run, end="2026-12-07T11:30:00")
+        assert naive["request"]["expires_at"] == "2026-12-07T10:30:00+00:00"
+        later = request().model_copy(update={"expires_at": "2026-12-09T00:00:00Z"})
+        assert plan_launch(aws, later, run, end="2026-12-07T11:30:00")["request"]["expires_at"] == "2026-12-07T10:30:00+00:00"
+    finally:
+        monkeypatch.undo()
+        time.tzset()

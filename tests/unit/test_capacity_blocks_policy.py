@@ -271,7 +271,8 @@ def test_the_cause_when_nothing_was_offered_says_what_was_asked_and_where():
     assert cause["asked"] == {"instance_types": [P5, "p4d.24xlarge"], "regions": [WEST, EAST], "instance_count": 2,
                               "duration_hours": 24, "start_by": "2026-12-18T12:00:00Z", "max_upfront_usd": 10000.0}
     assert cause["offered"] == [] and cause["offered_not_listed"] == 0
-    assert cause["hint"].startswith("Raise max_upfront_usd to at least the fee of an offering listed, widen start_within (up to P56D)")
+    assert cause["hint"] == ("Raise max_upfront_usd to at least the fee of an offering listed, widen start_within (up to P56D), "
+                             "choose another duration, or add regions and instance types.")
 
 
 def test_the_cause_lists_at_most_forty_offerings_and_counts_the_rest():
@@ -296,6 +297,7 @@ def test_a_run_asks_for_a_block_of_what_it_still_misses_starting_within_its_wind
     assert wanted == Ask(instance_types=(P5,), regions=(WEST, EAST), count=8, duration_hours=48, earliest_start=NOW,
                          latest_start=NOW + timedelta(days=3), max_upfront_usd=5000.0)
     assert ask_for(request, now=NOW).count == 16
+    assert ask_for(SimpleNamespace(**{**vars(request), "count": 2}), now=NOW).count == 2  # nothing launched yet
     assert ask_for(request, now=NOW, launched=10).count == 1  # a whole count launched still asks for the least
     assert ask_for(SimpleNamespace(**{**vars(request), "count": 100}), now=NOW) is None
     assert ask_for(SimpleNamespace(**{**vars(request), "capacity_block": None}), now=NOW) is None

@@ -86,7 +86,9 @@ def test_an_id_that_had_to_change_or_be_cut_keeps_a_readable_start_and_a_digest_
 def test_the_expiry_schedule_starts_the_teardown_of_the_request_by_a_name_it_can_start_once():
     import json
 
-    sent = json.loads(lifetime.expiry_target_input("arn:aws:states:us-east-1:1:stateMachine:gpufill", "my-run"))
+    raw = lifetime.expiry_target_input("arn:aws:states:us-east-1:1:stateMachine:gpufill", "my-run")
+    assert raw.startswith('{"StateMachineArn":"arn:aws:states:us-east-1:1:stateMachine:gpufill","Name":"my-run-expired","Input":')
+    sent = json.loads(raw)
     assert sent == {
         "StateMachineArn": "arn:aws:states:us-east-1:1:stateMachine:gpufill",
         "Name": "my-run-expired",
@@ -137,6 +139,9 @@ def test_a_request_expires_in_utc_whatever_the_machines_time_zone(monkeypatch):
     time.tzset()
     try:
         assert lifetime.expires_at(datetime(2026, 3, 1, 12, tzinfo=UTC), 3600) == "2026-03-01T13:00:00+00:00"
+        assert lifetime.at_expression("2026-03-01T13:00:00+00:00") == "at(2026-03-01T13:00:00)"
+        now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+        assert lifetime.due_moment("2026-03-01T11:00:00+00:00", now) == "2026-03-01T12:01:00+00:00"
     finally:
         monkeypatch.undo()
         time.tzset()

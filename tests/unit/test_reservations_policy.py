@@ -145,3 +145,20 @@ def test_the_request_checks_reservation_fields_and_names_them():
     with pytest.raises(ValueError, match="capacity_reservations"):
         Request(capacity_reservations="first")
     assert request().capacity_reservations == "open"
+
+
+def test_a_reservation_the_count_does_not_need_says_so_and_the_planned_ones_are_listed_first():
+    seen = plan([held(1, 2, region=EAST), held(2, 2), held(3, 2, zone="b")], request(count=4))
+    # Region order first (us-west-2, then us-east-1), then the roomiest, then the id.
+    assert [(s.capacity_reservation_id, s.planned) for s in seen] == [
+        (held(2, 2).capacity_reservation_id, 2), (held(3, 2).capacity_reservation_id, 2), (held(1, 2).capacity_reservation_id, 0)]
+    assert seen[2].why_not == "not needed: the count is met by the reservations before it"
+    every = plan([held(1, 2, region=EAST), held(2, 2)], request(count=4))
+    assert [s.capacity_reservation_id for s in every] == [held(2, 2).capacity_reservation_id, held(1, 2).capacity_reservation_id]
+
+
+def test_a_named_reservation_and_then_the_roomiest_are_used_before_the_others():
+    named = held(9, 2, mine=False)
+    seen = plan([held(1, 4), named], request(count=1, capacity_reservation_ids=[named.capacity_reservation_id]))
+    assert planned(seen) == {named.capacity_reservation_id: 1}
+    assert planned(plan([held(1, 1), held(2, 3, zone="b")], request(count=3))) == {held(2, 3).capacity_reservation_id: 3}
