@@ -75,8 +75,8 @@ def test_a_stopped_instance_is_not_billed_at_its_hourly_price():
 
 
 def test_an_instance_without_a_launch_time_or_launched_after_the_view_adds_nothing():
-    entry = one(view(instance(1, launched=None), instance(2, launched=-1)))
-    assert entry["spent"] == 0.0 and entry["hourly_cost"] == 1.0 and entry["first_launch"] == at(-1)
+    entry = one(view(instance(1, launched=None), instance(2, launched=-1), instance(3, launched=None)))
+    assert entry["spent"] == 0.0 and entry["hourly_cost"] == 1.5 and entry["first_launch"] == at(-1)
 
 
 def test_an_instance_without_a_recorded_price_is_counted_at_the_catalog_price_and_marked_estimated():
@@ -100,8 +100,9 @@ def test_a_running_instance_without_any_price_is_counted_as_unknown():
     unknown = {"instance_type": "x9.unknown", "region": EAST}
     assert spend.rate(unknown) == (None, False)
     assert spend.rate({"region": EAST}) == (None, False) and spend.rate({"instance_type": G6}) == (None, False)
-    entry = one(view(instance(1, price=None, **unknown), instance(2, "terminated", price=None, **unknown)))
-    assert entry["price_unknown"] == 1 and entry["hourly_cost"] == 0.0 and entry["spent"] == 0.0
+    entry = one(view(instance(1, price=None, **unknown), instance(2, "terminated", price=None, **unknown),
+                     instance(3, price=None, **unknown)))
+    assert entry["price_unknown"] == 2 and entry["hourly_cost"] == 0.0 and entry["spent"] == 0.0
     assert entry["estimated"] is False
 
 
@@ -149,8 +150,9 @@ def test_a_block_bought_before_anything_runs_in_it_is_spent_and_keeps_the_reques
     assert entry["spent"] == 1390.0 and entry["counts"] == {} and entry["ended"] is False
     assert (entry["hourly_cost"], entry["running"], entry["first_launch"]) == (0.0, 0, None)
     assert (entry["estimated"], entry["price_unknown"]) == (False, 0)
-    # Once its instances run, the same block is still paid once.
-    assert one(view(block_instance(1, block="cr-9", request="r2"), capacity_blocks=held), "r2")["spent"] == 1390.0
+    # Once its instances run, the same block is still paid once, on the request's one line.
+    [entry] = spend.requests(view(block_instance(1, block="cr-9", request="r2"), capacity_blocks=held))
+    assert entry["spent"] == 1390.0 and entry["request_id"] == "r2"
     # Its instances all ended: the request has ended, its fee stays spent.
     ended = one(view(block_instance(1, "terminated", block="cr-9", request="r2")), "r2")
     assert ended["ended"] is True and ended["spent"] == 1390.0
