@@ -285,6 +285,10 @@ def test_the_teardown_is_asked_an_hour_before_the_block_ends_unless_the_lifetime
     later = request().model_copy(update={"expires_at": "2026-12-09T00:00:00Z"})
     assert plan_launch(aws, later, Run(batch=2, remaining=2, launched=0, next="exhausted"))["request"]["expires_at"] == \
         "2026-12-07T10:30:00+00:00"
+    # A lifetime written in another zone is compared as the moment it is (10:00 UTC, before 10:30).
+    paris = request().model_copy(update={"expires_at": "2026-12-07T11:00:00+01:00"})
+    assert plan_launch(aws, paris, Run(batch=2, remaining=2, launched=0, next="exhausted"))["request"]["expires_at"] == \
+        "2026-12-07T11:00:00+01:00"
     # The same moment either way: the lifetime's is kept as it was written.
     same = request().model_copy(update={"expires_at": "2026-12-07T10:30:00Z"})
     assert plan_launch(aws, same, Run(batch=2, remaining=2, launched=0, next="exhausted"))["request"]["expires_at"] == \

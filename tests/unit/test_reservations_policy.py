@@ -162,3 +162,14 @@ def test_a_named_reservation_and_then_the_roomiest_are_used_before_the_others():
     seen = plan([held(1, 4), named], request(count=1, capacity_reservation_ids=[named.capacity_reservation_id]))
     assert planned(seen) == {named.capacity_reservation_id: 1}
     assert planned(plan([held(1, 1), held(2, 3, zone="b")], request(count=3))) == {held(2, 3).capacity_reservation_id: 3}
+
+
+def test_a_reservation_pool_has_room_for_its_planned_share_less_what_this_plan_put_in_it():
+    from gpufill.models.run import Pool
+    from gpufill.policy.reservations import room_left
+
+    pool = Pool(region=WEST, availability_zone=f"{WEST}a", instance_type="g6.xlarge", market="on-demand",
+                capacity_reservation_id="cr-1", reserved=3)
+    assert room_left(pool, {}) == 3 and room_left(pool, {"cr-1": 2, "cr-2": 9}) == 1 and room_left(pool, {"cr-1": 5}) == 0
+    assert room_left(pool.model_copy(update={"reserved": None}), {}) == 0  # a share never planned is no room
+    assert room_left(pool.model_copy(update={"capacity_reservation_id": None}), {}) is None
