@@ -187,6 +187,24 @@ def test_status_says_which_block_a_request_holds_until_its_start_and_then_runs_i
     assert "holds Capacity Block cr-0123456789abcdef0 (2 x p5.48xlarge in us-east-2a)" in waiting
     assert "from 2026-12-06T11:30:00Z to 2026-12-07T11:30:00Z; r1 launches into it at its start" in waiting
     assert "until 2026-12-07T11:30:00Z" in view_line({"phase": "capacity-block-in-use", **held})
+    assert "paid" not in waiting
+
+
+def test_status_says_what_a_held_block_was_paid_and_counts_it_as_spent():
+    from gpufill.policy.waiting import block_held, view_line
+
+    held = {"capacity_reservation_id": "cr-1", "instance_count": 2, "instance_type": P5, "availability_zone": "us-east-2a",
+            "start": "2026-12-06T11:30:00Z", "end": "2026-12-07T11:30:00Z", "execution": "r1", "upfront_fee": 1390.5}
+    assert "to 2026-12-07T11:30:00Z, paid $1,390.50 upfront; r1 launches" in view_line({"phase": "capacity-block", **held})
+    assert "until 2026-12-07T11:30:00Z, paid $1,390.50 upfront; its teardown" in view_line(
+        {"phase": "capacity-block-in-use", **held})
+    expected = {"request_id": "r1", "capacity_reservation_id": "cr-1", "upfront_fee": 1390.5}
+    assert block_held("r1", {"phase": "capacity-block", **held}) == expected
+    assert block_held("r1", {"phase": "capacity-block-in-use", **held, "upfront_fee": 1390}) == {**expected, "upfront_fee": 1390.0}
+    assert isinstance(block_held("r1", {"phase": "capacity-block", **held, "upfront_fee": 1390})["upfront_fee"], float)
+    assert block_held("r1", {"phase": "waiting", **held}) is None
+    assert block_held("r1", {"phase": "capacity-block", **{k: v for k, v in held.items() if k != "upfront_fee"}}) is None
+    assert block_held("r1", None) is None and block_held("r1", {}) is None
 
 
 # --- the exact words and numbers a person reads (policy/capacity_blocks.py) ---------------------

@@ -195,3 +195,17 @@ def test_a_live_instance_shows_the_startup_step_its_own_tag_reports_and_what_rep
     first, second = view(records=records, live=live).instances
     assert (first.startup_step, first.replaced_by) == ("syncing model", ["i-9"])
     assert (second.startup_step, second.replaced_by) == (None, None)  # nothing reported, nothing replaced
+
+
+def test_an_instance_in_a_capacity_block_carries_its_block_and_fee_and_adds_nothing_by_the_hour():
+    """A block's fee was paid upfront: its instances are not paid for by the hour (policy/spend.py counts the fee once)."""
+    block = {"region": "us-west-2", "hourly_price": 28.9583, "capacity_reservation_id": "cr-1", "capacity_block_fee": 1390}
+    records = {"i-1": block, "i-2": {"region": "us-west-2", "hourly_price": 0.5, "capacity_reservation_id": "cr-2"},
+               "i-3": {**block, "state": "terminated"}}
+    report = view(records=records, live={"i-1": instance("i-1"), "i-2": instance("i-2")})
+    entries = {e.instance_id: e for e in report.instances}
+    assert (entries["i-1"].capacity_reservation_id, entries["i-1"].capacity_block_fee) == ("cr-1", 1390)
+    assert (entries["i-3"].capacity_reservation_id, entries["i-3"].capacity_block_fee) == ("cr-1", 1390)
+    # An On-Demand Capacity Reservation is paid by the hour: no fee, and its id is not a block's.
+    assert (entries["i-2"].capacity_reservation_id, entries["i-2"].capacity_block_fee) == (None, None)
+    assert (report.running, report.hourly_cost) == (2, 0.5)
