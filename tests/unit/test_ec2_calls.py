@@ -97,6 +97,10 @@ def test_an_instance_launched_into_a_capacity_block_carries_the_blocks_fee_and_n
     odcr = block.model_copy(update={"capacity_block": False})
     [launched] = ec2.launch(odcr, min_count=1, max_count=1, client_token="tok", spec=SPEC).instances
     assert (launched.capacity_reservation_id, launched.capacity_block_fee) == ("cr-1", None)
+    # An On-Demand launch EC2 put into an open reservation it did not name: EC2 says which.
+    account("us-east-1").answers["run_instances"] = [{"Instances": [{"InstanceId": "i-4", "CapacityReservationId": "cr-open"}]}]
+    [launched] = ec2.launch(ON_DEMAND, min_count=1, max_count=1, client_token="tok", spec=SPEC).instances
+    assert launched.capacity_reservation_id == "cr-open"
 
 
 def test_an_on_demand_launch_without_a_subnet_names_its_zone_and_no_spot_options(account):

@@ -209,3 +209,19 @@ def test_an_instance_in_a_capacity_block_carries_its_block_and_fee_and_adds_noth
     # An On-Demand Capacity Reservation is paid by the hour: no fee, and its id is not a block's.
     assert (entries["i-2"].capacity_reservation_id, entries["i-2"].capacity_block_fee) == (None, None)
     assert (report.running, report.hourly_cost) == (2, 0.5)
+
+
+
+def test_an_entry_says_when_its_request_expires_and_an_ended_one_when_gpufill_saw_it_end():
+    from gpufill.constants import LIFETIME_ATTRIBUTE
+
+    record = {"region": "us-west-2", LIFETIME_ATTRIBUTE: "2026-03-02T12:00:00+00:00", "terminated_at": "2026-03-01T11:00:00+00:00"}
+    live = view(records={"i-1": record, "i-2": record}, live={"i-1": instance("i-1"), "i-2": instance("i-2", state="terminated")})
+    entries = {e.instance_id: e for e in live.instances}
+    assert entries["i-1"].expires_at == entries["i-2"].expires_at == "2026-03-02T12:00:00+00:00"
+    assert (entries["i-1"].ended_at, entries["i-2"].ended_at) == (None, "2026-03-01T11:00:00+00:00")
+    gone = view(records={"i-3": record, "i-4": {**record, "state": "terminated"}})
+    entries = {e.instance_id: e for e in gone.instances}
+    assert entries["i-3"].expires_at == entries["i-4"].expires_at == "2026-03-02T12:00:00+00:00"
+    assert (entries["i-3"].state, entries["i-3"].ended_at) == ("gone", None)
+    assert (entries["i-4"].state, entries["i-4"].ended_at) == ("terminated", "2026-03-01T11:00:00+00:00")
