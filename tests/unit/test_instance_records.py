@@ -44,6 +44,14 @@ def test_an_instance_in_a_capacity_block_is_recorded_with_the_blocks_fee(table, 
     assert instances_table.records_by_ids(["i-1"])["i-1"]["capacity_block_fee"] == 1390.55
 
 
+def test_a_request_with_a_lifetime_records_when_it_expires(table):
+    from gpufill.constants import LIFETIME_ATTRIBUTE
+
+    instances_table.record_launched([instance("i-1")], request_id="req-1", client_token="tok",
+                                    lifetime_expires_at="2026-12-05T03:00:00+00:00")
+    assert item(table, "i-1")[LIFETIME_ATTRIBUTE] == "2026-12-05T03:00:00+00:00"
+
+
 def test_a_maintained_refill_records_what_it_replaces(table):
     instances_table.record_launched([instance("i-new")], request_id="req-1", client_token="tok", maintain=True, replaces=["i-old"])
     record = item(table, "i-new")
