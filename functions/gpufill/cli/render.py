@@ -588,7 +588,7 @@ def render_plan_preview(request: dict, preview: Any) -> list[str]:
     carried = []
     for t in types:
         gpus, model = catalog.gpus(t), catalog.gpu_model(t)
-        no_pool = "" if t in preview.types else ", no pool in the plan"
+        no_pool = "" if t in preview.types or preview.market == "capacity-block" else ", no pool in the plan"
         carried.append(f"{t} ({gpus} {model}{no_pool})" if gpus and model else t)
     lines = [
         "",
@@ -609,9 +609,11 @@ def render_plan_preview(request: dict, preview: Any) -> list[str]:
             f"  expected: ${preview.expected_hourly:.4f}/h for {preview.count} instance(s) if the first pool has room; "
             f"up to ${preview.highest_hourly:.4f}/h"
         )
-    else:
+    elif not preview.capacity_block:
         lines.append("  expected: price unknown (the plan returned no priced pool)")
     lines.append(f"  if spot runs out: {preview.if_spot_runs_out}")
+    if preview.capacity_block:
+        lines.append(f"  Capacity Block: {preview.capacity_block}")
     return lines
 
 
@@ -636,6 +638,8 @@ def render_requests(result: dict, shown: list[dict], hidden: int) -> list[str]:
             counts = ", ".join(f"{n} {state}" for state, n in r["counts"].items()) or "none"
             mark = "~" if r["estimated"] else " "
             unknown = f"  ({r['price_unknown']} without a price)" if r["price_unknown"] else ""
+            for block in r.get("capacity_blocks") or []:
+                unknown += f"  Capacity Block {block['capacity_reservation_id']}: ${block['upfront_fee']:,.2f} paid upfront (non-refundable)"
             if r.get("teardown_waiting"):
                 unknown += f"  teardown waiting for an answer: {r['teardown_waiting']}"
             lines.append(

@@ -29,8 +29,8 @@ def handler(event: dict, context: LambdaContext) -> dict:
     if stopped:
         # The request's teardown was asked while the run waited for the block: nothing is launched
         # into it (the block stays bought, unused until its end), as a teardown ends a wait for capacity.
-        run_store.save_wait(request.owner_id, {"phase": "capacity-block-stopped", "execution": request.request_id,
-                                               **{k: held[k] for k in ("capacity_reservation_id", "availability_zone", "start", "end")}})
+        run_store.save_wait(request.owner_id, {"phase": "capacity-block-stopped", "execution": request.request_id, **{
+            k: held[k] for k in ("capacity_reservation_id", "availability_zone", "start", "end", "upfront_fee")}})
         logger.info("launch into the capacity block stopped by a teardown", extra={"teardown": stopped})
         return {"stopped_by": stopped, "capacity_block": held}
     offered = step.block["offering"]
@@ -46,6 +46,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         capacity_reservation_id=held["capacity_reservation_id"],
         reserved=held["instance_count"],
         capacity_block=True,
+        upfront_fee=held["upfront_fee"],
         note=f"capacity block {held['capacity_reservation_id']} until {held['end']}",
     )
     plan = Plan(request_id=request.request_id, market="on-demand", scoring="capacity-block", pools=[pool])
@@ -56,7 +57,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
                 "launch": None, "blocked": [], "reserved_taken": {}, "cause": None, "capacity_block": held}
     )
     run_store.save_wait(request.owner_id, {"phase": "capacity-block-in-use", "execution": request.request_id,
-                                           **{k: held[k] for k in ("capacity_reservation_id", "availability_zone", "start", "end")}})
+                                           **{k: held[k] for k in ("capacity_reservation_id", "availability_zone", "start", "end", "upfront_fee")}})
     logger.info("launching into the capacity block", extra={"pool": pool.key, "missing": missing})
     # The request's teardown is asked (behind its approval, as max_lifetime's is) an hour before the
     # block ends; EC2 itself ends what still runs in it 30 minutes before the end.

@@ -132,7 +132,7 @@ def trying_view(held: dict, *, execution: str, tries: int, next_try_at: str, lau
     return {
         "phase": TRYING_PHASE, "execution": execution, "tries": tries, "next_try_at": next_try_at, "launched": launched,
         "usable_until": usable_until(held).isoformat().replace("+00:00", "Z"),
-        **{k: held.get(k) for k in ("capacity_reservation_id", "availability_zone", "start", "end")},
+        **{k: held.get(k) for k in ("capacity_reservation_id", "availability_zone", "start", "end", "upfront_fee")},
     }
 
 
