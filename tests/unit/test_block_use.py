@@ -128,6 +128,7 @@ def test_status_says_what_became_of_the_block_after_the_run_and_while_it_tries_a
         "EC2 answered no room to 2 launch(es) into it (1 running); r tries again at 2026-12-06T11:33:00Z, "
         "until 2026-12-07T11:00:00Z")
     assert "(0 running)" in waiting.view_line({k: v for k, v in trying.items() if k != "launched"})
+    assert trying["upfront_fee"] == 1390.0  # the fee paid stays on the item while the block is tried again
 
 
 # --- TryBlockAgain (handlers/plan_block_launch.py, phase "retry") ------------------------------

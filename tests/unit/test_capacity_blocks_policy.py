@@ -244,6 +244,18 @@ def test_a_failed_payment_names_the_block_and_what_still_runs():
     kept = json.loads(purchase_failed_cause(held, request_id="r1", kept=[{"instance_id": "i-1", "region": "us-east-2"}]))
     assert kept["instances"] == [{"instance_id": "i-1", "region": "us-east-2"}]
     assert kept["message"].endswith("The 1 instance(s) launched before the block still run: end them with gpufill teardown r1.")
+    assert cause["request_id"] == "r1" and cause["instances"] == []
+    assert cause["hint"] == "Check the account's payment method and limits for Capacity Blocks, then run the request again."
+
+
+def test_a_proposed_block_says_its_length_in_hours_and_minutes_to_its_1130_utc_end():
+    from gpufill.policy.capacity_blocks import describe_block
+
+    shorter = {**PROPOSED, "end": "2026-12-06T11:05:00Z", "duration_hours": 23, "duration_minutes": 35}
+    assert describe_block(shorter) == (
+        "2 x p5.48xlarge in us-west-2a (us-west-2), from 2026-12-05T11:30:00Z to 2026-12-06T11:05:00Z (23 h 35 min), "
+        "upfront fee $1,390.50")
+    assert "(24 h)" in describe_block(PROPOSED)  # an offering without minutes lasts whole hours
 
 
 def test_status_says_what_a_held_block_was_paid_and_counts_it_as_spent():
