@@ -764,10 +764,10 @@ TASKS: dict[str, TaskSpec] = {
         grants=(read_instance_records_by_id,),
     ),
     "ReportFailureFunctionArn": TaskSpec(
-        summary="Names every instance a failed run launched, from the records, and the teardown that ends them",
+        summary="Names every instance a failed run launched, from the records, and the teardown that ends them, and a Capacity Block it bought",
         memory_mb=256,
         timeout_seconds=30,
-        grants=(query_request_instances, update_instance_records),
+        grants=(query_request_instances, read_instance_record, update_instance_records),
     ),
     "RollBackGangFunctionArn": TaskSpec(
         summary="An all_or_nothing gang that cannot complete: terminates this run's own instances and records them rolled back",

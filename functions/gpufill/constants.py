@@ -258,6 +258,16 @@ def approver_policy_name(env: str) -> str:
 # --- Capacity Blocks for ML (capacity_block) ---------------------------------------------
 # A sanity bound on max_upfront_usd: 64 of the largest GPU instances for 182 days cost less.
 MAX_CAPACITY_BLOCK_UPFRONT_USD = 20_000_000
+# EC2's ReservationType of a Capacity Block (DescribeCapacityReservations), and its MarketType.
+CAPACITY_BLOCK_TYPE = "capacity-block"
+# A bought block is launched into until EC2 starts ending its instances (30 minutes before its end):
+# a capacity answer at its start (a block can turn active minutes late) is tried again, 60 s
+# doubling to 15 minutes, and never more than BLOCK_MAX_TRIES times, which keeps one execution's
+# history far under Step Functions' 25,000 events even for a 182-day block.
+BLOCK_USABLE_UNTIL_END_SECONDS = 30 * 60
+BLOCK_RETRY_FIRST_DELAY_SECONDS = 60
+BLOCK_RETRY_MAX_DELAY_SECONDS = 900
+BLOCK_MAX_TRIES = 300
 
 
 # --- Waiting for capacity (wait_for_capacity) -------------------------------------------

@@ -64,6 +64,15 @@ def test_a_pending_purchase_is_shown_with_its_commands_and_approve_buys_it(deplo
     [answered] = json.loads(capsys.readouterr().out)["answered_approvals"]
     assert answered["answered_by"] == operator and answered["kind"] == "purchase" and answered["reason"] == "planned"
 
+    # Its spend is the block's fee, once: not its instance-hours counted from before the block started.
+    assert main(["status", "cb-cli", "--json", *deployment]) == 0
+    [line] = json.loads(capsys.readouterr().out)["requests"]
+    block = output["capacity_block"]["capacity_reservation_id"]
+    assert line["spent"] == 1390.0 and line["hourly_cost"] == 0.0
+    assert line["capacity_blocks"] == [{"capacity_reservation_id": block, "upfront_fee": 1390.0}]
+    assert main(["status", "cb-cli", *deployment]) == 0
+    assert f"Capacity Block {block}: $1,390.00 paid upfront (non-refundable)" in capsys.readouterr().out
+
 
 def test_simulate_asks_how_the_purchase_approval_is_answered(capsys):
     """A request that may buy a block waits for a person: simulate needs --decision (exit 2 without)."""

@@ -148,3 +148,27 @@ def test_ctrl_c_while_the_plan_runs_stops_the_plan_and_says_so(endpoint, deploym
     arn = next(e["executionArn"] for e in sfn.list_executions(stateMachineArn=endpoint.outputs()["StateMachineArn"])["executions"]
                if e["name"] == plan)
     assert sfn.describe_execution(executionArn=arn)["status"] == "ABORTED"
+
+
+BLOCK = {"max_upfront_usd": 2000, "duration_hours": 24, "start_within": "P7D"}
+
+
+@pytest.mark.parametrize(("market", "when"), [
+    ("spot-then-on-demand", "only if spot and On-Demand cannot fill"),
+    ("capacity-block", "instead of spot or On-Demand"),
+])
+def test_a_request_that_may_buy_a_block_shows_its_upper_bound_before_the_question(market, when):
+    from gpufill.cli.confirm import preview
+    from gpufill.cli.render import render_plan_preview
+
+    asked = {"count": 2, "instance_types": ["p5.48xlarge"], "regions": ["us-east-2", "us-east-1"], "market": market,
+             "capacity_block": BLOCK}
+    shown = preview(asked, POOLS)
+    lines = render_plan_preview(asked, shown)
+    assert f"  Capacity Block: {when}, one block of 2 x p5.48xlarge for 24 h starting within P7D: up to $2,000.00 upfront, " \
+           "non-refundable, asked for approval before it is bought" in lines
+    if market == "capacity-block":  # no spot or On-Demand pool is tried, so none is priced
+        assert shown.pools == [] and shown.expected_hourly is None and shown.regions == ["us-east-2", "us-east-1"]
+        assert not any(line.startswith("  expected:") for line in lines)
+        assert "(8 H100)" in lines[2] and "no pool in the plan" not in lines[2]
+    assert preview({"count": 2}, POOLS).capacity_block is None

@@ -125,7 +125,15 @@ def test_launches_fit_only_while_the_block_is_active_and_end_thirty_minutes_befo
     lasts = (offer["EndDate"] - offer["StartDate"]).total_seconds()
     assert error_of(lambda: launch(ec2, block))[0] == "ReservationCapacityExceeded"  # scheduled, not active yet
     account.advance(2 * 3600 + 60)
-    assert error_of(lambda: launch(ec2, block, market=None))[0] == "InvalidParameterCombination"
+    # Launched into only as a Capacity Block: an On-Demand launch or an ODCR fleet naming it is refused.
+    assert error_of(lambda: launch(ec2, block, market=None))[0] == "InvalidParameterValue"
+    assert error_of(lambda: ec2.create_fleet(
+        Type="instant",
+        LaunchTemplateConfigs=[{"LaunchTemplateSpecification": {"LaunchTemplateId": "lt-0123456789abcdef0", "Version": "1"}}],
+        TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "reserved-capacity"},
+        ReservedCapacityOptions={"ReservationTypes": ["on-demand-capacity-reservation"],
+                                 "CapacityReservationTarget": {"CapacityReservationIds": [block]}},
+    ))[0] == "InvalidParameterValue"
     instances = launch(ec2, block, count=2)
     assert {i["CapacityReservationId"] for i in instances} == {block}
     assert error_of(lambda: launch(ec2, block))[0] == "ReservationCapacityExceeded"  # full

@@ -51,3 +51,15 @@ def test_a_wait_state_moves_the_clock_by_its_seconds_and_counts_in_the_modelled_
 def test_a_restock_of_a_zone_the_scenario_does_not_list_is_refused():
     with pytest.raises(ValidationError, match=r"restock\[0\]: us-east-1b does not list g6.xlarge"):
         _scenario(restock=[{"at_seconds": 60, "zone": "us-east-1b", "type": "g6.xlarge", "spot": 1}])
+
+
+def test_an_instance_launched_after_modelled_hours_has_ec2s_launch_time_on_that_clock():
+    """EC2's LaunchTime is when the launch happened: what spend since launch is counted from."""
+    scenario = MarketScenario.model_validate({"regions": {"us-east-1": {"zones": {ZONE: {"g6.xlarge": {"on_demand": 2}}}}}})
+    with LocalEngine(scenario) as account:
+        account.advance(48 * 3600)
+        ec2 = account.client("ec2", "us-east-1")
+        image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        [launched] = ec2.run_instances(ImageId=image, InstanceType="g6.xlarge", MinCount=1, MaxCount=1,
+                                       Placement={"AvailabilityZone": ZONE})["Instances"]
+        assert abs(launched["LaunchTime"].timestamp() - clock.epoch()) < 60

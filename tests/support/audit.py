@@ -25,7 +25,7 @@ MARKET = {"regions": {
 REQUEST = {"count": 4, "regions": [WEST, EAST], "launch_mode": "partial"}
 # Every way a run may end (docs/failures.md); a raw error name is none of them.
 DOCUMENTED_ENDS = {"ALL_SPOT_EXHAUSTED", "ALL_ON_DEMAND_FAILED", "LAUNCH_REJECTED", "PROVISIONING_FAILED",
-                   "InvalidRequest", "GANG_NOT_PLACED", "CAPACITY_WAIT_EXPIRED"}
+                   "InvalidRequest", "GANG_NOT_PLACED", "CAPACITY_WAIT_EXPIRED", "CAPACITY_BLOCK_UNUSED"}
 
 
 @dataclass
@@ -78,11 +78,11 @@ def ends_documented(execution) -> bool:
     return execution.error in DOCUMENTED_ENDS
 
 
-def audit(engine, execution, *, env: str = "local", request_id: str | None = None) -> Audit:
+def audit(engine, execution, *, env: str = "local", request_id: str | None = None, regions=(WEST, EAST)) -> Audit:
     """The four counts the catalogue holds gpufill to, after one status run of the request
     (`request_id`: the request a continued execution runs, when not its own name)."""
     request_id = request_id or execution.name
-    in_ec2 = live_instances(request_id, deployment=env)
+    in_ec2 = live_instances(request_id, regions, deployment=env)
     recorded_before = recorded_instances(request_id, env)
     engine.run({"action": "status", "request_id": request_id}, name=f"status-{request_id}"[:80], env=env)
     return Audit(
@@ -94,13 +94,30 @@ def audit(engine, execution, *, env: str = "local", request_id: str | None = Non
 
 
 def assert_exactly_once(
-    engine, execution, *, launched: int | None = None, env: str = "local", request_id: str | None = None
+    engine, execution, *, launched: int | None = None, env: str = "local", request_id: str | None = None,
+    regions=(WEST, EAST),
 ) -> Audit:
     assert ends_documented(execution), (execution.status, execution.error, execution.cause)
-    seen = audit(engine, execution, env=env, request_id=request_id)
+    seen = audit(engine, execution, env=env, request_id=request_id, regions=regions)
     assert seen.in_ec2 == seen.recorded == seen.reported, seen
     assert not seen.untracked_after_status
     assert len(seen.in_ec2) <= REQUEST["count"] or launched is None
     if launched is not None:
         assert len(seen.in_ec2) == launched, seen
     return seen
+
+
+def assert_purchases_approved(engine, env: str = "local") -> list[str]:
+    """Every Capacity Block EC2 sold is an offering a person approved, bought once."""
+    import json
+
+    table = boto3.resource("dynamodb", region_name="us-east-1").Table(constants.instances_table_name(env))
+    approved = {
+        json.loads(i["purchase"])["offering_id"]
+        for i in table.scan()["Items"]
+        if i.get("approval_for") == "capacity-block-purchase" and i.get("decision") == "approved"
+    }
+    bought = [offering for _, offering in engine.market.blocks.purchases]
+    assert len(bought) == len(set(bought)), bought
+    assert set(bought) <= approved, (bought, approved)
+    return bought

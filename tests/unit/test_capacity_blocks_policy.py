@@ -212,6 +212,7 @@ def test_status_says_which_block_a_request_holds_until_its_start_and_then_runs_i
     assert "holds Capacity Block cr-0123456789abcdef0 (2 x p5.48xlarge in us-east-2a)" in waiting
     assert "from 2026-12-06T11:30:00Z to 2026-12-07T11:30:00Z; r1 launches into it at its start" in waiting
     assert "until 2026-12-07T11:30:00Z" in view_line({"phase": "capacity-block-in-use", **held})
+    assert "paid" not in waiting
     assert view_line({"phase": "capacity-block-payment", **held}).endswith(
         "its payment is pending, and r1 looks again every minute")
     assert "(PURCHASE_FAILED)" in view_line({"phase": "capacity-block-payment-failed", **held})
@@ -243,3 +244,203 @@ def test_a_failed_payment_names_the_block_and_what_still_runs():
     kept = json.loads(purchase_failed_cause(held, request_id="r1", kept=[{"instance_id": "i-1", "region": "us-east-2"}]))
     assert kept["instances"] == [{"instance_id": "i-1", "region": "us-east-2"}]
     assert kept["message"].endswith("The 1 instance(s) launched before the block still run: end them with gpufill teardown r1.")
+    assert cause["request_id"] == "r1" and cause["instances"] == []
+    assert cause["hint"] == "Check the account's payment method and limits for Capacity Blocks, then run the request again."
+
+
+def test_a_proposed_block_says_its_length_in_hours_and_minutes_to_its_1130_utc_end():
+    from gpufill.policy.capacity_blocks import describe_block
+
+    shorter = {**PROPOSED, "end": "2026-12-06T11:05:00Z", "duration_hours": 23, "duration_minutes": 35}
+    assert describe_block(shorter) == (
+        "2 x p5.48xlarge in us-west-2a (us-west-2), from 2026-12-05T11:30:00Z to 2026-12-06T11:05:00Z (23 h 35 min), "
+        "upfront fee $1,390.50")
+    assert "(24 h)" in describe_block(PROPOSED)  # an offering without minutes lasts whole hours
+
+
+def test_status_says_what_a_held_block_was_paid_and_counts_it_as_spent():
+    from gpufill.policy.waiting import block_held, view_line
+
+    held = {"capacity_reservation_id": "cr-1", "instance_count": 2, "instance_type": P5, "availability_zone": "us-east-2a",
+            "start": "2026-12-06T11:30:00Z", "end": "2026-12-07T11:30:00Z", "execution": "r1", "upfront_fee": 1390.5}
+    assert "to 2026-12-07T11:30:00Z, paid $1,390.50 upfront; r1 launches" in view_line({"phase": "capacity-block", **held})
+    assert "until 2026-12-07T11:30:00Z, paid $1,390.50 upfront; its teardown" in view_line(
+        {"phase": "capacity-block-in-use", **held})
+    expected = {"request_id": "r1", "capacity_reservation_id": "cr-1", "upfront_fee": 1390.5}
+    assert block_held("r1", {"phase": "capacity-block", **held}) == expected
+    assert block_held("r1", {"phase": "capacity-block-in-use", **held, "upfront_fee": 1390}) == {**expected, "upfront_fee": 1390.0}
+    assert isinstance(block_held("r1", {"phase": "capacity-block", **held, "upfront_fee": 1390})["upfront_fee"], float)
+    assert block_held("r1", {"phase": "waiting", **held}) is None
+    # Bought and paid, whatever became of the run: stopped by a teardown, tried again, ended unused.
+    for phase in ("capacity-block-stopped", "capacity-block-trying", "capacity-block-ended"):
+        assert block_held("r1", {"phase": phase, **held}) == expected
+    # Not paid (yet): the payment pending, or failed (EC2 releases the block).
+    assert block_held("r1", {"phase": "capacity-block-payment", **held}) is None
+    assert block_held("r1", {"phase": "capacity-block-payment-failed", **held}) is None
+    assert block_held("r1", {"phase": "capacity-block", **{k: v for k, v in held.items() if k != "upfront_fee"}}) is None
+    assert block_held("r1", None) is None and block_held("r1", {}) is None
+
+
+# --- the exact words and numbers a person reads (policy/capacity_blocks.py) ---------------------
+
+
+def test_every_duration_aws_sells_and_no_other():
+    from gpufill.models.capacity_block_rules import allowed_durations_hours, duration_problem
+
+    daily, weekly = tuple(range(24, 14 * 24 + 1, 24)), tuple(range(21 * 24, 182 * 24 + 1, 7 * 24))
+    assert allowed_durations_hours() == ALLOWED_DURATIONS_HOURS == daily + weekly
+    assert all(duration_problem(h) is None for h in daily + weekly)
+    assert duration_problem(25) == "must be whole days (a multiple of 24 hours) from 24 to 4368, got 25"
+    assert duration_problem(360) == (
+        "360 hours (15 days) is not a Capacity Block duration: past 14 days blocks come in 7-day steps "
+        "(the nearest are 336 and 504)")
+    assert "(the nearest are 504 and 672)" in duration_problem(528)
+    assert "(the nearest are 4200 and 4368)" in duration_problem(4224)
+    assert duration_problem(0) == "must be from 24 (1 day) to 4368 (182 days), got 0"
+    assert duration_problem(4392) == "must be from 24 (1 day) to 4368 (182 days), got 4392"
+
+
+def test_a_block_holds_a_power_of_two_up_to_64_instances():
+    from gpufill.models.capacity_block_rules import count_problem
+
+    assert [count_problem(n) for n in (1, 2, 4, 8, 16, 32, 64)] == [None] * 7
+    assert count_problem(3) == "a Capacity Block holds 1, 2, 4, 8, 16, 32 or 64 instances, got 3"
+    assert count_problem(128) is not None and count_problem(0) is not None
+    assert [block_count(n) for n in (0, 2, 9, 33)] == [1, 2, 16, 64]
+
+
+def test_each_reason_an_offering_is_refused_says_what_and_against_what():
+    assert why_not(offer(1, 100, itype="p4d.24xlarge"), ask()) == "holds p4d.24xlarge, not a requested type"
+    assert why_not(offer(1, 100, region="eu-central-1"), ask()) == "in eu-central-1, not a candidate region"
+    assert why_not(offer(1, 100, count=4), ask()) == "holds 4 instances, the run needs a block of 2"
+    assert why_not(offer(1, 100, hours=48), ask()) == "lasts 48 h, a day or more beyond the 24 hours asked"
+    assert why_not(offer(1, 100, start_days=-1), ask()) == "starts 2026-12-03T12:00:00Z, before the run could use it"
+    assert why_not(offer(1, 100, start_days=15), ask()) == (
+        "starts 2026-12-19T12:00:00Z, after start_within (by 2026-12-18T12:00:00Z)")
+    assert why_not(offer(1, 100, currency="EUR"), ask()) == "priced in EUR, max_upfront_usd is in US dollars"
+    assert why_not(offer(1, 12345.5), ask()) == "upfront fee $12,345.50 is above max_upfront_usd $10,000.00"
+
+
+def test_an_offering_at_the_edges_of_the_window_and_the_budget_fits():
+    assert why_not(offer(1, 10000, start_days=0), ask()) is None
+    assert why_not(offer(1, 10000, start_days=14), ask()) is None
+
+
+def test_a_tie_in_fee_and_start_goes_to_the_requests_type_then_region_order_then_the_offering_id():
+    types = ask(instance_types=("p4d.24xlarge", P5))
+    assert choose([offer(1, 500), offer(2, 500, itype="p4d.24xlarge")], types).picked.offering_id == offer(2, 0).offering_id
+    assert choose([offer(1, 500, region=EAST), offer(2, 500)], ask()).picked.offering_id == offer(2, 0).offering_id
+    assert choose([offer(2, 500), offer(1, 500)], ask()).picked.offering_id == offer(1, 0).offering_id
+
+
+def test_an_offering_listed_twice_is_seen_once_and_a_fitting_one_not_picked_says_what_was():
+    choice = choose([offer(1, 700), offer(2, 600, region=EAST), offer(1, 700)], ask())
+    assert [s.offering.offering_id for s in choice.seen] == [offer(2, 0).offering_id, offer(1, 0).offering_id]
+    assert choice.seen[0].why_not is None
+    assert choice.seen[1].why_not == (
+        "fits, but $600.00 in us-east-1a starting 2026-12-05T12:00:00Z was picked (lower fee or earlier start)")
+
+
+def test_an_offering_is_shown_with_its_times_in_utc_and_read_back_the_same():
+    from gpufill.policy.capacity_blocks import from_shown, shown
+
+    o = offer(7, 1390.5)
+    found = shown(o)
+    assert found == {"offering_id": o.offering_id, "region": WEST, "availability_zone": "us-west-2a", "instance_type": P5,
+                     "instance_count": 2, "start": "2026-12-05T12:00:00Z", "end": "2026-12-06T12:00:00Z",
+                     "duration_hours": 24, "duration_minutes": 0, "upfront_fee": 1390.5, "currency": "USD"}
+    assert from_shown(found) == o
+    assert from_shown({**found, "start": "2026-12-05T12:00:00+00:00", "extra": 1}) == o
+
+
+def test_the_cause_when_nothing_was_offered_says_what_was_asked_and_where():
+    wanted = ask(instance_types=(P5, "p4d.24xlarge"))
+    cause = json.loads(no_capacity_block_cause(choose([], wanted), wanted, request_id="r9", regions_failed={EAST: "timed out"}))
+    assert cause["message"] == (
+        "No Capacity Block of 2 x p5.48xlarge or p4d.24xlarge for 24 hours was offered in us-west-2, us-east-1 "
+        "starting by 2026-12-18T12:00:00Z. Nothing was bought.")
+    assert cause["request_id"] == "r9" and cause["regions_not_answering"] == {EAST: "timed out"}
+    assert cause["asked"] == {"instance_types": [P5, "p4d.24xlarge"], "regions": [WEST, EAST], "instance_count": 2,
+                              "duration_hours": 24, "start_by": "2026-12-18T12:00:00Z", "max_upfront_usd": 10000.0}
+    assert cause["offered"] == [] and cause["offered_not_listed"] == 0
+    assert cause["hint"] == ("Raise max_upfront_usd to at least the fee of an offering listed, widen start_within (up to P56D), "
+                             "choose another duration, or add regions and instance types.")
+
+
+def test_the_cause_lists_at_most_forty_offerings_and_counts_the_rest():
+    offers = [offer(n, 20000 + n) for n in range(45)]
+    cause = json.loads(no_capacity_block_cause(choose(offers, ask()), ask(), request_id="r"))
+    assert len(cause["offered"]) == 40 and cause["offered_not_listed"] == 5
+    assert cause["offered"][0]["upfront_fee"] == 20000 and cause["offered"][0]["start"].endswith("Z")
+    assert cause["regions_not_answering"] == {}
+    assert cause["message"] == (
+        "45 Capacity Block offering(s) seen, none fits: the cheapest was $20,000.00 against max_upfront_usd "
+        "$10,000.00, and each one's reason is listed. Nothing was bought.")
+
+
+def test_a_run_asks_for_a_block_of_what_it_still_misses_starting_within_its_window():
+    from types import SimpleNamespace
+
+    from gpufill.policy.capacity_blocks import ask_for
+
+    block = SimpleNamespace(duration_hours=48, start_within_seconds=3 * 86400, max_upfront_usd=5000.0)
+    request = SimpleNamespace(capacity_block=block, count=10, instance_types=[P5], regions=[WEST, EAST])
+    wanted = ask_for(request, now=NOW, launched=3)
+    assert wanted == Ask(instance_types=(P5,), regions=(WEST, EAST), count=8, duration_hours=48, earliest_start=NOW,
+                         latest_start=NOW + timedelta(days=3), max_upfront_usd=5000.0)
+    assert ask_for(request, now=NOW).count == 16
+    assert ask_for(SimpleNamespace(**{**vars(request), "count": 2}), now=NOW).count == 2  # nothing launched yet
+    assert ask_for(request, now=NOW, launched=10).count == 1  # a whole count launched still asks for the least
+    assert ask_for(SimpleNamespace(**{**vars(request), "count": 100}), now=NOW) is None
+    assert ask_for(SimpleNamespace(**{**vars(request), "capacity_block": None}), now=NOW) is None
+
+
+PROPOSED = {"offering_id": "cb-0123", "region": WEST, "availability_zone": "us-west-2a", "instance_type": P5,
+            "instance_count": 2, "start": "2026-12-05T11:30:00Z", "end": "2026-12-06T11:30:00Z", "duration_hours": 24,
+            "upfront_fee": 1390.5}
+
+
+def test_the_purchase_approval_says_what_is_bought_for_how_much_and_how_to_answer():
+    from gpufill.policy.capacity_blocks import purchase_message
+
+    commands = {"approve": "gpufill approve x", "reject": "gpufill reject x"}
+    subject, body = purchase_message(PROPOSED, request_id="r1", commands=commands, expires=NOW)
+    assert subject == "gpufill: approve buying a Capacity Block $1,390 for r1"
+    assert body.splitlines() == [
+        "Request r1 asks to BUY a Capacity Block for ML, paid upfront and not refundable:",
+        "  region:         us-west-2",
+        "  zone:           us-west-2a",
+        "  instance type:  p5.48xlarge",
+        "  instances:      2",
+        "  start:          2026-12-05T11:30:00Z",
+        "  end:            2026-12-06T11:30:00Z",
+        "  upfront fee:    $1,390.50 USD",
+        "  offering:       cb-0123",
+        "This approval expires at 2026-12-04T12:00:00+00:00; after that nothing is bought.",
+        "",
+        "To approve:",
+        "  gpufill approve x",
+        "To reject:",
+        "  gpufill reject x",
+    ]
+    long_subject, priced = purchase_message({**PROPOSED, "currency": "EUR"}, request_id="r" * 90, commands=commands, expires=NOW)
+    assert len(long_subject) == 99  # SNS: a subject is under 100 characters
+    assert "  upfront fee:    $1,390.50 EUR" in priced.splitlines()
+
+
+@pytest.mark.parametrize(("error", "said"), [
+    ("PURCHASE_REJECTED", 'the purchase approval was answered with something other than "approved"'),
+    ("PURCHASE_EXPIRED", "nobody answered the purchase approval before its deadline"),
+])
+def test_a_purchase_not_approved_says_why_and_that_nothing_was_bought(error, said):
+    from gpufill.policy.capacity_blocks import purchase_ended_cause
+
+    cause = json.loads(purchase_ended_cause(error, PROPOSED, request_id="r1"))
+    assert cause == {
+        "error": error,
+        "message": f"{said}: nothing was bought. Proposed: 2 x p5.48xlarge in us-west-2a (us-west-2), from "
+                   "2026-12-05T11:30:00Z to 2026-12-06T11:30:00Z (24 h), upfront fee $1,390.50.",
+        "request_id": "r1",
+        "proposed": PROPOSED,
+        "hint": "Run the request again to be asked again (offerings change); approve with gpufill approve EXECUTION.",
+    }

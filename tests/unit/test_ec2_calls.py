@@ -87,6 +87,22 @@ def test_a_spot_launch_goes_to_its_subnet_as_one_time_spot_ended_on_interruption
                                            ("i-2", "us-west-2", "us-west-2a", "g6.xlarge", "spot", 0.4)]
 
 
+def test_an_instance_launched_into_a_capacity_block_carries_the_blocks_fee_and_no_other_does(account):
+    block = ON_DEMAND.model_copy(update={"capacity_reservation_id": "cr-1", "reserved": 2, "capacity_block": True,
+                                         "upfront_fee": 1390.0})
+    account("us-east-1").answers["run_instances"] = [{"Instances": [{"InstanceId": "i-3"}]}]
+    [launched] = ec2.launch(block, min_count=1, max_count=1, client_token="tok", spec=SPEC).instances
+    assert (launched.capacity_reservation_id, launched.capacity_block_fee) == ("cr-1", 1390.0)
+    # An On-Demand Capacity Reservation is paid by the hour: no fee, even if its pool carried one.
+    odcr = block.model_copy(update={"capacity_block": False})
+    [launched] = ec2.launch(odcr, min_count=1, max_count=1, client_token="tok", spec=SPEC).instances
+    assert (launched.capacity_reservation_id, launched.capacity_block_fee) == ("cr-1", None)
+    # An On-Demand launch EC2 put into an open reservation it did not name: EC2 says which.
+    account("us-east-1").answers["run_instances"] = [{"Instances": [{"InstanceId": "i-4", "CapacityReservationId": "cr-open"}]}]
+    [launched] = ec2.launch(ON_DEMAND, min_count=1, max_count=1, client_token="tok", spec=SPEC).instances
+    assert launched.capacity_reservation_id == "cr-open"
+
+
 def test_an_on_demand_launch_without_a_subnet_names_its_zone_and_no_spot_options(account):
     account("us-east-1").answers["run_instances"] = [{"Instances": [{"InstanceId": "i-3"}]}]
     spec = ec2.LaunchSpec(image_id="ami-1", request_id="req-1", placement_group="pg-2")

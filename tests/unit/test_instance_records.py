@@ -33,6 +33,25 @@ def test_a_launched_instance_is_recorded_with_its_request_token_and_price(table,
     assert "hourly_price" not in item(table, "i-2")
 
 
+def test_an_instance_in_a_capacity_block_is_recorded_with_the_blocks_fee(table, monkeypatch):
+    """The fee is the instance's spend in `gpufill status`, counted once per block."""
+    monkeypatch.setattr(clock, "iso_now", lambda: "2026-12-04T03:00:00+00:00")
+    instances_table.record_launched([instance("i-1", hourly_price=28.9583, capacity_reservation_id="cr-1",
+                                              capacity_block_fee=1390.55)], request_id="req-1", client_token="tok")
+    stored = item(table, "i-1")
+    assert (stored["capacity_reservation_id"], stored["capacity_block_fee"], stored["hourly_price"]) == (
+        "cr-1", Decimal("1390.55"), Decimal("28.9583"))
+    assert instances_table.records_by_ids(["i-1"])["i-1"]["capacity_block_fee"] == 1390.55
+
+
+def test_a_request_with_a_lifetime_records_when_it_expires(table):
+    from gpufill.constants import LIFETIME_ATTRIBUTE
+
+    instances_table.record_launched([instance("i-1")], request_id="req-1", client_token="tok",
+                                    lifetime_expires_at="2026-12-05T03:00:00+00:00")
+    assert item(table, "i-1")[LIFETIME_ATTRIBUTE] == "2026-12-05T03:00:00+00:00"
+
+
 def test_a_maintained_refill_records_what_it_replaces(table):
     instances_table.record_launched([instance("i-new")], request_id="req-1", client_token="tok", maintain=True, replaces=["i-old"])
     record = item(table, "i-new")

@@ -63,3 +63,85 @@ def test_a_request_that_expired_before_its_first_launch_is_asked_about_a_minute_
     now = datetime(2026, 3, 1, 12, 0, 30, tzinfo=UTC)
     assert lifetime.due_moment("2026-03-01T20:00:00+00:00", now) == "2026-03-01T20:00:00+00:00"
     assert lifetime.due_moment("2026-03-01T11:00:00+00:00", now) == "2026-03-01T12:01:30+00:00"
+
+
+def test_an_id_that_had_to_change_or_be_cut_keeps_a_readable_start_and_a_digest_of_the_exact_id():
+    import hashlib
+
+    digest = hashlib.sha256(b"my run").hexdigest()[:8]
+    assert lifetime.lifetime_schedule_name("my run") == f"life-my-run-{digest}"
+    assert lifetime.expiry_execution_name("my run") == f"my-run-{digest}-expired"
+    long_id = "r" * 80
+    long_digest = hashlib.sha256(long_id.encode()).hexdigest()[:8]
+    assert lifetime.lifetime_schedule_name(long_id) == f"life-{'r' * 50}-{long_digest}"  # 64 characters
+    assert lifetime.reminder_schedule_name(long_id) == f"remind-{'r' * 48}-{long_digest}"
+    assert lifetime.expiry_execution_name(long_id) == f"{'r' * 63}-{long_digest}-expired"  # 80 characters
+    # At the limits exactly, an id is used as it is.
+    assert lifetime.lifetime_schedule_name("r" * 59) == "life-" + "r" * 59
+    assert lifetime.expiry_execution_name("r" * 72) == "r" * 72 + "-expired"
+    assert lifetime.lifetime_schedule_name("a.b_c") == "life-a.b_c"
+    assert lifetime.expiry_execution_name("a.b") != "a.b-expired"  # no dot in an execution name
+
+
+def test_the_expiry_schedule_starts_the_teardown_of_the_request_by_a_name_it_can_start_once():
+    import json
+
+    raw = lifetime.expiry_target_input("arn:aws:states:us-east-1:1:stateMachine:gpufill", "my-run")
+    assert raw.startswith('{"StateMachineArn":"arn:aws:states:us-east-1:1:stateMachine:gpufill","Name":"my-run-expired","Input":')
+    sent = json.loads(raw)
+    assert sent == {
+        "StateMachineArn": "arn:aws:states:us-east-1:1:stateMachine:gpufill",
+        "Name": "my-run-expired",
+        "Input": '{"action":"teardown","request_id":"my-run","requested_by":"gpufill spend guard (max_lifetime)",'
+                 '"trigger":"max_lifetime"}',
+    }
+    assert lifetime.teardown_request("my-run")["trigger"] == "max_lifetime"
+    assert lifetime.START_EXECUTION_TARGET == "arn:aws:scheduler:::aws-sdk:sfn:startExecution"
+    assert lifetime.PUBLISH_TARGET == "arn:aws:scheduler:::aws-sdk:sns:publish"
+    assert lifetime.publish_input("arn:t", "S", "M") == '{"TopicArn":"arn:t","Subject":"S","Message":"M"}'
+
+
+def test_times_are_utc_whole_seconds_whatever_zone_they_come_in():
+    from datetime import timedelta, timezone
+
+    paris = timezone(timedelta(hours=1))
+    assert lifetime.expires_at(datetime(2026, 3, 1, 13, 0, 0, 999_999, tzinfo=paris), 60) == "2026-03-01T12:01:00+00:00"
+    assert lifetime.at_expression("2026-03-01T21:00:00+01:00") == "at(2026-03-01T20:00:00)"
+    now = datetime(2026, 3, 1, 13, 0, 30, 500_000, tzinfo=paris)
+    assert lifetime.due_moment("2026-03-01T11:00:00+00:00", now) == "2026-03-01T12:01:30+00:00"
+    # A minute from now exactly: the later of the two, either way the same moment.
+    assert lifetime.due_moment("2026-03-01T12:01:30+00:00", now) == "2026-03-01T12:01:30+00:00"
+
+
+def test_reminders_come_every_approval_reminder_interval(monkeypatch):
+    monkeypatch.setattr(lifetime, "APPROVAL_REMINDER_SECONDS", 7200)
+    assert lifetime.reminder_expression() == "rate(2 hours)"
+    monkeypatch.setattr(lifetime, "APPROVAL_REMINDER_SECONDS", 1800)
+    assert lifetime.reminder_expression() == "rate(30 minutes)"
+    asked = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    # A deadline exactly at the first reminder: none.
+    assert lifetime.reminder_window(asked, datetime(2026, 3, 1, 12, 30, tzinfo=UTC)) is None
+
+
+def test_a_teardown_of_everything_deletes_at_most_a_hundred_lifetime_schedules():
+    from gpufill.models.teardown import RegionBatch, Teardown, TeardownTarget
+
+    batch = RegionBatch(region="us-west-2", requests={f"r{n:03}": ["i-1"] for n in range(150)})
+    ended = lifetime.requests_ended(Teardown(request_id="t", status="AWAITING_APPROVAL", target=TeardownTarget(all=True),
+                                             regions=[batch]))
+    assert len(ended) == 100 and ended[0] == "r000" and ended[-1] == "r099"
+
+
+def test_a_request_expires_in_utc_whatever_the_machines_time_zone(monkeypatch):
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        assert lifetime.expires_at(datetime(2026, 3, 1, 12, tzinfo=UTC), 3600) == "2026-03-01T13:00:00+00:00"
+        assert lifetime.at_expression("2026-03-01T13:00:00+00:00") == "at(2026-03-01T13:00:00)"
+        now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+        assert lifetime.due_moment("2026-03-01T11:00:00+00:00", now) == "2026-03-01T12:01:00+00:00"
+    finally:
+        monkeypatch.undo()
+        time.tzset()

@@ -67,6 +67,9 @@ def test_a_reservation_pool_is_on_demand_at_the_on_demand_price_and_carries_its_
     [pool] = pools(seen, {(WEST, "g6.xlarge"): 0.984})
     assert (pool.market, pool.price, pool.reserved, pool.capacity_reservation_id) == ("on-demand", 0.984, 2, held(1, 3).capacity_reservation_id)
     assert pool.key == f"on-demand/{WEST}/{WEST}a/g6.xlarge/{pool.capacity_reservation_id}"
+    assert pool.note == f"capacity reservation {held(1, 3).capacity_reservation_id} (open)"
+    # A reservation the plan gives nothing is no pool.
+    assert len(pools(plan([held(1, 3), held(2, 0, zone="b")], request(count=2)), {})) == 1
 
 
 @given(
@@ -142,3 +145,31 @@ def test_the_request_checks_reservation_fields_and_names_them():
     with pytest.raises(ValueError, match="capacity_reservations"):
         Request(capacity_reservations="first")
     assert request().capacity_reservations == "open"
+
+
+def test_a_reservation_the_count_does_not_need_says_so_and_the_planned_ones_are_listed_first():
+    seen = plan([held(1, 2, region=EAST), held(2, 2), held(3, 2, zone="b")], request(count=4))
+    # Region order first (us-west-2, then us-east-1), then the roomiest, then the id.
+    assert [(s.capacity_reservation_id, s.planned) for s in seen] == [
+        (held(2, 2).capacity_reservation_id, 2), (held(3, 2).capacity_reservation_id, 2), (held(1, 2).capacity_reservation_id, 0)]
+    assert seen[2].why_not == "not needed: the count is met by the reservations before it"
+    every = plan([held(1, 2, region=EAST), held(2, 2)], request(count=4))
+    assert [s.capacity_reservation_id for s in every] == [held(2, 2).capacity_reservation_id, held(1, 2).capacity_reservation_id]
+
+
+def test_a_named_reservation_and_then_the_roomiest_are_used_before_the_others():
+    named = held(9, 2, mine=False)
+    seen = plan([held(1, 4), named], request(count=1, capacity_reservation_ids=[named.capacity_reservation_id]))
+    assert planned(seen) == {named.capacity_reservation_id: 1}
+    assert planned(plan([held(1, 1), held(2, 3, zone="b")], request(count=3))) == {held(2, 3).capacity_reservation_id: 3}
+
+
+def test_a_reservation_pool_has_room_for_its_planned_share_less_what_this_plan_put_in_it():
+    from gpufill.models.run import Pool
+    from gpufill.policy.reservations import room_left
+
+    pool = Pool(region=WEST, availability_zone=f"{WEST}a", instance_type="g6.xlarge", market="on-demand",
+                capacity_reservation_id="cr-1", reserved=3)
+    assert room_left(pool, {}) == 3 and room_left(pool, {"cr-1": 2, "cr-2": 9}) == 1 and room_left(pool, {"cr-1": 5}) == 0
+    assert room_left(pool.model_copy(update={"reserved": None}), {}) == 0  # a share never planned is no room
+    assert room_left(pool.model_copy(update={"capacity_reservation_id": None}), {}) is None

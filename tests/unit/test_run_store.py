@@ -155,6 +155,14 @@ def test_a_waits_view_is_written_read_back_plain_and_a_field_set_to_none_removed
     assert run_store.load_wait("req-other") is None
 
 
+def test_a_wait_view_with_a_capacity_blocks_fee_in_dollars_and_cents_is_stored_as_that_number(table):
+    """DynamoDB refuses floats: the fee a purchase remembers for `gpufill status` is stored exactly."""
+    run_store.save_wait("req-1", {"phase": "capacity-block", "upfront_fee": 1390.55, "instance_count": 2})
+    stored = item(table, "wait#req-1")
+    assert stored["upfront_fee"] == Decimal("1390.55") and stored["instance_count"] == 2
+    assert run_store.load_wait("req-1")["upfront_fee"] == 1390.55
+
+
 def test_a_teardown_stops_a_wait_only_while_it_waits_or_tries(table):
     assert run_store.mark_wait_stopped("req-1", by="teardown:t1") is False
     assert item(table, "wait#req-1") is None

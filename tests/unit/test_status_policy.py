@@ -195,3 +195,33 @@ def test_a_live_instance_shows_the_startup_step_its_own_tag_reports_and_what_rep
     first, second = view(records=records, live=live).instances
     assert (first.startup_step, first.replaced_by) == ("syncing model", ["i-9"])
     assert (second.startup_step, second.replaced_by) == (None, None)  # nothing reported, nothing replaced
+
+
+def test_an_instance_in_a_capacity_block_carries_its_block_and_fee_and_adds_nothing_by_the_hour():
+    """A block's fee was paid upfront: its instances are not paid for by the hour (policy/spend.py counts the fee once)."""
+    block = {"region": "us-west-2", "hourly_price": 28.9583, "capacity_reservation_id": "cr-1", "capacity_block_fee": 1390}
+    records = {"i-1": block, "i-2": {"region": "us-west-2", "hourly_price": 0.5, "capacity_reservation_id": "cr-2"},
+               "i-3": {**block, "state": "terminated"}}
+    report = view(records=records, live={"i-1": instance("i-1"), "i-2": instance("i-2")})
+    entries = {e.instance_id: e for e in report.instances}
+    assert (entries["i-1"].capacity_reservation_id, entries["i-1"].capacity_block_fee) == ("cr-1", 1390)
+    assert (entries["i-3"].capacity_reservation_id, entries["i-3"].capacity_block_fee) == ("cr-1", 1390)
+    # An On-Demand Capacity Reservation is paid by the hour: no fee, and its id is not a block's.
+    assert (entries["i-2"].capacity_reservation_id, entries["i-2"].capacity_block_fee) == (None, None)
+    assert (report.running, report.hourly_cost) == (2, 0.5)
+
+
+
+def test_an_entry_says_when_its_request_expires_and_an_ended_one_when_gpufill_saw_it_end():
+    from gpufill.constants import LIFETIME_ATTRIBUTE
+
+    record = {"region": "us-west-2", LIFETIME_ATTRIBUTE: "2026-03-02T12:00:00+00:00", "terminated_at": "2026-03-01T11:00:00+00:00"}
+    live = view(records={"i-1": record, "i-2": record}, live={"i-1": instance("i-1"), "i-2": instance("i-2", state="terminated")})
+    entries = {e.instance_id: e for e in live.instances}
+    assert entries["i-1"].expires_at == entries["i-2"].expires_at == "2026-03-02T12:00:00+00:00"
+    assert (entries["i-1"].ended_at, entries["i-2"].ended_at) == (None, "2026-03-01T11:00:00+00:00")
+    gone = view(records={"i-3": record, "i-4": {**record, "state": "terminated"}})
+    entries = {e.instance_id: e for e in gone.instances}
+    assert entries["i-3"].expires_at == entries["i-4"].expires_at == "2026-03-02T12:00:00+00:00"
+    assert (entries["i-3"].state, entries["i-3"].ended_at) == ("gone", None)
+    assert (entries["i-4"].state, entries["i-4"].ended_at) == ("terminated", "2026-03-01T11:00:00+00:00")

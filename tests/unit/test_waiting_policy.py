@@ -350,3 +350,15 @@ def test_status_says_a_failed_wait_ended_and_where():
     line = waiting.view_line({"phase": "failed", "execution": "r-c1", "error": "Lambda.ServiceException", "tries": 1})
     assert line == ("the wait for capacity ended: r-c1 failed (Lambda.ServiceException) after 1 try; "
                     "its cause names every instance kept")
+
+
+def test_status_says_a_failed_wait_counted_its_tries():
+    line = waiting.view_line({"phase": "failed", "execution": "r-c1", "error": "Lambda.ServiceException", "tries": 3})
+    assert "failed (Lambda.ServiceException) after 3 tries; " in line
+
+
+def test_status_says_which_block_a_request_runs_in_and_until_when():
+    line = waiting.view_line({"phase": "capacity-block-in-use", "capacity_reservation_id": "cr-1", "availability_zone": "us-east-2a",
+                              "end": "2026-12-07T11:30:00Z"})
+    assert line == ("runs in Capacity Block cr-1 (us-east-2a) until 2026-12-07T11:30:00Z; its teardown is asked an hour "
+                    "before, and EC2 ends what still runs 30 minutes before")

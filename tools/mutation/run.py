@@ -48,14 +48,22 @@ MUTATED = ["src/gpufill/models/request.py", "src/gpufill/models/capacity_block_r
            # The sweep asks for teardowns on its own (it never terminates): a wrong ask costs an approver's time.
            "src/gpufill/handlers/sweep.py",
            # Who may answer an approval (a purchase or a teardown): the approver AWS authenticated.
-           "src/gpufill/handlers/answer_approval.py"]
+           "src/gpufill/handlers/answer_approval.py",
+           # Capacity Blocks for ML and the spend guard: non-refundable purchases and the schedule
+           # that asks for a teardown.
+           "src/gpufill/adapters/capacity_blocks.py", "src/gpufill/adapters/schedules.py",
+           "src/gpufill/handlers/describe_capacity_block_offerings.py", "src/gpufill/handlers/choose_capacity_block.py",
+           "src/gpufill/handlers/purchase_capacity_block.py", "src/gpufill/handlers/plan_block_launch.py",
+           "src/gpufill/handlers/await_purchase_approval.py"]
 # mutmut leaves decorated functions alone, and a Lambda handler is decorated (Powertools' logger,
 # tracer and metrics, then transient_aws_errors): in the staged copy of these modules each decorated
 # top-level function is defined bare and wrapped by the same decorators, in the same order, right
 # after it, so its body is mutated and the tests still call it through every wrapper.
 UNDECORATED = ["handlers/launch_batch.py", "handlers/wait_for_capacity.py", "handlers/wait_until_running.py",
                "handlers/start_refill.py", "handlers/terminate_region_instances.py", "handlers/roll_back_gang.py",
-               "handlers/sweep.py", "handlers/answer_approval.py"]
+               "handlers/sweep.py", "handlers/answer_approval.py",
+               "handlers/describe_capacity_block_offerings.py", "handlers/choose_capacity_block.py",
+               "handlers/purchase_capacity_block.py", "handlers/plan_block_launch.py", "handlers/await_purchase_approval.py"]
 # mutmut runs the unit tests that reach each mutated function. The bad-request workflow tests
 # assert the same rules through the local engine, which costs ~15 s per mutant (the engine is
 # deployed anew in each forked test run); the module-level pass runs them in full.

@@ -123,7 +123,8 @@ def purchase_once(region: str, offering_id: str, *, deployment: str, request_id:
         try:
             if refused:  # EC2 said no: one look, in case an earlier try bought it
                 return _bought_or_not_found(region, tags), False
-            return until_visible(lambda: _bought_or_not_found(region, tags), f"capacity block from {offering_id}"), False
+            return until_visible(lambda: _bought_or_not_found(region, tags), f"capacity block from {offering_id}",
+                                 also=frozenset({NOT_BOUGHT_YET})), False
         except ClientError:
             raise error from None
 
@@ -132,12 +133,14 @@ def _bought_or_not_found(region: str, tags: dict[str, str]) -> dict:
     found = bought(region, tags)
     if found is None:
         raise ClientError(
-            {"Error": {"Code": "InvalidCapacityReservationId.NotFound", "Message": "no block tagged for this purchase yet"}},
+            {"Error": {"Code": NOT_BOUGHT_YET, "Message": "no block tagged for this purchase yet"}},
             "DescribeCapacityReservations",
         )
     return found
 
 
+# No block tagged for this purchase shows yet: a block bought a moment ago may take seconds to show.
+NOT_BOUGHT_YET = "InvalidCapacityReservationId.NotFound"
 # Answers after which the purchase may have happened (the rest are EC2 refusing it outright,
 # which still gets one look before the refusal stands).
 _UNSETTLED = {

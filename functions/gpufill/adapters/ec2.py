@@ -200,6 +200,7 @@ def _instances(pool: Pool, described: list[dict]) -> list[Instance]:
             hourly_price=pool.price,
             # An On-Demand launch may land in an open reservation it did not name: EC2 says which.
             capacity_reservation_id=i.get("CapacityReservationId") or pool.capacity_reservation_id,
+            capacity_block_fee=pool.upfront_fee if pool.capacity_block else None,
         )
         for i in described
     ]

@@ -49,8 +49,9 @@ def record_launched(
     try:
         for instance in instances:
             item = instance.model_dump(exclude_none=True)
-            if instance.hourly_price is not None:
-                item["hourly_price"] = Decimal(str(instance.hourly_price))
+            for money in ("hourly_price", "capacity_block_fee"):  # DynamoDB takes no float
+                if item.get(money) is not None:
+                    item[money] = Decimal(str(item[money]))
             item.pop("instance_id")
             item.update({"request_id": request_id, "client_token": client_token, "state": "pending", "launched_at": now})
             if maintain:

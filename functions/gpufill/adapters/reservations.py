@@ -40,6 +40,8 @@ def in_region(region: str, instance_types: list[str], deployment: str) -> list[R
             match=r.get("InstanceMatchCriteria", "open"),
             state=r.get("State", "active"),
             for_deployment=any(t.get("Key") == TAG_DEPLOYMENT and t.get("Value") == deployment for t in r.get("Tags", [])),
+            # A Capacity Block carries the deployment's tag too: its type keeps it out of the plan.
+            reservation_type=r.get("ReservationType", "default"),
         )
         for r in found
     ]

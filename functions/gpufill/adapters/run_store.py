@@ -12,6 +12,7 @@ import gzip
 import hashlib
 import json
 import os
+from decimal import Decimal
 from functools import lru_cache
 
 from boto3.dynamodb.types import Binary
@@ -184,7 +185,8 @@ def wait_key(request_id: str) -> str:
 
 def save_wait(request_id: str, view: dict) -> None:
     """Write the wait's view (phase, deadline, next try, tries, execution), keeping a stop mark."""
-    fields = {k: v for k, v in view.items() if v is not None}
+    # DynamoDB takes numbers as Decimal: a fee in dollars and cents is a float until here.
+    fields = {k: Decimal(str(v)) if isinstance(v, float) else v for k, v in view.items() if v is not None}
     gone = [k for k, v in view.items() if v is None]
     update = "SET kind = :kind, " + ", ".join(f"#{k} = :{k}" for k in fields) + f", {INSTANCES_TTL_ATTRIBUTE} = :exp"
     if gone:

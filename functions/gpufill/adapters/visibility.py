@@ -45,14 +45,15 @@ def seconds_left() -> float | None:
     return left() if left is not None else None
 
 
-def until_visible(call: Callable[[], T], what: str) -> T:
+def until_visible(call: Callable[[], T], what: str, *, also: frozenset[str] = frozenset()) -> T:
+    """`also`: more codes that mean "not visible yet" for this call (a lookup's own NotFound)."""
     waited = 0.0
     for tries, pause in enumerate((*PAUSES, None), start=1):
         try:
             return call()
         except ClientError as error:
             code = error.response.get("Error", {}).get("Code")
-            if not not_visible_yet(code):
+            if not (not_visible_yet(code) or code in also):
                 raise
             left = _time_left.get()
             if pause is None or (left is not None and left() < pause):

@@ -55,19 +55,25 @@ class Preview:
     expected_hourly: float | None = None
     highest_hourly: float | None = None
     if_spot_runs_out: str = ""
+    # capacity_block: the purchase the run may make, at most its upper bound (None: it buys none).
+    capacity_block: str | None = None
 
 
 def preview(request: dict, plan: dict) -> Preview:
-    pools = [p for p in plan.get("pools") or [] if isinstance(p.get("price"), (int, float))]
-    count = int(request.get("count", 1))
     market = request.get("market", "spot")
-    result = Preview(count=count, market=market, pools=plan.get("pools") or [])
-    result.regions = list(dict.fromkeys(p["region"] for p in result.pools))
+    # market capacity-block tries no spot or On-Demand pool: the block it buys is its only spend.
+    planned = [] if market == "capacity-block" else plan.get("pools") or []
+    pools = [p for p in planned if isinstance(p.get("price"), (int, float))]
+    count = int(request.get("count", 1))
+    result = Preview(count=count, market=market, pools=planned)
+    result.regions = (list(request.get("regions") or []) if market == "capacity-block"
+                      else list(dict.fromkeys(p["region"] for p in result.pools)))
     result.types = list(dict.fromkeys(p["instance_type"] for p in result.pools))
     if pools:
         result.expected_hourly = round(count * pools[0]["price"], 4)
         result.highest_hourly = round(count * max(p["price"] for p in pools), 4)
     result.if_spot_runs_out = spot_runs_out(request, result)
+    result.capacity_block = block_purchase(request)
     if market == "spot-then-on-demand":
         fallback = _on_demand_highest(result.types or _types(request), request.get("regions") or result.regions)
         if fallback is not None:
@@ -80,6 +86,8 @@ def spot_runs_out(request: dict, shown: Preview) -> str:
     waits = f"it waits up to {wait} for capacity (re-scoring and retrying), keeping what it launched; then " if wait else ""
     if request.get("all_or_nothing"):
         return f"{waits}it terminates what it launched itself and ends GANG_NOT_PLACED: all {shown.count} or none"
+    if shown.market == "capacity-block":
+        return "nothing is launched on spot or On-Demand: the run launches only into the block it buys (NO_CAPACITY_BLOCK if none fits)"
     if shown.market == "on-demand":
         return f"no spot is used; if on-demand capacity runs out, {waits}it keeps what it launched (PARTIAL, or ALL_ON_DEMAND_FAILED if none)"
     if shown.market == "spot-then-on-demand":
@@ -89,6 +97,19 @@ def spot_runs_out(request: dict, shown: Preview) -> str:
         each = f", up to ${price:.4f}/h each" if price is not None else ""
         return f"{waits}the rest is bought on-demand ({order}{each})"
     return f"{waits}it keeps what it launched (PARTIAL, or ALL_SPOT_EXHAUSTED if none); nothing is bought on-demand"
+
+
+def block_purchase(request: dict) -> str | None:
+    """What a request with `capacity_block` may buy: one block, at most max_upfront_usd, paid
+    upfront whether or not it is used, bought only after a person approves (docs/capacity-blocks.md)."""
+    block = request.get("capacity_block")
+    if not block:
+        return None
+    when = ("instead of spot or On-Demand" if request.get("market") == "capacity-block"
+            else "only if spot and On-Demand cannot fill")
+    return (f"{when}, one block of {request.get('count', 1)} x {', '.join(_types(request))} for "
+            f"{block.get('duration_hours')} h starting within {block.get('start_within')}: up to "
+            f"${float(block.get('max_upfront_usd', 0)):,.2f} upfront, non-refundable, asked for approval before it is bought")
 
 
 def _types(request: dict) -> list[str]:
@@ -124,7 +145,7 @@ def confirm(args: argparse.Namespace, deployment: aws.Deployment, request: dict,
     shown = preview(request, view.output or {})
     for line in render_plan_preview(request, shown):
         print(line)
-    if not shown.pools:
+    if not shown.pools and not shown.capacity_block:
         raise Failed(f"the plan found no pool to try for this request{no_pool_reasons(view.output or {})}; "
                      "nothing was started. Try other --regions or instance types")
     if _answer("Start it? [y/N] ") in ("y", "yes"):

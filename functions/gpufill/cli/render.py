@@ -85,6 +85,8 @@ WAIT_STEPS = {"PlanNextTry", "StartNextTry"}
 # capacity_block: the choices route on what ChooseCapacityBlock and the decision reported.
 QUIET_STATES |= {"WhatAfterTheBlockChoice", "IsPurchaseApproved", "IsBlockPaid", "PauseForPayment", "IsBlockLaunchStopped"}
 REPORTED_ON_EXIT |= {"RecordPurchaseDecision", "RecordPurchaseExpiry"}
+# A bought block tried again: TryBlockAgain's exit says when, or that the block is no longer usable.
+QUIET_STATES |= {"IsBlockTriedAgain", "PauseForBlock"}
 
 
 # The states that wait on a person, and what each approval is about.
@@ -243,6 +245,13 @@ class Progress:
             self._line(f"    {count} {self.plan.get('market')} pool(s) ranked")
         elif name == "ChooseCapacityBlock":
             self._block_chosen(state.get("block") or {})
+        elif name == "TryBlockAgain":
+            retry = (state.get("block") or {}).get("retry") or {}
+            if retry.get("next") == "retry":
+                self._line(f"    the block took {run.get('launched', 0)} of the count after {retry.get('tries')} launch(es): "
+                           f"trying again in {retry.get('delay_seconds')} s")
+            else:
+                self._line(f"    the block is no longer usable after {retry.get('tries')} launch(es)")
         elif name in ("PurchaseCapacityBlock", "CheckBlockPayment"):
             held = (state.get("block") or {}).get("reservation") or {}
             paid = {"pending": " (payment pending)", "failed": " (payment failed)"}.get(held.get("payment"), "")
@@ -415,6 +424,13 @@ def render_summary(execution: Any) -> str:
         )
         if result.get("expires_at"):  # max_lifetime
             lines.append(f"Expires at {result['expires_at']}: its teardown then asks for approval on its own")
+        if result.get("capacity_block"):  # a bought block: named at every end, with what was paid
+            block = result["capacity_block"]
+            fee = f"${block['upfront_fee']:,.2f} paid" if isinstance(block.get("upfront_fee"), int | float) else "paid"
+            lines.append(
+                f"Capacity Block {block.get('capacity_reservation_id')} in {block.get('availability_zone')}, "
+                f"{block.get('start')} to {block.get('end')}: {fee} upfront, not refundable"
+            )
     else:
         lines.append(f"FAILED with {execution.error}")
         if cause:
@@ -572,7 +588,7 @@ def render_plan_preview(request: dict, preview: Any) -> list[str]:
     carried = []
     for t in types:
         gpus, model = catalog.gpus(t), catalog.gpu_model(t)
-        no_pool = "" if t in preview.types else ", no pool in the plan"
+        no_pool = "" if t in preview.types or preview.market == "capacity-block" else ", no pool in the plan"
         carried.append(f"{t} ({gpus} {model}{no_pool})" if gpus and model else t)
     lines = [
         "",
@@ -593,9 +609,11 @@ def render_plan_preview(request: dict, preview: Any) -> list[str]:
             f"  expected: ${preview.expected_hourly:.4f}/h for {preview.count} instance(s) if the first pool has room; "
             f"up to ${preview.highest_hourly:.4f}/h"
         )
-    else:
+    elif not preview.capacity_block:
         lines.append("  expected: price unknown (the plan returned no priced pool)")
     lines.append(f"  if spot runs out: {preview.if_spot_runs_out}")
+    if preview.capacity_block:
+        lines.append(f"  Capacity Block: {preview.capacity_block}")
     return lines
 
 
@@ -620,6 +638,8 @@ def render_requests(result: dict, shown: list[dict], hidden: int) -> list[str]:
             counts = ", ".join(f"{n} {state}" for state, n in r["counts"].items()) or "none"
             mark = "~" if r["estimated"] else " "
             unknown = f"  ({r['price_unknown']} without a price)" if r["price_unknown"] else ""
+            for block in r.get("capacity_blocks") or []:
+                unknown += f"  Capacity Block {block['capacity_reservation_id']}: ${block['upfront_fee']:,.2f} paid upfront (non-refundable)"
             if r.get("teardown_waiting"):
                 unknown += f"  teardown waiting for an answer: {r['teardown_waiting']}"
             lines.append(

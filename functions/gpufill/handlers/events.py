@@ -155,3 +155,7 @@ class BlockLaunchEvent(_Event):
     block: dict
     # The lifetime schedule's target (moved to the block's end).
     state_machine: str = ""
+    # "plan": lay the started block out as the plan; "retry": the block took none or part of the
+    # count, so wait and try again, or end naming it (TryBlockAgain).
+    phase: Literal["plan", "retry"] = "plan"
+    execution: str | None = None

@@ -45,7 +45,7 @@ from gpufill.handlers.observability import count, logger, metrics, tracer, trans
 from gpufill.bootstrap.user_data import render_user_data
 from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Instance, LaunchResult, MarketName, PlanRef, Pool, RegionLaunch, Run
-from gpufill.policy import fill, fleet_moves, gang, lifetime
+from gpufill.policy import block_use, fill, fleet_moves, gang, lifetime
 from gpufill.policy.exhaustion import exhaustion_cause, no_reservation_room_cause, rejection_cause
 from gpufill.policy.tokens import client_token
 
@@ -282,5 +282,10 @@ def finish_step(run: Run, request: ResolvedRequest, market: MarketName, plan: Pl
             return run.model_copy(update={"cause": no_reservation_room_cause(run, attempts, request, seen)})
         return run.model_copy(update={"cause": exhaustion_cause(run, attempts, request, market)})
     if run.next == "rejected":
-        return run.model_copy(update={"cause": rejection_cause(run, request)})
+        cause = rejection_cause(run, request)
+        if run.capacity_block is not None:  # a paid block the run leaves: named, here and in `gpufill status`
+            cause = block_use.with_block(cause, run.capacity_block, run.launched)
+            run_store.save_wait(request.owner_id, block_use.ended_view(
+                run.capacity_block, execution=request.request_id, error="LAUNCH_REJECTED", launched=run.launched))
+        return run.model_copy(update={"cause": cause})
     return run

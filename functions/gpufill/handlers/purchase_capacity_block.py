@@ -54,8 +54,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         metrics.add_metric(name="CapacityBlockPaymentsFailed", unit="Count", value=1)
     # What `gpufill status REQUEST` says while the run waits for the payment and the block's start.
     phase = {"pending": "capacity-block-payment", "failed": "capacity-block-payment-failed"}.get(paid, "capacity-block")
-    shown = {k: v for k, v in held.items() if k != "upfront_fee"}  # DynamoDB takes no floats
-    run_store.save_wait(owner, {"phase": phase, "execution": step.request.request_id, **shown})
+    run_store.save_wait(owner, {"phase": phase, "execution": step.request.request_id, **held})
     logger.info("capacity block held", extra={"reservation": reservation["CapacityReservationId"], "payment": paid})
     return result
 

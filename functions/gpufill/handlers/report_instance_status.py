@@ -49,7 +49,12 @@ def handler(event: dict, context: LambdaContext) -> dict:
             answer["sweep"] = last
     if wanted is not None:
         # wait_for_capacity: one item per request, whichever execution of its chain wrote it last.
-        line = waiting.view_line(run_store.load_wait(wanted))
+        view = run_store.load_wait(wanted)
+        line = waiting.view_line(view)
         if line:
             answer["waiting"] = line
+        # A bought block is spent before any instance runs in it: its fee counts from the purchase.
+        held = waiting.block_held(wanted, view)
+        if held:
+            answer["capacity_blocks"] = [held]
     return answer

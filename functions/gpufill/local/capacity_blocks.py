@@ -22,8 +22,11 @@ As on EC2 (User Guide, "Capacity Blocks for ML"; API reference):
   before its start, `active` from its start, `expired` at its end.
 - A launch into it names it (CapacityReservationTarget) with InstanceMarketOptions.MarketType
   `capacity-block`; it fits only while the block is active, only in the block's AZ and type; a
-  capacity-block launch naming no block, or an On-Demand launch naming a block, is refused
-  (InvalidParameterCombination). Another account does not see the block (NotFound).
+  capacity-block launch naming no block is refused (InvalidParameterCombination); an On-Demand or
+  Spot launch naming a block, and a CreateFleet whose reserved capacity names one as an On-Demand
+  Capacity Reservation, are refused with InvalidParameterValue (AWS documents MarketType
+  capacity-block as what a launch into a block must say). Another account does not see the block
+  (NotFound).
 - Thirty minutes before the end EC2 begins to terminate the instances still running in it.
 
 Offerings in a scenario are given relative to the engine's start (`start_in_hours`), so a scenario
@@ -148,6 +151,10 @@ class CapacityBlocks:
         self.terminate = lambda region, account, instance_ids: None
         # Set by the market: the engine's fault rule for the next payment, or None (it succeeds).
         self.payment_fault = lambda: None
+        # Set by the market from its faults (block_late): how long after its start a block turns
+        # active, and what a launch that meets it still scheduled reports.
+        self.late_seconds = lambda: 0.0
+        self.met_late = lambda: None
 
     # --- DescribeCapacityBlockOfferings -------------------------------------------------------
 
@@ -202,7 +209,8 @@ class CapacityBlocks:
         the end. Scheduled on the engine's clock, and settled again whenever EC2 is asked about
         blocks (refresh), since the modelled clock also moves with the wall clock between steps."""
         base = self.elapsed() - self.now().timestamp()
-        for moment in (block.settles_at, block.start, block.end - ENDING_BEFORE, block.end):
+        late = timedelta(seconds=self.late_seconds())
+        for moment in (block.settles_at, block.start + late, block.end - ENDING_BEFORE, block.end):
             self.schedule(base + moment.timestamp(), self.refresh)
 
     def refresh(self) -> None:
@@ -214,7 +222,7 @@ class CapacityBlocks:
                 block.state = PAYMENT_FAILED if block.payment_fails else "scheduled"
             if block.state in (PAYMENT_PENDING, PAYMENT_FAILED):
                 continue  # no capacity before the payment went through, and none after it failed
-            if block.state == "scheduled" and now >= block.start:
+            if block.state == "scheduled" and now >= block.start + timedelta(seconds=self.late_seconds()):
                 block.state = "active"
             if now >= block.end - ENDING_BEFORE:
                 live = [i for i in block.instances if i.state not in LIVE_ENDED]
@@ -246,16 +254,24 @@ class CapacityBlocks:
                 "InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{target}' does not exist"
             )
         if market_type != RESERVATION_TYPE:
-            raise EC2ClientError(
-                "InvalidParameterCombination",
-                f"Capacity Reservation {target} is a Capacity Block: launch into it with InstanceMarketOptions.MarketType capacity-block.",
-            )
+            raise not_this_market(target)
         if block.state != "active":
+            if block.state == "scheduled" and self.now() >= block.start:
+                self.met_late()
             raise EC2ClientError(
                 "ReservationCapacityExceeded",
                 f"The Capacity Block {target} is {block.state} (from {_iso(block.start)} to {_iso(block.end)}): "
                 "instances launch into it only while it is active.",
             )
+
+
+def not_this_market(reservation_id: str) -> EC2ClientError:
+    """A launch into a Capacity Block that does not say MarketType capacity-block."""
+    return EC2ClientError(
+        "InvalidParameterValue",
+        f"The Capacity Reservation {reservation_id} is a Capacity Block. To launch instances into it, "
+        "specify capacity-block as the market type (InstanceMarketOptions.MarketType).",
+    )
 
 
 def _moment(value) -> datetime | None:
@@ -283,6 +299,8 @@ def for_market(market) -> CapacityBlocks:
     blocks.elapsed = lambda: market.elapsed()
     blocks.terminate = lambda region, account, ids: ec2_backends[account][region].terminate_instances(ids)
     blocks.payment_fault = lambda: market.faults.for_payment() if market.faults else None
+    blocks.late_seconds = lambda: market.faults.block_late_seconds if market.faults is not None else 0.0
+    blocks.met_late = lambda: market.faults.block_still_scheduled() if market.faults is not None else None
     return blocks
 
 

@@ -20,6 +20,7 @@ Reach it as `engine.faults` on a running LocalEngine. Three layers:
 - `payment_failed(...)`: the upfront payment of the next Capacity Block bought fails: the block
   stays `payment-pending` for a while, then is `payment-failed` (local/capacity_blocks.py).
 - `schedule_twice(...)`: EventBridge Scheduler delivers a schedule's event twice (at least once).
+- `block_late(minutes)`: a bought Capacity Block turns `active` minutes after its start.
 - `not_visible(...)`: EC2's eventual consistency after create: the next resource of a kind
   created (a launch template, its new version, a placement group, a security group) is not
   found by the next N calls that reference it, as AWS documents for the EC2 API.
@@ -108,6 +109,8 @@ class Faults:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # (region, kind, key) -> how many more calls referencing that new resource miss it
     _fresh: dict = field(default_factory=dict)
+    # block_late: how long after its start a bought Capacity Block turns active
+    block_late_seconds: float = 0.0
 
     # --- what tests call ---------------------------------------------------------------
 
@@ -234,6 +237,18 @@ class Faults:
     def for_schedule(self, name: str) -> _Rule | None:
         """Whether this delivery of schedule `name` comes twice."""
         return self._take("schedule", task=name)
+    def block_late(self, minutes: float) -> None:
+        """Every Capacity Block bought turns `active` this many minutes after its start (until then
+        DescribeCapacityReservations says `scheduled` and a launch into it finds no room). AWS:
+        a block's state can take minutes to change at its start; launches are tried again."""
+        if minutes <= 0:
+            raise ValueError(f"minutes: must be positive, got {minutes}")
+        self.block_late_seconds = minutes * 60
+
+    def block_still_scheduled(self) -> None:
+        """A launch met a block past its start that is not active yet (block_late)."""
+        with self._lock:
+            self.injected["capacity-block:late"] += 1
 
     def created(self, region: str, kind: str, key: str) -> None:
         """The simulated EC2 created a resource: it may start out unseen, as a rule says."""

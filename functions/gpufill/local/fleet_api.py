@@ -21,6 +21,7 @@ from moto.ec2.exceptions import EC2ClientError
 
 from gpufill import catalog
 from gpufill.local import visibility
+from gpufill.local.capacity_blocks import not_this_market
 from gpufill.local.ec2_errors import FLEET_ERRORS
 from gpufill.local.fleet_allocation import CAPACITY, ON_DEMAND_STRATEGIES, QUOTA, SPOT_STRATEGIES, UNTRIED, Pool, allocate
 from gpufill.local.limits import check_launch_values, check_tags
@@ -396,8 +397,7 @@ class FleetApi:
                 unknown[n] = found
         return unknown
 
-    @staticmethod
-    def _reserved_target(response, default_market: str) -> list[str] | None:
+    def _reserved_target(self, response, default_market: str) -> list[str] | None:
         """The reservations a fleet of reserved capacity may launch into (None: not such a fleet).
         The engine models On-Demand Capacity Reservations named by id, without fallback."""
         options = response._get_param("ReservedCapacityOptions", {}) or {}
@@ -416,6 +416,9 @@ class FleetApi:
                 "The local engine models reserved capacity as On-Demand Capacity Reservations named in "
                 "CapacityReservationTarget.CapacityReservationIds.",
             )
+        blocks = [i for i in ids if self.market.blocks.is_block(i)]
+        if blocks:  # a block is launched into with MarketType capacity-block, not as an ODCR
+            raise not_this_market(blocks[0])
         if options.get("ReservedCapacityFallbackOptions"):
             raise EC2ClientError("InvalidParameterValue", "The local engine does not model ReservedCapacityFallbackOptions.")
         return list(ids)

@@ -27,6 +27,7 @@ from gpufill.local.cluster_groups import ClusterGroups
 from gpufill.local.fleet_api import FleetApi
 
 from gpufill import catalog, constants
+from gpufill.adapters import clock
 from gpufill.constants import PLACEMENT_SCORE_REGIONS_PER_CALL, STARTUP_STEP_FAILED_PREFIX, TAG_STARTUP_STEP
 from gpufill.local import filters
 from gpufill.local import capacity_blocks
@@ -397,7 +398,11 @@ class SimulatedMarket:
             vcpus = catalog.vcpus(instance_type) or DEFAULT_VCPUS
             self._launched.extend((region, market, vcpus, i) for i in instances)
             self.hide_new(region, [i.id for i in instances])
+            # EC2's LaunchTime is when the launch happened: on the modelled clock, as every other
+            # time a run reads (moto stamps the wall clock, days before a block a run waited for).
+            launched_at = clock.now().replace(tzinfo=None)  # moto keeps naive UTC times
             for instance in instances:
+                instance.launch_time = launched_at
                 self._boot(backend, instance, self.scenario.startup_for(zone, instance_type))
 
     def _boot(self, backend, instance, startup: Startup) -> None:

@@ -86,6 +86,8 @@ class Pool(_Model):
     reserved: int | None = None
     # The reservation is a Capacity Block for ML: launches say MarketType capacity-block.
     capacity_block: bool = False
+    # A Capacity Block's upfront fee: paid once when it was bought, not by the instance-hour.
+    upfront_fee: float | None = None
 
     @property
     def key(self) -> str:
@@ -116,6 +118,8 @@ class Instance(_Model):
     hourly_price: float | None = None
     # The On-Demand Capacity Reservation the instance runs in, when it runs in one.
     capacity_reservation_id: str | None = None
+    # The upfront fee of the Capacity Block the instance runs in: its spend, paid once per block.
+    capacity_block_fee: float | None = None
     state: str | None = None
     private_ip: str | None = None
     connect: str | None = None

@@ -155,6 +155,9 @@ class StatusEntry(_InstanceFacts):
     expires_at: str | None = None
     # An ended instance: when gpufill saw it end (its teardown, or EC2's reclaim), so its spend is known.
     ended_at: str | None = None
+    # An instance in a Capacity Block: the block and its upfront fee, which is its spend (paid once per block).
+    capacity_reservation_id: str | None = None
+    capacity_block_fee: float | None = None
 
 
 class StatusReport(_Model):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpufill.constants import CAPACITY_BLOCK_TYPE
 from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Pool, ReservationSeen
 
@@ -32,6 +33,7 @@ class Reservation:
     match: str  # "open" or "targeted"
     state: str = "active"
     for_deployment: bool = False  # tagged for this deployment
+    reservation_type: str = "default"  # EC2's ReservationType: "default" (an ODCR) or "capacity-block"
 
 
 def plan(reservations: list[Reservation], request: ResolvedRequest) -> list[ReservationSeen]:
@@ -95,6 +97,10 @@ def _unique(reservations: list[Reservation]) -> list[Reservation]:
 
 
 def _why_unusable(r: Reservation, request: ResolvedRequest, named: list[str]) -> str | None:
+    if r.reservation_type == CAPACITY_BLOCK_TYPE:
+        # Bought (and paid) by one request, launched into only with MarketType capacity-block: EC2
+        # refuses an On-Demand launch into it, and another request's fleet would spend its block.
+        return "a Capacity Block: only the request that bought it launches into it"
     if r.state != "active":
         return f"not active ({r.state})"
     if r.instance_type not in request.instance_types:

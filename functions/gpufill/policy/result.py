@@ -7,6 +7,7 @@ import json
 from gpufill.constants import MAX_LISTED_CONNECT_COMMANDS
 from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Attempt, Run
+from gpufill.policy import block_use
 from gpufill.policy.boot import port_forward_command
 
 # The result lists every instance; attempts beyond this many are summarised (the newest kept),
@@ -41,7 +42,7 @@ def fill_result(request: ResolvedRequest, run: Run, attempts: list[Attempt], sta
     if request.refill is not None:  # a refill run answers for its request, and says what it replaced
         result["refill"] = {"run": request.request_id, **request.refill.model_dump(mode="json", exclude_none=True)}
     if run.capacity_block is not None:  # the block bought: EC2 ends its instances 30 minutes before its end
-        result["capacity_block"] = run.capacity_block
+        result["capacity_block"] = block_use.summary(run.capacity_block)
     if len(attempts) > len(listed):
         result["attempts_note"] = f"the last {len(listed)} of {len(attempts)} attempts; `gpufill status` lists the instances"
     return result

@@ -140,7 +140,8 @@ def _summarise(
         by_request={r: dict(sorted(by_request[r].items())) for r in sorted(biggest)},
         other_requests=len(by_request) - len(biggest),
         running=len(running),
-        hourly_cost=round(sum(e.hourly_price or 0.0 for e in running), 4),
+        # A Capacity Block's instances were paid for upfront: nothing more accrues by the hour.
+        hourly_cost=round(sum(e.hourly_price or 0.0 for e in running if e.capacity_block_fee is None), 4),
         reconciled=capped("reconciled"),
         unrecorded=capped("unrecorded"),
         gone=capped("gone"),
@@ -187,6 +188,7 @@ def _recorded_entry(instance_id: str, record: dict, *, state: str, finding: str)
         replaced_by=record.get("replaced_by") or None,
         expires_at=record.get(LIFETIME_ATTRIBUTE),
         ended_at=_ended_at(record) if state == "terminated" else None,
+        **_block(record),
     )
 
 
@@ -215,7 +217,15 @@ def _entry(instance: LiveInstance, record: dict | None, finding: str, now: datet
         replaced_by=record.get("replaced_by") or None,
         expires_at=record.get(LIFETIME_ATTRIBUTE),
         ended_at=_ended_at(record) if instance.state == "terminated" else None,
+        **_block(record),
     )
+
+
+def _block(record: Mapping) -> dict:
+    """The Capacity Block an instance runs in and its fee, when its launch recorded one."""
+    if record.get("capacity_block_fee") is None:
+        return {}
+    return {"capacity_reservation_id": record.get("capacity_reservation_id"), "capacity_block_fee": record["capacity_block_fee"]}
 
 
 def hours_since(timestamp: str | None, now: datetime) -> float | None:

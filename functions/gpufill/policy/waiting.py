@@ -23,6 +23,7 @@ from gpufill.constants import (
 )
 from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Attempt, Run, Waiting
+from gpufill.policy.block_use import ENDED_PHASE, TRYING_PHASE, ended_line, trying_line
 
 # The share of a delay that jitter may take off: a delay lies in [3/4, 1] of its nominal value.
 JITTER_SHARE = 0.25
@@ -186,6 +187,24 @@ def begin_try(wait: Waiting, *, handover: bool, attempts_total: int) -> Waiting:
     )
 
 
+# The phases of a request whose block was bought and paid for (not while the payment is pending,
+# nor after it failed): its fee is spent, whether or not anything runs in it.
+BLOCK_PHASES = frozenset({"capacity-block", "capacity-block-in-use", "capacity-block-stopped", TRYING_PHASE, ENDED_PHASE})
+
+
+def block_held(request_id: str, view: dict | None) -> dict | None:
+    """The Capacity Block a request's wait item says it bought, with its fee; None without one."""
+    if not view or view.get("phase") not in BLOCK_PHASES or view.get("upfront_fee") is None:
+        return None
+    return {"request_id": request_id, "capacity_reservation_id": view.get("capacity_reservation_id"),
+            "upfront_fee": float(view["upfront_fee"])}
+
+
+def _paid(view: dict) -> str:
+    fee = view.get("upfront_fee")
+    return "" if fee is None else f", paid ${float(fee):,.2f} upfront"
+
+
 def view_line(view: dict | None) -> str | None:
     """The status view's line for a request's wait item (run_store.save_wait), whatever its phase."""
     if not view:
@@ -207,7 +226,7 @@ def view_line(view: dict | None) -> str | None:
         return (
             f"holds Capacity Block {view.get('capacity_reservation_id')} ({view.get('instance_count')} x "
             f"{view.get('instance_type')} in {view.get('availability_zone')}) from {view.get('start')} to "
-            f"{view.get('end')}; {view.get('execution')} launches into it at its start"
+            f"{view.get('end')}{_paid(view)}; {view.get('execution')} launches into it at its start"
         )
     if phase == "capacity-block-payment":  # bought; EC2 still processes the upfront payment
         return (
@@ -230,8 +249,12 @@ def view_line(view: dict | None) -> str | None:
     if phase == "capacity-block-in-use":
         return (
             f"runs in Capacity Block {view.get('capacity_reservation_id')} ({view.get('availability_zone')}) until "
-            f"{view.get('end')}; its teardown is asked an hour before, and EC2 ends what still runs 30 minutes before"
+            f"{view.get('end')}{_paid(view)}; its teardown is asked an hour before, and EC2 ends what still runs 30 minutes before"
         )
+    if phase == TRYING_PHASE:
+        return trying_line(view)
+    if phase == ENDED_PHASE:  # the run that bought a Capacity Block ended without it in use
+        return ended_line(view)
     if phase == "failed":
         return (
             f"the wait for capacity ended: {view.get('execution')} failed ({view.get('error')}) after {tries} "
