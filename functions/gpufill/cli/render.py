@@ -90,7 +90,7 @@ QUIET_STATES |= {"IsBlockTriedAgain", "PauseForBlock"}
 
 
 # The states that wait on a person, and what each approval is about.
-APPROVAL_STATES = {"AwaitTeardownApproval": "teardown", "AwaitPurchaseApproval": "purchase"}
+KIND_OF_APPROVAL_STATE = {"AwaitTeardownApproval": "teardown", "AwaitPurchaseApproval": "purchase"}
 
 
 def _json_or_empty(text: str | None) -> dict:
@@ -135,8 +135,8 @@ class Progress:
 
     def waiting(self, state: str | None, since: datetime) -> None:
         """A long wait: what is being waited for, and since when; for an approval, who answers and how."""
-        if state in APPROVAL_STATES:
-            self._line(f"    still waiting for an answer to the {APPROVAL_STATES[state]} approval (gpufill approve|reject), "
+        if state in KIND_OF_APPROVAL_STATE:
+            self._line(f"    still waiting for an answer to the {KIND_OF_APPROVAL_STATE[state]} approval (gpufill approve|reject), "
                        f"since {since:%H:%M:%S %Z}")
             self._ask(state)
             return
@@ -170,7 +170,7 @@ class Progress:
                 self._line(f"    asking {length} region(s) for Capacity Block offerings in parallel")
             else:
                 self._line(f"    scoring {length} region(s) in parallel")
-        elif kind == "TaskSubmitted" and self.entered in APPROVAL_STATES:
+        elif kind == "TaskSubmitted" and self.entered in KIND_OF_APPROVAL_STATE:
             payload = (_json_or_empty(_details(event, "taskSubmittedEventDetails").get("output")).get("Payload") or {})
             self.deadline = payload.get("deadline") if isinstance(payload, dict) else None
             if self.entered == "AwaitTeardownApproval":
@@ -191,7 +191,7 @@ class Progress:
         """Who is asked, until when, and the exact commands that answer (when the deployment is known)."""
         if self.asking is None or self.execution is None:
             return
-        kind = APPROVAL_STATES[state]
+        kind = KIND_OF_APPROVAL_STATE[state]
         found = self.asking(f"{kind}:{self.execution}")
         self._line(f"    asked: {found['who']}; until {self.deadline or 'its deadline'} (then it expires: "
                    + ("nothing is bought)" if kind == "purchase" else "nothing is terminated)"))
