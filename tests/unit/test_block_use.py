@@ -235,3 +235,15 @@ def test_a_result_after_a_purchase_names_the_block_as_paid_and_one_without_says_
     run = Run(batch=2, remaining=0, launched=0, capacity_block={**HELD, "launch_at": "2026-12-06T11:31:00Z"})
     assert fill_result(request(), run, [], "FULFILLED")["capacity_block"] == {**HELD, "paid": True}
     assert "capacity_block" not in fill_result(request(), run.model_copy(update={"capacity_block": None}), [], "FULFILLED")
+
+
+def test_every_end_names_the_block_and_who_approved_buying_it():
+    from gpufill.policy.block_use import summary
+
+    held = {"capacity_reservation_id": "cr-1", "region": "us-east-2", "availability_zone": "us-east-2a",
+            "instance_type": "p5.48xlarge", "instance_count": 2, "start": "2026-12-06T11:30:00Z",
+            "end": "2026-12-07T11:30:00Z", "upfront_fee": 1390.0, "launch_at": "2026-12-06T11:31:00Z", "payment": "paid"}
+    assert summary(held) == {**{k: v for k, v in held.items() if k not in ("launch_at", "payment")}, "paid": True}
+    approved = {"approved_by": "arn:aws:sts::123456789012:assumed-role/Approvers/bea", "approved_at": "2026-12-04T21:50:12Z",
+                "approval_reason": "planned"}
+    assert summary({**held, **approved}) == {**summary(held), **approved}

@@ -44,10 +44,11 @@ def handler(event: dict, context: LambdaContext) -> dict:
             metrics.add_metric(name="CapacityBlocksBought", unit="Count", value=1)
     held = {**_held(reservation, offering), "upfront_fee": offering["upfront_fee"]}
     paid = policy.payment(reservation.get("State"))
-    approved = {k: (step.approval or {}).get(k) for k in ("approver", "decided_at", "reason")}
     # The run's result names who approved the spend (capacity_block.approved_by), not only the table.
+    approved = {name: (step.approval or {}).get(key) for name, key in
+                (("approved_by", "approver"), ("approved_at", "decided_at"), ("approval_reason", "reason"))}
     result = {**held, "launch_at": launch_at(offering["start"]), "payment": paid,
-              "approved_by": approved["approver"], "approved_at": approved["decided_at"], "approval_reason": approved["reason"]}
+              **({k: v for k, v in approved.items() if v is not None})}
     if paid == "failed":
         kept = [{"instance_id": i.instance_id, "region": i.region} for i in (step.run.instances if step.run else [])]
         result["cause"] = policy.purchase_failed_cause(held, request_id=step.request.request_id, kept=kept)

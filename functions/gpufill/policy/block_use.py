@@ -64,7 +64,9 @@ def next_try(now: datetime, tries: int, held: dict) -> int | None:
 def summary(held: dict) -> dict:
     """The block as every end shows it (`capacity_block` in the result and in a failure's cause)."""
     shown = {k: held[k] for k in ("capacity_reservation_id", "region", "availability_zone", "instance_type",
-                                  "instance_count", "start", "end", "upfront_fee") if k in held}
+                                  "instance_count", "start", "end", "upfront_fee",
+                                  # who approved the spend, as AWS authenticated them (AnswerApproval)
+                                  "approved_by", "approved_at", "approval_reason") if k in held}
     return {**shown, "paid": True}
 
 
