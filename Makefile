@@ -21,6 +21,10 @@ demo: $(PY_STAMP) $(NODE_STAMP)
 # so a module's simulated account is built once; the longest modules are handed out first
 # (tests/module_costs.json, see docs/testing.md) so that no worker is left running one alone.
 PYTEST_PARALLEL ?= -n auto --dist loadscope
+# pytest keeps each test module's rewritten bytecode in __pycache__, so a worker that starts
+# reads it instead of rewriting every assert again (6 s of each worker's start, measured); an
+# environment that forbids bytecode files would take that away.
+unexport PYTHONDONTWRITEBYTECODE
 
 test: setup lint-asl lint
 	$(PY) -m pytest -m "not slow" $(PYTEST_PARALLEL)
