@@ -63,6 +63,15 @@ def deploy_app(
     for group in home.schedule_groups:
         client("scheduler").create_schedule_group(Name=group.name)
     code = {"ZipFile": _stub_zip()}
+    # A dynamic reference is resolved once per deployment, as CloudFormation does in one stack
+    # operation: every function names the same Powertools layer parameter.
+    resolved: dict[str, str] = {}
+
+    def layer_arn(reference: str) -> str:
+        if reference not in resolved:
+            resolved[reference] = _dynamic(client, reference)
+        return resolved[reference]
+
     for function in home.functions.values():
         client("lambda").create_function(
             FunctionName=function.name,
@@ -74,7 +83,7 @@ def deploy_app(
             MemorySize=function.memory_mb,
             Timeout=function.timeout_seconds,
             Environment={"Variables": function.environment},
-            Layers=[_dynamic(client, layer) for layer in function.layers],
+            Layers=[layer_arn(layer) for layer in function.layers],
         )
     for number, permission in enumerate(home.permissions):
         client("lambda").add_permission(
