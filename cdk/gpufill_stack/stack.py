@@ -75,17 +75,22 @@ class GpufillStack(Stack):
         workflow = Workflow(self, "Workflow", env=settings.env, functions=functions.functions)
 
         arn = workflow.state_machine.state_machine_arn
+
+        def outside_the_workflow(construct_id: str, tasks, specs) -> Functions:
+            """Functions that start or answer the state machine rather than run in it."""
+            return Functions(
+                self,
+                construct_id,
+                env=settings.env,
+                powertools_layer_version=settings.powertools_layer_version,
+                resources=replace(resources, state_machine_arn=arn),
+                environment={**environment, constants.ENV_STATE_MACHINE_ARN: arn},
+                tasks=tasks,
+                specs=specs,
+            )
+
         # maintain: StartRefill (outside the state machine, which it starts) and the rules that invoke it.
-        event_functions = Functions(
-            self,
-            "EventFunctions",
-            env=settings.env,
-            powertools_layer_version=settings.powertools_layer_version,
-            resources=replace(resources, state_machine_arn=arn),
-            environment={**environment, constants.ENV_STATE_MACHINE_ARN: arn},
-            tasks=constants.EVENT_FUNCTIONS,
-            specs=EVENT_TASKS,
-        )
+        event_functions = outside_the_workflow("EventFunctions", constants.EVENT_FUNCTIONS, EVENT_TASKS)
         self.approval_answers = ApprovalAnswers(
             self,
             "ApprovalAnswers",
@@ -96,16 +101,7 @@ class GpufillStack(Stack):
         self.interruption_rules = InterruptionRules(
             self, "InterruptionRules", env=settings.env, start_refill=event_functions.functions["StartRefill"]
         )
-        sweep_functions = Functions(
-            self,
-            "SweepFunctions",
-            env=settings.env,
-            powertools_layer_version=settings.powertools_layer_version,
-            resources=replace(resources, state_machine_arn=arn),
-            environment={**environment, constants.ENV_STATE_MACHINE_ARN: arn},
-            tasks=constants.SWEEP_FUNCTIONS,
-            specs=SWEEP_TASKS,
-        )
+        sweep_functions = outside_the_workflow("SweepFunctions", constants.SWEEP_FUNCTIONS, SWEEP_TASKS)
         if settings.sweep_every_minutes is not None:
             Sweep(
                 self,
