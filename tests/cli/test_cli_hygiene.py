@@ -275,3 +275,12 @@ def test_a_reserved_name_is_refused_before_anything_starts(capsys, name, reserve
     assert main(["run", PROVISION, "--name", name, "--yes", "--region", "us-east-1", "--endpoint-url", "http://127.0.0.1:9"]) == 2
     err = capsys.readouterr().err
     assert "(execution name)" in err and reserved in err and "Nothing was started" in err
+
+
+def test_a_successful_run_shows_no_metric_line(capsys):
+    # ReportResult and LaunchBatch emit one-off metrics with their own dimensions (single_metric),
+    # which Powertools prints itself: on the local engine they are kept with the run's metrics.
+    assert main(["simulate", PROVISION, "--market", PLENTY]) == 0
+    captured = capsys.readouterr()
+    assert "FULFILLED" in captured.out
+    assert '"_aws"' not in captured.out + captured.err

@@ -19,9 +19,17 @@ class EmbeddedMetrics:
         self._lock = threading.Lock()
 
     def patches(self):
+        from contextlib import ExitStack
+
+        from aws_lambda_powertools.metrics import base
         from aws_lambda_powertools.metrics.provider.cloudwatch_emf import cloudwatch
 
-        return mock.patch.object(cloudwatch, "print", self._keep, create=True)
+        # A handler's metrics (log_metrics) print from the provider; a one-off metric with its own
+        # dimensions (single_metric) prints from the base module: both are kept, never on stdout.
+        stack = ExitStack()
+        stack.enter_context(mock.patch.object(cloudwatch, "print", self._keep, create=True))
+        stack.enter_context(mock.patch.object(base, "print", self._keep, create=True))
+        return stack
 
     def _keep(self, text: str = "", *args, **kwargs) -> None:
         try:
