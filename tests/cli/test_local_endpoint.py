@@ -316,3 +316,34 @@ def test_local_clock_advance_lets_a_lifetime_pass_and_its_teardown_is_asked(endp
 def test_local_clock_refuses_what_is_not_a_duration(endpoint, capsys, args, problem):
     assert main(["local", "clock", *args, "--endpoint-url", endpoint.url]) == 2
     assert problem in capsys.readouterr().err
+
+
+def test_the_start_of_an_id_stands_for_it_in_every_verb_and_an_ambiguous_one_lists_them(endpoint, deployment, capsys):
+    assert main(["run", PROVISION, "--name", "pfx-alpha-20261202", "--watch", "--json", "--yes", *deployment]) == 0
+    launched = [i["instance_id"] for i in json.loads(capsys.readouterr().out)["execution"]["output"]["instances"]]
+    assert main(["run", str(EXAMPLES / "requests/plan.json"), "--name", "pfx-beta", "--watch", "--json", *deployment]) == 0
+    capsys.readouterr()
+    before = executions(endpoint)
+    for verb in (["status", "pfx-"], ["watch", "pfx-"], ["teardown", "pfx-"]):
+        assert main([*verb, *deployment]) == 2, verb
+        assert "'pfx-' is the start of 2 " in capsys.readouterr().err
+    assert executions(endpoint) == before
+
+    assert main(["status", "pfx-al", "--json", *deployment]) == 0
+    assert {i["request_id"] for i in json.loads(capsys.readouterr().out)["instances"]} == {"pfx-alpha-20261202"}
+    assert main(["watch", "pfx-b", *deployment]) == 0 and "Plan:" in capsys.readouterr().out
+    assert main(["connect", launched[0][:9], "--json", *deployment]) in (0, 1)
+    assert json.loads(capsys.readouterr().out)["instance_id"] == launched[0]
+
+    # A teardown of one instance by the start of its id, answered by the start of the teardown's name.
+    assert main(["teardown", "--instances", launched[1][:8], "--json", *deployment]) == 0
+    started = json.loads(capsys.readouterr().out)
+    assert [i["instance_id"] for i in started["asks"]] == [launched[1]]
+    assert main(["reject", started["execution"]["name"][:-4], "--reason", "kept", *deployment]) == 0
+    assert f"rejected teardown {started['execution']['name']}" in capsys.readouterr().out
+    # A teardown by the start of the request id; its approval then answered by that start too.
+    assert main(["teardown", "pfx-al", "--json", *deployment]) == 0
+    name = json.loads(capsys.readouterr().out)["execution"]["name"]
+    assert name.startswith("teardown-pfx-alpha-20261202-")
+    assert main(["reject", "pfx-alp", "--json", *deployment]) == 0
+    assert json.loads(capsys.readouterr().out)["execution"] == name

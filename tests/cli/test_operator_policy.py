@@ -49,6 +49,7 @@ def approval(key: str) -> dict:
 CLI_CALLS = [
     check("cloudformation:DescribeStacks", f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/gpufill-dev/0a1b2c3d"),
     check("states:StartExecution", MACHINE),
+    check("states:ListExecutions", MACHINE),  # an id given by its start
     check("states:DescribeExecution", EXECUTION),
     check("states:GetExecutionHistory", EXECUTION),
     check("dynamodb:Query", f"{TABLE}/index/by-request"),

@@ -57,6 +57,7 @@ def connect_verb(args: argparse.Namespace) -> int:
     if not 1 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port number (1-65535)")
     deployment = aws.find(args)
+    args.instance_id = _instance_id(deployment, args.instance_id)
     region = instance_region(deployment, args.instance_id)
     command = port_forward_command(region, args.instance_id, args.port)
     missing = [tool for tool in ("aws", PLUGIN) if shutil.which(tool) is None]
@@ -109,6 +110,13 @@ def _say_when_ready(port: int, forward: subprocess.Popen) -> None:
 
 
 @aws.aws_errors("find the instance")
+@aws.aws_errors("look the instance up")
+def _instance_id(deployment: aws.Deployment, given: str) -> str:
+    from gpufill.cli import ids
+
+    return ids.instance_ids(deployment, [given])[0]
+
+
 def instance_region(deployment: aws.Deployment, instance_id: str) -> str:
     """The instance's region, from the deployment's record of it."""
     item = deployment.table().get_item(Key={constants.INSTANCES_TABLE_KEY: instance_id}).get("Item")

@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from gpufill.cli import aws, confirm, request_flags
+from gpufill.cli import aws, confirm, ids, request_flags
 from gpufill.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -88,7 +88,7 @@ def run_verb(args: argparse.Namespace) -> int:
 
 def watch_verb(args: argparse.Namespace) -> int:
     deployment = aws.find(args)
-    arn = deployment.execution_arn(args.execution)
+    arn = deployment.execution_arn(_execution_name(deployment, args.execution))
     view = follow(deployment, arn, header=f"gpufill watch {arn.rsplit(':', 1)[-1]} on {deployment.env}", quiet=args.json)
     return report(view, args.json)
 
@@ -149,6 +149,11 @@ def _source(args: argparse.Namespace) -> str:
     if args.request is None:
         return "the request from the flags"
     return f"request file {args.request}" + (" with the flags" if request_flags.given(args) else "")
+
+
+@aws.aws_errors("find the execution")
+def _execution_name(deployment: aws.Deployment, given: str) -> str:
+    return ids.execution_name(deployment, given)
 
 
 @aws.aws_errors("follow the execution")

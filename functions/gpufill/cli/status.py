@@ -6,7 +6,7 @@ import argparse
 import json
 from datetime import UTC, datetime
 
-from gpufill.cli import aws
+from gpufill.cli import aws, ids
 from gpufill.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -43,11 +43,13 @@ def add_parser(verbs) -> None:
 def status_verb(args: argparse.Namespace) -> int:
     if args.request_id is not None:
         check_name(args.request_id, "REQUEST_ID")
+    check_request({"action": "status", **({"request_id": args.request_id} if args.request_id else {})}, "the status request")
+    deployment = aws.find(args)
+    if args.request_id:
+        args.request_id = _request_id(deployment, args.request_id)
     request = {"action": "status"}
     if args.request_id:
         request["request_id"] = args.request_id
-    check_request(request, "the status request")
-    deployment = aws.find(args)
     arn = aws.start_execution(deployment, request, fresh_name("status"))
     view = _finish(deployment, arn)
     if view.status != "SUCCEEDED":
@@ -241,6 +243,11 @@ def render_pending(pending: list[dict] | None) -> list[str]:
             f"    {p['reject']}",
         ]
     return lines
+
+
+@aws.aws_errors("look the request up")
+def _request_id(deployment: aws.Deployment, given: str) -> str:
+    return ids.request_id(deployment, given)
 
 
 @aws.aws_errors("run the status action")

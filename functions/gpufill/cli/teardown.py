@@ -9,7 +9,7 @@ import shlex
 import sys
 
 from gpufill import constants
-from gpufill.cli import aws
+from gpufill.cli import aws, ids
 from gpufill.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -81,9 +81,15 @@ def teardown_verb(args: argparse.Namespace) -> int:
         request["instance_ids"] = args.instances
     else:
         request["request_id"] = check_name(args.request_id, "REQUEST_ID")
-    name = fresh_name("teardown-" + (args.request_id or ("all" if args.all else "instances")))
-    check_request(request, "the teardown request")
+    if not all(ids.INSTANCE_ID_START.fullmatch(i) for i in args.instances or []):
+        check_request(request, "the teardown request")  # what no prefix can mend is refused before any AWS call
     deployment = aws.find(args)
+    if args.request_id:
+        request["request_id"] = args.request_id = _resolved(ids.request_id, deployment, args.request_id)
+    elif args.instances:
+        request["instance_ids"] = _resolved(ids.instance_ids, deployment, args.instances)
+    check_request(request, "the teardown request")
+    name = fresh_name("teardown-" + (args.request_id or ("all" if args.all else "instances")))
     if args.request_id:
         check_known_request(deployment, args.request_id)
     arn = aws.start_execution(deployment, request, name)
@@ -118,6 +124,11 @@ def teardown_verb(args: argparse.Namespace) -> int:
         print("Following it until it is answered or expires (Ctrl-C stops only the following):")
     described, history = _follow(deployment, arn, progress, until_asked=False, after=history)
     return report(ExecutionView.from_aws(described, history), args.json)
+
+
+@aws.aws_errors("look the ids up")
+def _resolved(resolve, deployment: aws.Deployment, given):
+    return resolve(deployment, given)
 
 
 @aws.aws_errors("look the request up")
@@ -234,7 +245,7 @@ def answer_verb(args: argparse.Namespace) -> int:
     try:
         table = session.resource("dynamodb", endpoint_url=args.endpoint_url).Table(approve.table_name(env))
         sfn = session.client("stepfunctions", endpoint_url=args.endpoint_url)
-        item = approve.find(args.execution, table)
+        item = _find_approval(args.execution, table)
         name = item["execution_name"]
         approve.refuse_if_settled(name, item, _now(), sfn)  # answered or expired: said here, nothing sent
         done, answered_at = _send_answer(args, env, session, item, reason, sfn=sfn, table=table)
@@ -268,6 +279,24 @@ def answer_verb(args: argparse.Namespace) -> int:
     for line in answered_lines(done, follow):
         print(line)
     return EXIT_OK
+
+
+def _find_approval(given: str, table) -> dict:
+    """The approval `given` names exactly (approve.find), else the one whose id, execution name or
+    request `given` is a unique start of (ids.approval_ref)."""
+    from gpufill import approve
+    from gpufill.adapters import approvals
+
+    try:
+        return approve.find(given, table)
+    # AlreadyDecided from find: nothing has the name, and a teardown of the whole deployment waits.
+    except (approve.NoPendingApproval, approve.AlreadyDecided):
+        if approve.parse_execution(given).region:  # an ARN is whole or wrong
+            raise
+        resolved = ids.approval_ref(given, approvals.all_items(table), _now())
+        if resolved is None:
+            raise
+        return approve.find(resolved, table)
 
 
 def answered_lines(done, follow: str) -> list[str]:
