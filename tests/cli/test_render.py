@@ -153,3 +153,27 @@ def test_a_failed_block_payment_names_the_block():
     text = render_summary(view).splitlines()
     assert text[1] == "FAILED with PURCHASE_FAILED"
     assert text[3] == "  block: cr-0123456789abcdef0 in us-east-2a, 2026-12-06T11:30:00Z to 2026-12-07T11:30:00Z, $1,390.00, payment failed"
+
+
+def test_no_capacity_block_lists_each_offering_with_why_and_the_regions_that_did_not_answer():
+    from datetime import UTC, datetime, timedelta
+
+    from gpufill.policy import capacity_blocks as policy
+
+    start = datetime(2026, 12, 6, 11, 30, tzinfo=UTC)
+    ask = policy.Ask(("p5.48xlarge",), ("us-east-2",), 2, 24, start - timedelta(days=1), start + timedelta(days=7), 1000.0)
+    offers = [policy.Offering(f"cbr-{n:02d}", "us-east-2", "us-east-2a", "p5.48xlarge", 2, start + timedelta(days=n % 7),
+                              start + timedelta(days=n % 7, hours=24), 24, 1390.0 + n) for n in range(13)]
+    cause = policy.no_capacity_block_cause(policy.choose(offers, ask), ask, request_id="r1",
+                                          regions_failed={"us-west-2": "UnauthorizedOperation"})
+    view = ExecutionView.from_aws({"name": "r1", "executionArn": "arn", "status": "FAILED", "error": "NO_CAPACITY_BLOCK",
+                                   "cause": cause}, [])
+    text = render_summary(view).splitlines()
+    assert text[1] == "FAILED with NO_CAPACITY_BLOCK" and "each one's reason is listed" in text[2]
+    listed = [line for line in text if line.startswith("  - ")]
+    assert len(listed) == 10
+    assert listed[0] == ("  -   $1,390.00  2 x p5.48xlarge in us-east-2a, 2026-12-06T11:30:00Z to 2026-12-07T11:30:00Z: "
+                         "upfront fee $1,390.00 is above max_upfront_usd $1,000.00")
+    assert "  ... and 3 more (see --json)" in text
+    assert "  regions that did not answer (their offerings are not counted): us-west-2 (UnauthorizedOperation)" in text
+    assert text.index("  ... and 3 more (see --json)") < next(i for i, line in enumerate(text) if line.startswith("  hint:"))

@@ -441,6 +441,8 @@ def render_summary(execution: Any) -> str:
                 b = cause["capacity_block"]
                 lines.append(f"  block: {b['capacity_reservation_id']} in {b['availability_zone']}, {b['start']} to {b['end']}, "
                              f"${b['upfront_fee']:,.2f}, payment failed")
+            if execution.error == NO_CAPACITY_BLOCK:
+                lines += render_offerings(cause)
             if execution.error == "CAPACITY_WAIT_EXPIRED" and cause.get("instances"):
                 lines.append(f"  kept ({len(cause['instances'])} running):")
                 lines += [f"    {i['instance_id']}  {i['pool']}" for i in cause["instances"]]
@@ -462,6 +464,31 @@ def render_summary(execution: Any) -> str:
             f"EC2 calls {json.dumps(m['ec2_calls'])}, modelled time {m['modelled_seconds']:.1f} s"
         )
     return "\n".join(lines)
+
+
+NO_CAPACITY_BLOCK = "NO_CAPACITY_BLOCK"
+OFFERINGS_SHOWN = 10  # a NO_CAPACITY_BLOCK cause's offerings in text; --json has every one the cause lists
+
+
+def render_offerings(cause: dict) -> list[str]:
+    """NO_CAPACITY_BLOCK's offerings, each with why it was refused, and the regions that did not answer
+    (whose offerings nobody saw)."""
+    offered = [o for o in cause.get("offered") or [] if isinstance(o, dict)]
+    lines = []
+    for o in offered[:OFFERINGS_SHOWN]:
+        fee = f"${o['upfront_fee']:,.2f}" if isinstance(o.get("upfront_fee"), int | float) else "fee unknown"
+        lines.append(
+            f"  - {fee:>11}  {o.get('instance_count', '?')} x {o.get('instance_type', '?')} in {o.get('availability_zone', '?')}, "
+            f"{o.get('start', '?')} to {o.get('end', '?')}: {o.get('why_not') or 'not picked'}"
+        )
+    more = len(offered) - len(lines) + int(cause.get("offered_not_listed") or 0)
+    if more > 0:
+        lines.append(f"  ... and {more} more (see --json)")
+    silent = cause.get("regions_not_answering") or {}
+    if isinstance(silent, dict) and silent:
+        lines.append("  regions that did not answer (their offerings are not counted): "
+                     + "; ".join(f"{region} ({error})" for region, error in sorted(silent.items())))
+    return lines
 
 
 def serving_note(instance: dict) -> str:
