@@ -55,6 +55,9 @@ def test_a_pending_purchase_is_shown_with_its_commands_and_approve_buys_it(deplo
     out = capsys.readouterr().out
     assert f"asked: the subscribers of gpufill-approvals-local; until {pending['deadline']}" in out
     assert f"approve: gpufill approve purchase:{pending['execution']} --env local --region us-east-1" in out
+    instances = out.split("\nInstances\n")[1]  # in their block, not On-Demand; the fee once, on the block's line
+    assert instances.count(" capacity-block in cr-") == 2 and "on-demand" not in instances
+    assert instances.count("$1,390.00") == 1 and "$0.0000/h in all" in instances
     assert main(["watch", pending["execution"], "--json", *deployment]) == 0  # the same run, as one document
     output = json.loads(capsys.readouterr().out)["execution"]["output"]
     assert output["status"] == "FULFILLED"
@@ -70,8 +73,11 @@ def test_a_pending_purchase_is_shown_with_its_commands_and_approve_buys_it(deplo
     block = output["capacity_block"]["capacity_reservation_id"]
     assert line["spent"] == 1390.0 and line["hourly_cost"] == 0.0
     assert line["capacity_blocks"] == [{"capacity_reservation_id": block, "upfront_fee": 1390.0}]
-    assert main(["status", "cb-cli", *deployment]) == 0
-    assert f"Capacity Block {block}: $1,390.00 paid upfront (non-refundable)" in capsys.readouterr().out
+    assert main(["status", "cb-cli", "--instances", *deployment]) == 0
+    out = capsys.readouterr().out
+    assert f"Capacity Block {block}: $1,390.00 paid upfront (non-refundable)" in out
+    assert out.count(" capacity-block running ") == 2
+    assert f"  Capacity Block {block}: $1,390.00 paid upfront for its 2 instance(s) shown" in out
 
 
 def test_simulate_asks_how_the_purchase_approval_is_answered(capsys):

@@ -177,3 +177,32 @@ def test_no_capacity_block_lists_each_offering_with_why_and_the_regions_that_did
     assert "  ... and 3 more (see --json)" in text
     assert "  regions that did not answer (their offerings are not counted): us-west-2 (UnauthorizedOperation)" in text
     assert text.index("  ... and 3 more (see --json)") < next(i for i, line in enumerate(text) if line.startswith("  hint:"))
+
+
+BLOCK_INSTANCE = {"instance_id": "i-0123456789abcdef0", "region": "us-east-2", "availability_zone": "us-east-2b",
+                  "instance_type": "p5.48xlarge", "market": "on-demand", "hourly_price": 20.9127, "state": "running",
+                  "capacity_reservation_id": "cr-0123456789abcdef0", "capacity_block_fee": 1390.0}
+
+
+def test_capacity_block_instances_show_their_market_and_block_and_the_fee_once():
+    from gpufill.cli.render import render_status
+
+    second = {**BLOCK_INSTANCE, "instance_id": "i-0123456789abcdef1"}
+    attempt = {"number": 1, "region": "us-east-2", "availability_zone": "us-east-2b", "instance_type": "p5.48xlarge",
+               "market": "on-demand", "batch": 2, "launched": 2, "outcome": "launched",
+               "capacity_reservation_id": "cr-0123456789abcdef0"}
+    block = {"capacity_reservation_id": "cr-0123456789abcdef0", "availability_zone": "us-east-2b", "start": "S", "end": "E",
+             "upfront_fee": 1390.0}
+    output = {"status": "FULFILLED", "launched": 2, "requested": 2, "hourly_cost": 0.0, "instances": [BLOCK_INSTANCE, second],
+              "attempts": [attempt], "capacity_block": block}
+    text = render_summary(ExecutionView.from_aws({"name": "r1", "executionArn": "arn", "status": "SUCCEEDED",
+                                                  "output": json.dumps(output)}, []))
+    assert "    1  capacity-block us-east-2b       p5.48xlarge       2    2  launched" in text
+    assert "  i-0123456789abcdef0  us-east-2b       p5.48xlarge   capacity-block in cr-0123456789abcdef0" in text
+    assert "on-demand" not in text and text.count("$1,390.00") == 1
+
+    rows = render_status({"instances": [{**i, "request_id": "r1", "finding": "ok"} for i in (BLOCK_INSTANCE, second)],
+                          "regions": ["us-east-2"]})
+    assert sum("capacity-block running          block" in line for line in rows) == 2
+    assert [line for line in rows if "$1,390.00" in line] == [
+        "  Capacity Block cr-0123456789abcdef0: $1,390.00 paid upfront for its 2 instance(s) shown (non-refundable; $/h 0 while it lasts)"]

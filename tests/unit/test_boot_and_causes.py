@@ -177,3 +177,11 @@ def test_the_hourly_cost_after_boot_adds_the_known_prices_of_the_instances_kept(
     run = Run(batch=3, remaining=0, launched=3, instances=kept)
     settled = boot.settle(run, {instance(3).instance_id: {"state": "terminated", "private_ip": None}})
     assert (settled.hourly_cost, settled.launched, settled.remaining) == (0.1235, 2, 1)
+
+
+def test_an_instance_in_a_capacity_block_costs_nothing_by_the_hour_its_block_was_paid_upfront():
+    block = instance(2, capacity_reservation_id="cr-0123456789abcdef0", capacity_block_fee=1390.0)
+    assert boot.hourly_cost([instance(1), block]) == 0.5
+    run = Run(batch=2, remaining=0, launched=2, instances=[instance(1), block])
+    settled = boot.settle(run, {i.instance_id: {"state": "running", "private_ip": None} for i in run.instances})
+    assert settled.hourly_cost == 0.5

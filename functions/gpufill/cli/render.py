@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
-from gpufill.constants import PURCHASE_FAILED
+from gpufill.constants import CAPACITY_BLOCK_TYPE, PURCHASE_FAILED
 
 
 @dataclass
@@ -112,8 +112,32 @@ def _state_output(event: dict) -> dict:
         return {}
 
 
-def pool_label(item: dict) -> str:
-    return f"{item['market']:<9} {item['availability_zone']:<16} {item['instance_type']}"
+def pool_label(item: dict, blocks: frozenset[str] = frozenset()) -> str:
+    return f"{market_label(item, blocks):<9} {item['availability_zone']:<16} {item['instance_type']}"
+
+
+def market_label(item: dict, blocks: frozenset[str] = frozenset()) -> str:
+    """An instance's or attempt's market as a person reads it: `capacity-block` for one in a Capacity
+    Block (it carries its block's fee, or launched into one of `blocks`, the run's bought blocks),
+    which EC2 bills as neither spot nor On-Demand, though the launch record says on-demand."""
+    if block_of(item, blocks):
+        return CAPACITY_BLOCK_TYPE
+    return item.get("market") or "-"
+
+
+def block_of(item: dict, blocks: frozenset[str] = frozenset()) -> str | None:
+    """The Capacity Block `item` runs in (its reservation id), None when it is in none."""
+    reservation = item.get("capacity_reservation_id")
+    if reservation and (isinstance(item.get("capacity_block_fee"), int | float) or reservation in blocks):
+        return reservation
+    return None
+
+
+def run_blocks(run: dict | None) -> frozenset[str]:
+    """The Capacity Block a run bought, as a set for market_label."""
+    block = (run or {}).get("capacity_block")
+    reservation = block.get("capacity_reservation_id") if isinstance(block, dict) else None
+    return frozenset([reservation]) if reservation else frozenset()
 
 
 class Progress:
@@ -265,12 +289,12 @@ class Progress:
             self._line(f"  > {name:<14} CreateFleet in {attempts[0]['region']} for {attempts[0]['batch']}: launched {got}")
             for a in attempts:
                 answer = f"launched {a['launched']}" if a["outcome"] == "launched" else f"{a['outcome']} ({a.get('reason')})"
-                self._line(f"      {pool_label(a)}  -> {answer}")
+                self._line(f"      {pool_label(a, run_blocks(run))}  -> {answer}")
         elif name in ("LaunchBatch", "PrepareRegion"):
             # One line per launch call the step made; PrepareRegion also says what it fixed.
             for a in step_attempts(run):
                 answer = f"launched {a['launched']}" if a["outcome"] == "launched" else f"{a['outcome']} ({a.get('reason')})"
-                self._line(f"  > {name:<14} {pool_label(a)}  batch {a['batch']:>3} -> {answer}")
+                self._line(f"  > {name:<14} {pool_label(a, run_blocks(run))}  batch {a['batch']:>3} -> {answer}")
             launch = run.get("launch") or {}
             if name == "PrepareRegion" and run.get("next") == "launch" and launch:
                 self._line(
@@ -349,12 +373,12 @@ def render_regions(plan: dict) -> list[str]:
     return lines
 
 
-def render_attempts(attempts: list[dict]) -> list[str]:
+def render_attempts(attempts: list[dict], blocks: frozenset[str] = frozenset()) -> list[str]:
     lines = ["Attempts", f"  {'#':>3}  {'market':<9} {'zone':<16} {'type':<13} {'batch':>5} {'got':>4}  outcome"]
     for n, a in enumerate(attempts, 1):
         reason = f" ({a['reason']})" if a.get("reason") else ""
         lines.append(
-            f"  {n:>3}  {a['market']:<9} {a['availability_zone']:<16} {a['instance_type']:<13} "
+            f"  {n:>3}  {market_label(a, blocks):<9} {a['availability_zone']:<16} {a['instance_type']:<13} "
             f"{a['batch']:>5} {a['launched']:>4}  {a['outcome']}{reason}"
         )
     return lines
@@ -375,8 +399,9 @@ def render_summary(execution: Any) -> str:
     result = execution.output if execution.status == "SUCCEEDED" else None
     cause = execution.cause if isinstance(execution.cause, dict) else {}
     attempts = (result or {}).get("attempts") or cause.get("attempts")
+    blocks = run_blocks(result) | run_blocks(cause)
     if isinstance(attempts, list) and attempts:
-        lines += render_attempts(attempts) + [""]
+        lines += render_attempts(attempts, blocks) + [""]
     if result and result.get("action") == "teardown":
         lines += render_teardown(result, getattr(execution, "notifications", None) or [])
     elif result and result.get("action") == "status":
@@ -402,8 +427,10 @@ def render_summary(execution: Any) -> str:
         lines.append("Instances")
         for i in result.get("instances", []):
             price = f"${i['hourly_price']:.4f}/h" if i.get("hourly_price") is not None else "price unknown"
+            if block_of(i, blocks):  # paid upfront with its block: the fee is shown once, on the block's line
+                price = f"in {block_of(i, blocks)}"
             lines.append(
-                f"  {i['instance_id']}  {i['availability_zone']:<16} {i['instance_type']:<13} {i['market']:<9} {price}"
+                f"  {i['instance_id']}  {i['availability_zone']:<16} {i['instance_type']:<13} {market_label(i, blocks):<9} {price}"
                 + serving_note(i)
             )
         for i in result.get("lost", []):
@@ -575,15 +602,22 @@ def render_status(result: dict) -> list[str]:
         f"  {'instance':<19}  {'request':<{wide}} {'zone':<16} {'type':<13} {'market':<9} {'state':<13} {'$/h':>8} {'hours':>6}  finding",
     ]
     # ready_timeout: where startup.sh got to on each instance, after its finding.
+    blocks: dict[str, list] = {}  # a Capacity Block's instances: its fee is shown once, below the rows
     for i in result.get("instances", []):
         price = f"{i['hourly_price']:.4f}" if isinstance(i.get("hourly_price"), (int, float)) else "?"
+        if block_of(i):
+            price = "block"
+            blocks.setdefault(block_of(i), []).append(i)
         hours = f"{i['hours_running']:.2f}" if isinstance(i.get("hours_running"), (int, float)) else "-"
         lines.append(
             f"  {i['instance_id']:<19}  {i.get('request_id') or '-':<{wide}} {i.get('availability_zone') or i['region']:<16} "
-            f"{i.get('instance_type') or '-':<13} {i.get('market') or '-':<9} {i['state']:<13} {price:>8} {hours:>6}  {i['finding']}"
+            f"{i.get('instance_type') or '-':<13} {market_label(i):<9} {i['state']:<13} {price:>8} {hours:>6}  {i['finding']}"
             + (f"  startup: {i['startup_step']}" if i.get("startup_step") else "")
             + (f"  expires: {i['expires_at']}" if i.get("expires_at") else "")  # max_lifetime
         )
+    for block, held in blocks.items():
+        lines.append(f"  Capacity Block {block}: ${held[0]['capacity_block_fee']:,.2f} paid upfront for its "
+                     f"{len(held)} instance(s) shown (non-refundable; $/h 0 while it lasts)")
     counts = ", ".join(f"{n} {state}" for state, n in (result.get("counts") or {}).items()) or "none"
     if result.get("waiting"):
         lines += ["", f"Waiting: {result['waiting']}"]

@@ -20,6 +20,12 @@ def port_forward_command(region: str, instance_id: str, port: int = MODEL_SERVER
     )
 
 
+def hourly_cost(instances: list[Instance]) -> float:
+    """What the instances cost by the hour: their prices, but nothing for an instance in a Capacity
+    Block, whose whole price was its block's upfront fee (counted once, on the block)."""
+    return round(sum(i.hourly_price or 0.0 for i in instances if i.capacity_block_fee is None), 4)
+
+
 def settle(run: Run, seen: dict[str, dict]) -> Run:
     """Fold one round of DescribeInstances into the run.
 
@@ -48,7 +54,7 @@ def settle(run: Run, seen: dict[str, dict]) -> Run:
             "lost": lost,
             "launched": len(kept),
             "remaining": run.remaining + (len(run.instances) - len(kept)),
-            "hourly_cost": round(sum(i.hourly_price or 0.0 for i in kept), 4),
+            "hourly_cost": hourly_cost(kept),
             "boot_rounds": rounds,
             "next": "wait" if pending and rounds < MAX_BOOT_ROUNDS else "ready",
         }

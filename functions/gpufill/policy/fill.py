@@ -16,6 +16,7 @@ from __future__ import annotations
 from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Attempt, LaunchResult, Pool, RegionLaunch, Run
 from gpufill.policy import gang
+from gpufill.policy.boot import hourly_cost
 from gpufill.policy.errors import is_rejection, is_stale_ami, not_visible_yet, quota_group, region_unusable
 from gpufill.policy.reservations import room_left
 
@@ -113,7 +114,6 @@ def record(run: Run, pool: Pool, result: LaunchResult) -> Run:
         capacity_reservation_id=pool.capacity_reservation_id,
         note=result.note or (result.message[:MAX_NOTE] if result.message and _explained(result) else None) or pool.note,
     )
-    spent = sum(i.hourly_price or 0.0 for i in result.instances)
     taken = dict(run.reserved_taken)
     for instance in result.instances:
         if instance.capacity_reservation_id:
@@ -126,7 +126,7 @@ def record(run: Run, pool: Pool, result: LaunchResult) -> Run:
             "instances": [*run.instances, *result.instances],
             "launched": run.launched + launched,
             "remaining": run.remaining - launched,
-            "hourly_cost": round(run.hourly_cost + spent, 4),
+            "hourly_cost": round(run.hourly_cost + hourly_cost(result.instances), 4),
         }
     )
 
