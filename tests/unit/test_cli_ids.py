@@ -95,3 +95,61 @@ def test_a_prefix_of_two_pending_approvals_lists_their_ids_and_changes_nothing()
         ids.approval_ref("teardown", APPROVALS + [approval("teardown", "teardown-x-1", {"all": True})], NOW)
     assert refused.value.candidates == ["teardown:teardown-train-20261202T210841450", "teardown:teardown-x-1"]
     assert "nothing changed" in str(refused.value)
+
+
+class _Deployment:
+    """What ids reads of a deployment: its executions (Step Functions) and its table, counted."""
+
+    state_machine_arn = "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-provisioner-dev"
+
+    def __init__(self, executions: list[str], items: list[dict]):
+        self.executions, self.items, self.calls = executions, items, []
+
+    def execution_arn(self, name: str) -> str:
+        return f"arn:aws:states:us-east-1:123456789012:execution:gpufill-provisioner-dev:{name}"
+
+    def client(self, service: str):
+        from botocore.exceptions import ClientError
+
+        deployment = self
+
+        class _Paginator:
+            def paginate(self, **kwargs):
+                deployment.calls.append("ListExecutions")
+                return [{"executions": [{"name": n} for n in deployment.executions]}]
+
+        class _StepFunctions:
+            def describe_execution(self, executionArn):
+                deployment.calls.append("DescribeExecution")
+                if executionArn.rsplit(":", 1)[-1] not in deployment.executions:
+                    raise ClientError({"Error": {"Code": "ExecutionDoesNotExist"}}, "DescribeExecution")
+                return {}
+
+            def get_paginator(self, name):
+                return _Paginator()
+
+        return _StepFunctions()
+
+    def table(self):
+        deployment = self
+
+        class _Table:
+            def scan(self, **kwargs):
+                deployment.calls.append("Scan")
+                return {"Items": deployment.items}
+
+        return _Table()
+
+
+def test_a_whole_request_id_is_taken_without_listing_and_a_start_is_resolved_among_requests_only():
+    deployment = _Deployment(["train-20261202T210841450", "status-20261202T210841450", "train-20261202T210841450-c1"],
+                             [{"instance_id": "i-0123456789abcdef0", "request_id": "old-run"}])
+    assert ids.request_id(deployment, "train-20261202T210841450") == "train-20261202T210841450"
+    assert deployment.calls == ["DescribeExecution"]
+    assert ids.request_id(deployment, "train") == "train-20261202T210841450"  # its continuation is the same request
+    assert ids.request_id(deployment, "st") == "st"  # a status execution is no request: left to the verb
+    assert ids.request_id(deployment, "old") == "old-run"  # known from the records alone
+    assert ids.instance_ids(deployment, ["i-0123"]) == ["i-0123456789abcdef0"]
+    calls = len(deployment.calls)
+    assert ids.instance_ids(deployment, ["i-0123456789abcdef0"]) == ["i-0123456789abcdef0"]
+    assert len(deployment.calls) == calls  # a whole id reads nothing

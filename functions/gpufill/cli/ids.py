@@ -107,7 +107,8 @@ def execution_names(deployment) -> list[str]:
     (ListExecutions keeps closed executions for 90 days)."""
     names: list[str] = []
     pages = deployment.client("stepfunctions").get_paginator("list_executions")
-    for page in pages.paginate(stateMachineArn=deployment.state_machine_arn):
+    # 1,000 a page (ListExecutions' most): a deployment runs a status execution per `gpufill status`.
+    for page in pages.paginate(stateMachineArn=deployment.state_machine_arn, PaginationConfig={"PageSize": 1000}):
         names.extend(e["name"] for e in page.get("executions", []))
     return names
 
