@@ -85,6 +85,7 @@ APPROVALS = [
     ("purch", "purchase:bigrun"),
     ("teardown-ol", "teardown:teardown-old-20261101T000000000"),  # answered: reached, then refused by approve
     ("nope", None),
+    ("train", None),  # a whole request id: what approve found for it stands, even with longer names about
 ])
 def test_an_approval_is_found_by_the_start_of_its_id_execution_or_request(given_, expected):
     assert ids.approval_ref(given_, APPROVALS, NOW) == expected

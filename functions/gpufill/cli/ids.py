@@ -66,12 +66,13 @@ def ambiguous_message(given: str, found: list[str], what: str, nothing: str = "n
 def approval_ref(given: str, items: list[dict], now) -> str | None:
     """The approval id of the one approval `given` starts a name of (its approval id, its execution's
     name, or the request it concerns), among the pending approvals, else among all: so a prefix of an
-    answered one still reaches it and is refused saying what its answer did. None when it starts none.
+    answered one still reaches it and is refused saying what its answer did. None when it starts none,
+    and when `given` is itself a whole name of one (the exact match wins, whatever the verb made of it).
     A prefix of a request two pending approvals concern lists both (as a whole request id does)."""
     from gpufill.policy import answers
 
-    if not given:
-        return None
+    if not given or any(given in _names(i) for i in items):
+        return None  # a whole id, name or request: what the verb found for it stands
     for group in ([i for i in items if answers.is_pending(i, now)], items):
         found = sorted({answers.approval_id(i) for i in group if any(n.startswith(given) for n in _names(i))})
         if len(found) > 1:
