@@ -161,6 +161,9 @@ def test_watch_stopped_says_how_to_follow_again_with_the_same_deployment(monkeyp
 
     monkeypatch.setattr(aws, "wait_for_end", interrupted)
     monkeypatch.setattr(deployment, "client", lambda service: None)
+    from gpufill.cli import ids
+
+    monkeypatch.setattr(ids, "execution_name", lambda deployment, given: given)  # no Step Functions to ask
     assert main(["watch", "my-run", "--env", "local", "--endpoint-url", "http://127.0.0.1:9"]) == 130
     err = capsys.readouterr().err
     assert ("stopped watching; the run goes on. Follow it again: gpufill watch my-run --env local --region us-east-1 "
