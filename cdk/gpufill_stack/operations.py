@@ -184,6 +184,7 @@ class Operations(Construct):
                 left=[
                     self.metric(constants.METRIC_UNTRACKED_INSTANCES, "Maximum", sweep_period).with_(label="untracked instances"),
                     self.metric(constants.METRIC_EXPIRED_INSTANCES, "Maximum", sweep_period).with_(label="past max_lifetime"),
+                    self.metric(constants.METRIC_ENDING_BLOCK_INSTANCES, "Maximum", sweep_period).with_(label="in a Capacity Block ending within the hour"),
                     self.metric(constants.METRIC_STALE_APPROVALS, "Maximum", sweep_period).with_(label="approvals past half their deadline"),
                     self.metric(constants.METRIC_STALE_RUNS, "Maximum", sweep_period).with_(label="ended runs with pending records"),
                 ],
