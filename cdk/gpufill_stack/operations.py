@@ -146,11 +146,13 @@ class Operations(Construct):
                 right=[self.search(constants.METRIC_RUNS_FINISHED, ["outcome"], "provisioning runs by result", hour)],
                 width=12,
             ),
+            # Runs that ended with instances only (ReportResult's TimeToFillSeconds): the state
+            # machine's ExecutionTime would mix in failed runs, rejected purchases and status views.
             cloudwatch.GraphWidget(
-                title="Time to fill (execution time, seconds)",
+                title="Time to fill (runs that ended with instances, seconds)",
                 left=[
-                    state_machine.metric_time(period=hour, statistic="p50", label="median"),
-                    state_machine.metric_time(period=hour, statistic="p90", label="p90"),
+                    self.metric(constants.METRIC_TIME_TO_FILL, "p50", hour).with_(label="median"),
+                    self.metric(constants.METRIC_TIME_TO_FILL, "p90", hour).with_(label="p90"),
                 ],
                 width=12,
             ),

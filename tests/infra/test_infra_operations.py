@@ -105,6 +105,18 @@ def test_the_dashboard_names_only_metrics_the_code_emits(synthesized):
     assert dashboard["Properties"]["DashboardName"] == constants.dashboard_name(synthesized.stack.node.try_get_context("env"))
 
 
+def test_time_to_fill_reads_the_fills_the_result_step_reports_not_every_executions_time(synthesized):
+    """The widget names TimeToFillSeconds, which ReportResult emits only for a run that ended with
+    instances; the state machine's ExecutionTime (every plan, status view and failure) is not on it."""
+    [dashboard] = synthesized.resources("AWS::CloudWatch::Dashboard").values()
+    widgets = json.loads(_text(dashboard["Properties"]["DashboardBody"]).replace("<ref>", "ref"))["widgets"]
+    [widget] = [w for w in widgets if w["properties"].get("title", "").startswith("Time to fill")]
+    named = {m[1] for m in widget["properties"]["metrics"]}
+    assert named == {constants.METRIC_TIME_TO_FILL} and constants.METRIC_TIME_TO_FILL in emitted_metrics()
+    assert "ExecutionTime" not in json.dumps(widgets)
+    assert {m[-1]["stat"] for m in widget["properties"]["metrics"]} == {"p50", "p90"}
+
+
 def test_cloudwatch_and_every_publisher_may_use_the_topic_key(synthesized):
     template = synthesized.json
     [key_id] = [i for i, r in template["Resources"].items() if r["Type"] == "AWS::KMS::Key"]

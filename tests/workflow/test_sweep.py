@@ -86,6 +86,10 @@ def test_an_expired_request_whose_teardown_was_rejected_is_notified_once_and_ask
     with local_account(MARKET) as engine:
         execution = engine.run({"regions": [WEST], "count": 2, "ready_timeout": "PT0S", "max_lifetime": "PT1H"}, name="old")
         ids = sorted(i["instance_id"] for i in execution.output["instances"])
+        # The run ended with its instances: its time to fill is on the dashboard's metric.
+        filled = [d["TimeToFillSeconds"] for d in engine.embedded_metrics.documents if "TimeToFillSeconds" in d]
+        [seconds] = [v for value in filled for v in (value if isinstance(value, list) else [value])]  # EMF may list values
+        assert 0 < seconds < HOUR, filled
         engine.advance(HOUR + MINUTES)
         engine.wait_for_approval("old-expired")  # the request's own teardown, behind the approval
         engine.answer_approval("old-expired", "rejected", approver="ana")
