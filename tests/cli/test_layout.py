@@ -64,3 +64,30 @@ def test_no_test_imports_a_conftest(path):
     (fixtures and module state twice). Shared helpers live in tests/support/."""
     modules = {n.module for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ImportFrom) and n.module}
     assert not {m for m in modules if m.split(".")[-1] == "conftest"}
+
+
+# Code under functions/gpufill/ (not data: the catalog's JSON) has at most this many lines a file:
+# past it, a file holds more than one job and is split along a seam (docs/layout.md says where).
+MAX_LINES = 600
+# Files already past it, each held at its size today: they may shrink, never grow.
+OVER_THE_LIMIT = {"functions/gpufill/cli/render.py": 688, "functions/gpufill/models/request.py": 792}
+
+
+def test_no_file_of_the_package_grows_past_600_lines():
+    sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*")
+             if p.is_file() and p.suffix in (".py", ".mjs", ".sh") and "__pycache__" not in p.parts}  # code, not data
+    over = {path: n for path, n in sizes.items() if n > OVER_THE_LIMIT.get(path, MAX_LINES)}
+    assert not over, f"over {MAX_LINES} lines (split along a seam): {over}"
+    assert all(path in sizes for path in OVER_THE_LIMIT), "a file held at its size is gone: drop it from OVER_THE_LIMIT"
+
+
+def test_every_file_of_the_local_engine_is_on_its_map():
+    """docs/local-engine.md maps functions/gpufill/local/: one line per file, `path`: what it holds."""
+    local = PACKAGE / "local"
+    doc = (ROOT / "docs" / "local-engine.md").read_text()
+    section = doc.split("## A map of `functions/gpufill/local/`", 1)[1].split("\n## ", 1)[0]
+    mapped = re.findall(r"^- `([^`]+)`: \S", section, re.M)
+    files = sorted(p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    assert sorted(set(files) - set(mapped)) == [], "files of local/ the map does not name"
+    assert sorted(set(mapped) - set(files)) == [], "the map names files local/ does not hold"
+    assert len(mapped) == len(set(mapped)), "a file is mapped twice"
