@@ -203,3 +203,15 @@ def test_the_sweep_role_holds_exactly_the_calls_its_handler_makes(synthesized):
     granted = all_actions(statements_of_role(synthesized.json, function["Properties"]["Role"]["Fn::GetAtt"][0])) - platform
     assert granted == reach.actions - {"dynamodb:Query"}
     assert "ec2:TerminateInstances" not in granted  # the sweep only ever asks
+
+
+def test_the_dashboard_picture_in_the_docs_is_what_the_synthesized_dashboard_draws(synthesized):
+    """docs/dashboard.svg is drawn by tools/dashboard_picture.py from the template: drawn again from
+    this session's synth, it must be the same, so the picture cannot drift from the dashboard."""
+    from tools.dashboard_picture import PICTURE, dashboard_body, draw, metric_names
+
+    body = dashboard_body(synthesized.json)
+    assert PICTURE.read_text() == draw(body), "docs/dashboard.svg is out of date: run `python tools/dashboard_picture.py --write`"
+    every = {name for widget in body["widgets"] for name in metric_names(widget)}
+    assert f"{constants.METRICS_NAMESPACE}/{constants.METRIC_TIME_TO_FILL} (median, p90)" in every
+    assert f"SEARCH {constants.METRIC_CAPACITY_ANSWERS}" in every
