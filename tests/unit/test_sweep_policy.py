@@ -3,6 +3,8 @@ termination) and the once-a-day notification, pinned without an engine."""
 
 from __future__ import annotations
 
+import hashlib
+import time
 from datetime import UTC, datetime, timedelta
 
 from gpufill.constants import LIFETIME_ATTRIBUTE, SWEEP_GRACE_SECONDS, TAG_DEPLOYMENT, TAG_MANAGED, TAG_REQUEST_ID
@@ -264,3 +266,116 @@ def test_only_this_deployments_running_block_instances_name_a_region_to_read():
     records["i-1"]["region"] = "us-east-2"
     assert sweep.block_regions(records, {i.instance_id: i for i in instances}, "dev") == ["us-east-2"]
     assert sweep.block_regions({"i-1": {**in_block(), "capacity_reservation_id": None}}, {"i-1": live("i-1")}, "dev") == []
+
+
+# --- the edges: each rule at its boundary, and the words a person reads -----------------------
+
+
+def test_each_grace_and_deadline_is_met_at_its_moment():
+    grace = timedelta(seconds=SWEEP_GRACE_SECONDS)
+    # An instance launched exactly the grace ago is a finding; a record's launch counts when EC2 says none.
+    assert [f.kind for f in assess(live_=[live("i-1", launched=(NOW - grace).isoformat())], reconciled=["i-1"]).findings] == ["untracked"]
+    recent = {"i-1": record(reconciled=True, launched_at=(NOW - grace / 2).isoformat())}
+    assert assess(records=recent, live_=[live("i-1", launched=None)]).findings == []
+    # The first instance inside its grace does not hide the next; an untracked one does not hide an expired one.
+    young, old = live("i-1", launched=(NOW - grace / 2).isoformat()), live("i-2")
+    assert [f.instance_ids for f in assess(live_=[young, old], reconciled=["i-1", "i-2"]).findings] == [["i-2"]]
+    expired = {"i-2": record(**{LIFETIME_ATTRIBUTE: (NOW - grace).isoformat()})}  # exactly the grace past its lifetime
+    assert [f.kind for f in assess(records=expired, live_=[live("i-1"), live("i-2")], reconciled=["i-1"]).findings] == [
+        "untracked", "expired"]
+    # An approval whose deadline is now has been answered no: its instances are asked for again.
+    gone = approval("t1", ["i-2"], deadline=NOW)
+    result = assess(records=expired, live_=[live("i-2")], approvals=[gone])
+    assert result.pending_approvals == 0 and [a.instance_ids for a in result.teardowns] == [["i-2"]]
+    # Half the deadline: at it, a finding; before it, none.
+    at_half = approval("t2", ["i-3"], requested=NOW - timedelta(hours=1), deadline=NOW + timedelta(hours=1))
+    before_half = approval("t3", ["i-3"], requested=NOW - timedelta(hours=1), deadline=NOW + timedelta(hours=2))
+    assert [f.key for f in assess(approvals=[at_half, before_half]).findings] == ["approval-waiting:t2"]
+
+
+def test_the_owner_is_the_record_s_request_before_the_tag():
+    result = assess(records={"i-1": record("from-record", reconciled=True)}, live_=[live("i-1", request="from-tag")])
+    [finding] = result.findings
+    assert finding.request_id == "from-record" and "(request from-record)" in finding.message
+    assert finding.key == f"untracked:from-record:{sweep._digest(['i-1'])}"
+
+
+def test_untracked_groups_come_in_request_order_the_unattributed_first():
+    result = assess(live_=[live("i-1", request="A1"), live("i-9", request=None)], reconciled=["i-1"])
+    assert [(f.request_id, f.key.split(":")[1]) for f in result.findings] == [(None, "-"), ("A1", "A1")]
+    two_regions = assess(live_=[live("i-8", request=None), live("i-9", request=None, region="eu-west-1")])
+    assert "EC2 console (eu-west-1, us-west-2)" in two_regions.findings[0].command
+
+
+def test_costs_keep_four_decimals_and_a_price_nobody_knows_is_zero():
+    price = 1.234567
+    records = {
+        "i-1": record(hourly_price=price, **{LIFETIME_ATTRIBUTE: (NOW - timedelta(hours=1)).isoformat()}),
+        "i-2": record("r2", hourly_price=price, state="pending"),
+    }
+    late = approval("t1", ["i-2"], requested=NOW - timedelta(hours=3), deadline=NOW + timedelta(hours=1))
+    result = assess(records=records, live_=[live("i-1"), live("i-2", request="r2")], approvals=[late], executions={"r2": "FAILED"})
+    assert [f.hourly_cost for f in result.findings] == [1.2346, 1.2346, 1.2346] and result.hourly_cost == 2.4691
+    unknown = sweep.assess(
+        records={}, live={"i-1": live("i-1")}, reconciled=["i-1"], deployment="dev", approvals=[], executions={},
+        notified={}, now=NOW, price=lambda instance_type, region: None,
+    )
+    assert unknown.hourly_cost == 0.0 and unknown.findings[0].hourly_cost == 0.0
+
+
+def test_a_long_list_of_instances_is_cut_at_ten_and_a_long_request_id_keeps_the_name_short():
+    ids = [f"i-{n:02d}" for n in range(11)]
+    result = assess(live_=[live(i) for i in ids], reconciled=ids)
+    assert result.findings[0].message.endswith(", ".join(ids[:10]) + " ...")
+    ten = assess(live_=[live(i) for i in ids[:10]], reconciled=ids[:10])
+    assert ten.findings[0].message.endswith(", ".join(ids[:10]))
+    long_id = "r" * 80
+    [ask] = assess(live_=[live("i-1", request=long_id)], reconciled=["i-1"]).teardowns
+    assert ask.name == f"sweep-untracked-{'r' * 48}-{sweep._digest(['i-1'])}"
+    assert sweep._digest(["i-2", "i-1"]) == hashlib.sha256(b"i-1,i-2").hexdigest()[:10]
+
+
+def test_a_waiting_purchase_says_so():
+    purchase = sweep.PendingApproval(execution_name="p1", requested_at=NOW - timedelta(hours=3), deadline=NOW + timedelta(hours=1),
+                                     purchase=True)
+    [finding] = assess(approvals=[purchase]).findings
+    assert finding.message.startswith("p1 asks for a Capacity Block purchase and has waited past half its deadline")
+
+
+def test_ended_runs_are_each_looked_at_and_only_their_own_pending_records_named():
+    records = {"i-1": record("r1", state="pending"), "i-2": record("r2", state="running"), "i-3": record("r3", state="pending")}
+    assert sweep.requests_to_look_up(records) == ["r1", "r3"]
+    result = assess(records=records, live_=[live("i-1"), live("i-2", request="r2"), live("i-3", request="r3")],
+                    executions={"r0": "RUNNING", "r1": "SUCCEEDED", "r2": "FAILED", "r3": "ABORTED"})
+    # r0 still runs and r2 holds no pending record: neither hides the runs after it.
+    assert [(f.key, f.instance_ids) for f in result.findings] == [("run-ended:r1", ["i-1"]), ("run-ended:r3", ["i-3"])]
+    assert result.counts() == {"untracked": 0, "expired": 0, "block-ending": 0, "approval-waiting": 0, "run-ended": 2}
+    waiting = approval("t1", ["i-1", "i-3"], requested=NOW - timedelta(hours=3), deadline=NOW + timedelta(hours=1))
+    assert assess(approvals=[waiting]).counts()["approval-waiting"] == 1  # an approval counts once, whatever it names
+
+
+def test_a_notification_subject_stays_under_100_characters_and_names_every_region():
+    finding = sweep.Finding(kind="untracked", key="k", regions=["eu-west-1", "us-west-2"], command="c", message="m")
+    subject, body = sweep.notification(finding, "d" * 120)
+    assert len(subject) == 99 and "Regions: eu-west-1, us-west-2" in body
+
+
+def test_an_approval_item_is_pending_only_while_undecided_and_keeps_when_it_was_asked():
+    item = {"status": "PENDING", "execution_name": "t1", "deadline": NOW.isoformat(),
+            "requested_at": (NOW - timedelta(hours=2)).isoformat()}
+    assert sweep.pending_approval(item).requested_at == NOW - timedelta(hours=2)
+    assert sweep.pending_approval({**item, "decided_at": NOW.isoformat()}) is None  # answered, the status not yet written
+    assert sweep.pending_approval({**item, "status": "APPROVED"}) is None
+
+
+def test_moments_in_another_zone_are_the_same_instant(monkeypatch):
+    assert sweep._moment("2026-12-04T13:00:00+01:00") == NOW
+    # The block's end is told in UTC whatever the machine's zone.
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        [finding] = assess(records={"i-1": in_block()}, live_=[live("i-1")], block_ends={BLOCK: NOW + timedelta(minutes=30)}).findings
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert "which ends at 2026-12-04T12:30+00:00" in finding.message

@@ -206,7 +206,7 @@ def assess(
             untracked.setdefault(owner, []).append(instance_id)
             continue
         block = _block_of(record)
-        ends = block_ends.get(block) if block is not None else None
+        ends = block_ends.get(block)  # None for an instance in no block: no id is None
         if ends is not None and ends - now <= ending and record.get("request_id"):
             blocks_ending.setdefault((record["request_id"], block), []).append(instance_id)
             continue  # past its lifetime too, perhaps: the block's end is the nearer and the surer
@@ -251,7 +251,7 @@ def assess(
         instances_finding("expired", request_id, ids, f"of request {request_id} past its max_lifetime with no teardown pending")
 
     for (request_id, block), ids in sorted(blocks_ending.items()):
-        fee = max((records[i].get("capacity_block_fee") or 0.0) for i in ids)
+        fee = max(records[i]["capacity_block_fee"] for i in ids)  # set on every block instance's record
         instances_finding(
             "block-ending", request_id, ids,
             f"of request {request_id} in Capacity Block {block} (upfront fee {fee:g} USD), which ends at "
