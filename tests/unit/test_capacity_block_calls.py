@@ -249,21 +249,25 @@ def test_deleting_a_schedule_that_is_gone_is_not_an_error_and_other_refusals_are
 # --- the sweep's read of the active blocks' ends ------------------------------------------------
 
 
-def test_the_sweep_reads_the_end_of_each_active_block_and_nothing_else(account):
+def test_the_sweep_reads_the_end_of_each_active_block_and_nothing_else(account, caplog):
+    caplog.set_level("INFO")
     ec2 = account()
     ends = START + timedelta(hours=24)
     ec2.answers["describe_capacity_reservations"] = [[
         {"CapacityReservations": [{"CapacityReservationId": "cr-b1", "ReservationType": "capacity-block", "EndDate": ends}]},
+        {},  # a page without reservations
         {"CapacityReservations": [
-            {"CapacityReservationId": "cr-b2", "ReservationType": "capacity-block", "EndDate": "2026-12-06T11:30:00Z"},
+            {"CapacityReservationId": "cr-b2", "ReservationType": "capacity-block", "EndDate": ends + timedelta(days=1)},
             {"CapacityReservationId": "cr-od", "ReservationType": "default", "EndDate": ends},  # an ODCR, not a block
             {"CapacityReservationId": "cr-open", "ReservationType": "capacity-block"},  # no end said: nothing to warn of
         ]},
     ]]
-    assert capacity_blocks.active_ends("us-east-2") == {"cr-b1": ends, "cr-b2": datetime(2026, 12, 6, 11, 30, tzinfo=UTC)}
+    assert capacity_blocks.active_ends("us-east-2") == {"cr-b1": ends, "cr-b2": ends + timedelta(days=1)}
     assert ec2.called("describe_capacity_reservations") == [
         {"Filters": [{"Name": "state", "Values": ["active"]}, {"Name": "instance-match-criteria", "Values": ["targeted"]}]}
     ]
     refused = account(region="eu-west-1")
     refused.answers["describe_capacity_reservations"] = [client_error("UnauthorizedOperation", operation="DescribeCapacityReservations")]
     assert capacity_blocks.active_ends("eu-west-1") == {}  # the next pass looks again
+    [logged] = [r for r in caplog.records if r.getMessage() == "capacity blocks not read"]
+    assert (logged.region, logged.error) == ("eu-west-1", str(refused.answers["describe_capacity_reservations"][0]))

@@ -13,7 +13,7 @@ bought instead of buying another.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
@@ -110,18 +110,12 @@ def active_ends(region: str) -> dict[str, datetime]:
     except (ClientError, *TRANSPORT_ERRORS) as error:
         logger.warning("capacity blocks not read", extra={"region": region, "error": str(error)})
         return {}
+    # botocore reads EndDate (a timestamp) into an aware datetime in UTC.
     return {
-        r["CapacityReservationId"]: _utc(r["EndDate"])
+        r["CapacityReservationId"]: r["EndDate"]
         for r in found
         if r.get("ReservationType") == CAPACITY_BLOCK_TYPE and r.get("EndDate")
     }
-
-
-def _utc(moment) -> datetime:
-    """botocore parses EndDate into an aware datetime; a string (a stub's answer) is read as ISO 8601."""
-    if not isinstance(moment, datetime):
-        moment = datetime.fromisoformat(str(moment).replace("Z", "+00:00"))
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def purchase_once(region: str, offering_id: str, *, deployment: str, request_id: str) -> tuple[dict, bool]:
