@@ -63,6 +63,12 @@ bench-quick: $(PY_STAMP) $(NODE_STAMP)
 bench-engine: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench.engine_speed $(if $(BASE),--engine-base $(BASE)) $(if $(REPEAT),--repeat $(REPEAT))
 
+# How many tests each folder of tests/ holds, by pytest's own collection (`--collect-only`, about
+# half a minute; 2 min at load average 8): prints the table and rewrites docs/testing.md's block.
+.PHONY: test-counts
+test-counts: $(PY_STAMP)
+	$(PY) tools/count_tests.py --write
+
 # Mutation testing of models/request.py and policy/ against the fast tests (not part of `make test`):
 # the score per module and the survivors; fails when a score falls below tools/mutation/baseline.json.
 mutation: $(PY_STAMP)

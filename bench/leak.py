@@ -8,7 +8,7 @@ interruptions, near 0.5.
 
 from __future__ import annotations
 
-from gpufill.local.market import FEW_TYPES, FEW_TYPES_SCORE_CAP, PLACEMENT_TOP
+from gpufill.local.market_answers import FEW_TYPES, FEW_TYPES_SCORE_CAP, PLACEMENT_TOP
 
 from bench.cases import Case
 

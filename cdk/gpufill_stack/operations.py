@@ -146,11 +146,13 @@ class Operations(Construct):
                 right=[self.search(constants.METRIC_RUNS_FINISHED, ["outcome"], "provisioning runs by result", hour)],
                 width=12,
             ),
+            # Runs that ended with instances only (ReportResult's TimeToFillSeconds): the state
+            # machine's ExecutionTime would mix in failed runs, rejected purchases and status views.
             cloudwatch.GraphWidget(
-                title="Time to fill (execution time, seconds)",
+                title="Time to fill (runs that ended with instances, seconds)",
                 left=[
-                    state_machine.metric_time(period=hour, statistic="p50", label="median"),
-                    state_machine.metric_time(period=hour, statistic="p90", label="p90"),
+                    self.metric(constants.METRIC_TIME_TO_FILL, "p50", hour).with_(label="median"),
+                    self.metric(constants.METRIC_TIME_TO_FILL, "p90", hour).with_(label="p90"),
                 ],
                 width=12,
             ),
@@ -184,6 +186,7 @@ class Operations(Construct):
                 left=[
                     self.metric(constants.METRIC_UNTRACKED_INSTANCES, "Maximum", sweep_period).with_(label="untracked instances"),
                     self.metric(constants.METRIC_EXPIRED_INSTANCES, "Maximum", sweep_period).with_(label="past max_lifetime"),
+                    self.metric(constants.METRIC_ENDING_BLOCK_INSTANCES, "Maximum", sweep_period).with_(label="in a Capacity Block ending within the hour"),
                     self.metric(constants.METRIC_STALE_APPROVALS, "Maximum", sweep_period).with_(label="approvals past half their deadline"),
                     self.metric(constants.METRIC_STALE_RUNS, "Maximum", sweep_period).with_(label="ended runs with pending records"),
                 ],

@@ -101,8 +101,10 @@ class GpufillStack(Stack):
         self.interruption_rules = InterruptionRules(
             self, "InterruptionRules", env=settings.env, start_refill=event_functions.functions["StartRefill"]
         )
-        sweep_functions = outside_the_workflow("SweepFunctions", constants.SWEEP_FUNCTIONS, SWEEP_TASKS)
+        # `sweep_every: off`: no Sweep function, no schedule, no alarm on its findings.
+        sweep_functions = None
         if settings.sweep_every_minutes is not None:
+            sweep_functions = outside_the_workflow("SweepFunctions", constants.SWEEP_FUNCTIONS, SWEEP_TASKS)
             Sweep(
                 self,
                 "Sweep",
@@ -118,7 +120,7 @@ class GpufillStack(Stack):
             env=settings.env,
             topic=notifications.approval_topic,
             state_machine=workflow.state_machine,
-            functions={**functions.functions, **event_functions.functions, **sweep_functions.functions},
+            functions={**functions.functions, **event_functions.functions, **(sweep_functions.functions if sweep_functions else {})},
             sweep_every_minutes=settings.sweep_every_minutes,
             alarm_spend_per_hour=settings.alarm_spend_per_hour,
         )

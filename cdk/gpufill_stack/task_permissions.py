@@ -891,13 +891,14 @@ EVENT_TASKS: dict[str, TaskSpec] = {
 # The sweep (constants.SWEEP_FUNCTIONS): run by EventBridge Scheduler, outside the state machine.
 SWEEP_TASKS: dict[str, TaskSpec] = {
     "Sweep": TaskSpec(
-        summary="Every few minutes: finds untracked and expired instances, waiting approvals and ended runs; asks for teardowns behind the approval and notifies",
+        summary="Every few minutes: finds untracked and expired instances, Capacity Blocks about to end, waiting approvals and ended runs; asks for teardowns behind the approval and notifies",
         memory_mb=512,
         timeout_seconds=300,
         grants=(
             scan_instance_records,
             read_regions_config,
             describe_instances,
+            describe_capacity_reservations,
             put_instance_records,
             update_instance_records,
             publish_approval_request,

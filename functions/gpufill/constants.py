@@ -411,6 +411,10 @@ METRIC_UNTRACKED_INSTANCES = "UntrackedInstances"
 METRIC_EXPIRED_INSTANCES = "ExpiredInstances"
 METRIC_STALE_APPROVALS = "StaleApprovals"
 METRIC_STALE_RUNS = "StaleRuns"
+METRIC_ENDING_BLOCK_INSTANCES = "EndingBlockInstances"
+# ReportResult, when a run ends with instances: the seconds from its start to its fill (the
+# dashboard's "time to fill"; ExecutionTime would mix in every failed, rejected or waiting run).
+METRIC_TIME_TO_FILL = "TimeToFillSeconds"
 
 # The sweep: one Lambda outside the state machine, run by EventBridge Scheduler in the
 # deployment's schedule group every SWEEP_DEFAULT_MINUTES (deployment setting `sweep_every`).
@@ -445,5 +449,8 @@ def alarm_name_prefix(env: str) -> str:
 SWEEP_GRACE_SECONDS = 15 * 60
 # Executions the sweep looks up in one pass (runs whose records still say pending).
 SWEEP_MAX_EXECUTION_LOOKUPS = 20
+# A Capacity Block ending this soon with instances in it and no teardown pending is a finding: EC2
+# begins to terminate them 30 minutes before the end, so there is half an hour left to act.
+SWEEP_BLOCK_ENDING_SECONDS = 60 * 60
 # Findings detailed in the summary `gpufill status` shows (all are counted).
 SWEEP_LISTED_FINDINGS = 10

@@ -1,5 +1,8 @@
 """A customer-managed EBS key (cdk.json context `ebs_kms_key_arn`): the launch role may use it
-through EC2 only, every Lambda learns its ARN, and the synth stays clean under cdk-nag."""
+through EC2 only, every Lambda learns its ARN, and the synth stays clean under cdk-nag.
+
+The same synth turns the sweep off (`sweep_every: off`): a full synth costs make test some 20
+seconds, so the optional settings share one, and the sweep's absence is checked here too."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ def with_key(tmp_path_factory):
     from gpufill_stack.deployment import build_app, new_app
 
     outdir = tmp_path_factory.mktemp("cdk.out.kms")
-    app = new_app(context={"account": ACCOUNT, "region": REGION, "ebs_kms_key_arn": KEY}, outdir=str(outdir))
+    app = new_app(context={"account": ACCOUNT, "region": REGION, "ebs_kms_key_arn": KEY, "sweep_every": "off"}, outdir=str(outdir))
     stack = build_app(app)
     app.synth()  # raises on any cdk-nag finding left unacknowledged
     return json.loads((outdir / f"{stack.artifact_id}.template.json").read_text()), stack.node.try_get_context("env")
@@ -60,3 +63,15 @@ def test_every_lambda_reads_the_key_arn(with_key):
 def test_without_a_key_there_is_no_kms_grant_and_no_variable(synthesized):
     text = json.dumps(synthesized.json)
     assert '"kms:CreateGrant"' not in text and constants.ENV_EBS_KMS_KEY_ARN not in text
+
+
+def test_with_the_sweep_off_neither_its_function_nor_its_schedule_nor_its_alarms_are_deployed(with_key, synthesized):
+    template, env = with_key
+    sweep = constants.function_name(env, "Sweep")
+    assert sweep not in _functions(template, env) and sweep in _functions(synthesized.json, env)
+    kinds = {r["Type"] for r in template["Resources"].values()}
+    assert "AWS::Scheduler::Schedule" not in kinds and "AWS::Scheduler::Schedule" in {r["Type"] for r in synthesized.json["Resources"].values()}
+    alarms = {r["Properties"]["AlarmName"] for r in template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    prefix = constants.alarm_name_prefix(env)
+    assert not {f"{prefix}Sweep-errors", f"{prefix}untracked-instances", f"{prefix}approvals-waiting"} & alarms
+    assert f"{prefix}runs-failed" in alarms

@@ -105,6 +105,18 @@ def test_the_dashboard_names_only_metrics_the_code_emits(synthesized):
     assert dashboard["Properties"]["DashboardName"] == constants.dashboard_name(synthesized.stack.node.try_get_context("env"))
 
 
+def test_time_to_fill_reads_the_fills_the_result_step_reports_not_every_executions_time(synthesized):
+    """The widget names TimeToFillSeconds, which ReportResult emits only for a run that ended with
+    instances; the state machine's ExecutionTime (every plan, status view and failure) is not on it."""
+    [dashboard] = synthesized.resources("AWS::CloudWatch::Dashboard").values()
+    widgets = json.loads(_text(dashboard["Properties"]["DashboardBody"]).replace("<ref>", "ref"))["widgets"]
+    [widget] = [w for w in widgets if w["properties"].get("title", "").startswith("Time to fill")]
+    named = {m[1] for m in widget["properties"]["metrics"]}
+    assert named == {constants.METRIC_TIME_TO_FILL} and constants.METRIC_TIME_TO_FILL in emitted_metrics()
+    assert "ExecutionTime" not in json.dumps(widgets)
+    assert {m[-1]["stat"] for m in widget["properties"]["metrics"]} == {"p50", "p90"}
+
+
 def test_cloudwatch_and_every_publisher_may_use_the_topic_key(synthesized):
     template = synthesized.json
     [key_id] = [i for i, r in template["Resources"].items() if r["Type"] == "AWS::KMS::Key"]
@@ -191,3 +203,15 @@ def test_the_sweep_role_holds_exactly_the_calls_its_handler_makes(synthesized):
     granted = all_actions(statements_of_role(synthesized.json, function["Properties"]["Role"]["Fn::GetAtt"][0])) - platform
     assert granted == reach.actions - {"dynamodb:Query"}
     assert "ec2:TerminateInstances" not in granted  # the sweep only ever asks
+
+
+def test_the_dashboard_picture_in_the_docs_is_what_the_synthesized_dashboard_draws(synthesized):
+    """docs/dashboard.svg is drawn by tools/dashboard_picture.py from the template: drawn again from
+    this session's synth, it must be the same, so the picture cannot drift from the dashboard."""
+    from tools.dashboard_picture import PICTURE, dashboard_body, draw, metric_names
+
+    body = dashboard_body(synthesized.json)
+    assert PICTURE.read_text() == draw(body), "docs/dashboard.svg is out of date: run `python tools/dashboard_picture.py --write`"
+    every = {name for widget in body["widgets"] for name in metric_names(widget)}
+    assert f"{constants.METRICS_NAMESPACE}/{constants.METRIC_TIME_TO_FILL} (median, p90)" in every
+    assert f"SEARCH {constants.METRIC_CAPACITY_ANSWERS}" in every

@@ -244,3 +244,30 @@ def test_deleting_a_schedule_that_is_gone_is_not_an_error_and_other_refusals_are
     scheduler.answers["delete_schedule"] = [client_error("ThrottlingException", 400, operation="DeleteSchedule")]
     with pytest.raises(Exception, match="ThrottlingException"):
         schedules.cancel_expiry("r1")
+
+
+# --- the sweep's read of the active blocks' ends ------------------------------------------------
+
+
+def test_the_sweep_reads_the_end_of_each_active_block_and_nothing_else(account, caplog):
+    caplog.set_level("INFO")
+    ec2 = account()
+    ends = START + timedelta(hours=24)
+    ec2.answers["describe_capacity_reservations"] = [[
+        {"CapacityReservations": [{"CapacityReservationId": "cr-b1", "ReservationType": "capacity-block", "EndDate": ends}]},
+        {},  # a page without reservations
+        {"CapacityReservations": [
+            {"CapacityReservationId": "cr-b2", "ReservationType": "capacity-block", "EndDate": ends + timedelta(days=1)},
+            {"CapacityReservationId": "cr-od", "ReservationType": "default", "EndDate": ends},  # an ODCR, not a block
+            {"CapacityReservationId": "cr-open", "ReservationType": "capacity-block"},  # no end said: nothing to warn of
+        ]},
+    ]]
+    assert capacity_blocks.active_ends("us-east-2") == {"cr-b1": ends, "cr-b2": ends + timedelta(days=1)}
+    assert ec2.called("describe_capacity_reservations") == [
+        {"Filters": [{"Name": "state", "Values": ["active"]}, {"Name": "instance-match-criteria", "Values": ["targeted"]}]}
+    ]
+    refused = account(region="eu-west-1")
+    refused.answers["describe_capacity_reservations"] = [client_error("UnauthorizedOperation", operation="DescribeCapacityReservations")]
+    assert capacity_blocks.active_ends("eu-west-1") == {}  # the next pass looks again
+    [logged] = [r for r in caplog.records if r.getMessage() == "capacity blocks not read"]
+    assert (logged.region, logged.error) == ("eu-west-1", str(refused.answers["describe_capacity_reservations"][0]))

@@ -6,7 +6,7 @@ import pytest
 
 from gpufill.models.request import Request, normalise
 from gpufill.models.run import Attempt, Instance, Run
-from gpufill.policy.result import CAUSE_BUDGET, failure_cause, fill_result
+from gpufill.policy.result import CAUSE_BUDGET, failure_cause, fill_result, time_to_fill
 
 PARAMETERS = """'{"portNumber":["8000"],"localPortNumber":["8000"]}'"""
 
@@ -166,3 +166,19 @@ def test_a_cause_over_its_budget_lists_only_the_instance_ids(length, full):
     else:
         assert len(text) <= CAUSE_BUDGET and cause["instances"][:2] == [f"i-{0:017x}", f"i-{1:017x}"]
         assert cause["teardown"] == {"action": "teardown", "request_id": "r-42"}
+
+
+def test_time_to_fill_counts_only_runs_that_hold_instances_from_their_start():
+    filled = Run(batch=2, remaining=0, launched=2, started_at=1000.0)
+    assert time_to_fill(filled, 1234.56) == 234.6
+    assert time_to_fill(filled, 999.0) == 0.0  # a clock that stepped back never reports a negative time
+    assert time_to_fill(filled.model_copy(update={"launched": 0}), 1234.0) is None  # no fill, no time to fill
+    assert time_to_fill(filled.model_copy(update={"launched": 1}), 1234.0) == 234.0  # one instance is a fill
+    assert time_to_fill(filled.model_copy(update={"started_at": None}), 1234.0) is None  # a run from before its start was kept
+
+
+def test_a_request_with_a_lifetime_says_when_its_teardown_is_asked():
+    run = Run(batch=1, remaining=0, launched=1, instances=[instance(1)])
+    lived = request(1).model_copy(update={"expires_at": "2026-12-04T14:00:00+00:00"})
+    assert fill_result(lived, run, [], "FULFILLED")["expires_at"] == "2026-12-04T14:00:00+00:00"
+    assert "expires_at" not in fill_result(request(1), run, [], "FULFILLED")

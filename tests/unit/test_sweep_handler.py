@@ -74,6 +74,7 @@ def test_an_untracked_instance_gets_its_teardown_asked_then_one_notification(aws
     assert out["found"]["untracked"] == 1 and out["teardowns_asked"] == [name]
     gauges = {d[1]: d[2] for d in done if d[0] == "metric"}
     assert gauges["UntrackedInstances"] == 1 and gauges["RunningInstances"] == 1 and gauges["HourlyCost"] > 0
+    assert gauges["EndingBlockInstances"] == 0
 
     done.clear()
     sweep_handler.handler({}, Context())  # the next pass: notified already, the same ask again

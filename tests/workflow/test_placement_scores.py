@@ -1,6 +1,6 @@
 """Spot placement scores as the capacity signal, and the classic fallback when they cannot be had."""
 
-from gpufill.local.market import FEW_TYPES_SCORE_CAP
+from gpufill.local.market_answers import FEW_TYPES_SCORE_CAP
 from tests.support import tried
 
 # Oregon's cheapest AZ is empty; AWS's placement scores know it, the AZ count does not.

@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 
 from gpufill.adapters.aws import TRANSPORT_ERRORS, client
 from gpufill.adapters.visibility import until_visible
-from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_MANAGED_VALUE, TAG_REQUEST_ID
+from gpufill.constants import CAPACITY_BLOCK_TYPE, TAG_DEPLOYMENT, TAG_MANAGED, TAG_MANAGED_VALUE, TAG_REQUEST_ID
 from gpufill.policy.capacity_blocks import LONGER_BY_AT_MOST, Offering
 
 logger = Logger(child=True)
@@ -96,6 +96,26 @@ def bought(region: str, tags: dict[str, str]) -> dict | None:
             if all(have.get(k) == v for k, v in tags.items()):
                 return r
     return None
+
+
+def active_ends(region: str) -> dict[str, datetime]:
+    """Each active Capacity Block in `region` and its end (reservation id -> EndDate), for the sweep.
+    Blocks are targeted reservations; ReservationType tells them from an On-Demand Capacity
+    Reservation. A region that cannot answer shows no block: the next pass looks again."""
+    try:
+        pages = client("ec2", region).get_paginator("describe_capacity_reservations").paginate(
+            Filters=[{"Name": "state", "Values": ["active"]}, {"Name": "instance-match-criteria", "Values": ["targeted"]}]
+        )
+        found = [r for page in pages for r in page.get("CapacityReservations", [])]
+    except (ClientError, *TRANSPORT_ERRORS) as error:
+        logger.warning("capacity blocks not read", extra={"region": region, "error": str(error)})
+        return {}
+    # botocore reads EndDate (a timestamp) into an aware datetime in UTC.
+    return {
+        r["CapacityReservationId"]: r["EndDate"]
+        for r in found
+        if r.get("ReservationType") == CAPACITY_BLOCK_TYPE and r.get("EndDate")
+    }
 
 
 def purchase_once(region: str, offering_id: str, *, deployment: str, request_id: str) -> tuple[dict, bool]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import run_store
+from gpufill.adapters import clock, run_store
 from gpufill.handlers.events import ReportEvent
-from gpufill.constants import METRIC_RUNS_FINISHED
+from gpufill.constants import METRIC_RUNS_FINISHED, METRIC_TIME_TO_FILL
 from gpufill.handlers.observability import count, logger, metrics, tracer, transient_aws_errors
-from gpufill.policy.result import fill_result
+from gpufill.policy.result import fill_result, time_to_fill
 
 
 @logger.inject_lambda_context(correlation_id_path="request.request_id")
@@ -20,4 +20,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=ReportEvent)
     attempts = run_store.load_attempts(step.request.request_id, step.run.attempts_total)
     count(METRIC_RUNS_FINISHED, 1, outcome=step.status)  # the dashboard's runs by outcome
+    seconds = time_to_fill(step.run, clock.epoch())
+    if seconds is not None:
+        count(METRIC_TIME_TO_FILL, seconds, unit="Seconds")
     return fill_result(step.request, step.run, attempts, step.status)

@@ -1,7 +1,8 @@
 """Sweep: run by EventBridge Scheduler every `sweep_every` minutes, outside the state machine.
 
-It reconciles EC2 with the records as the status view does (adapters.inventory), asks
-policy.sweep what is found, asks for one teardown per untracked or expired group (each behind
+It reconciles EC2 with the records as the status view does (adapters.inventory), reads the end
+of the active Capacity Blocks where a recorded block instance runs, asks policy.sweep what is
+found, asks for one teardown per untracked, expired or block-ending group (each behind
 the usual approval: the sweep terminates nothing), notifies each finding on the deployment's
 topic at most once a day, keeps its summary for `gpufill status`, and publishes the gauges the
 alarms and the dashboard read.
@@ -14,9 +15,10 @@ import os
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill import catalog
-from gpufill.adapters import approvals, clock, executions, inventory, managed_instances, sweep_store
+from gpufill.adapters import approvals, capacity_blocks, clock, executions, inventory, managed_instances, sweep_store
 from gpufill.constants import (
     ENV_STATE_MACHINE_ARN,
+    METRIC_ENDING_BLOCK_INSTANCES,
     METRIC_EXPIRED_INSTANCES,
     METRIC_HOURLY_COST,
     METRIC_PENDING_APPROVALS,
@@ -43,6 +45,9 @@ def handler(event: dict, context: LambdaContext) -> dict:
             request_id: (executions.describe(state_machine, request_id) or {}).get("status")
             for request_id in sweep.requests_to_look_up(found.records)
         }
+    block_ends = {}
+    for region in sweep.block_regions(found.records, found.live, found.deployment):
+        block_ends.update(capacity_blocks.active_ends(region))
     result = sweep.assess(
         records=found.records,
         live=found.live,
@@ -53,6 +58,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         notified=table.notified,
         now=now,
         price=catalog.on_demand_price,
+        block_ends=block_ends,
     )
     # The teardowns first: a notification names the teardown to approve, so it follows its start.
     for ask in result.teardowns:
@@ -73,6 +79,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
     metrics.add_metric(name=METRIC_PENDING_APPROVALS, unit="Count", value=result.pending_approvals)
     metrics.add_metric(name=METRIC_UNTRACKED_INSTANCES, unit="Count", value=counts["untracked"])
     metrics.add_metric(name=METRIC_EXPIRED_INSTANCES, unit="Count", value=counts["expired"])
+    metrics.add_metric(name=METRIC_ENDING_BLOCK_INSTANCES, unit="Count", value=counts["block-ending"])
     metrics.add_metric(name=METRIC_STALE_APPROVALS, unit="Count", value=counts["approval-waiting"])
     metrics.add_metric(name=METRIC_STALE_RUNS, unit="Count", value=counts["run-ended"])
     return summary

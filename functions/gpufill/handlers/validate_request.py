@@ -46,7 +46,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         expiry = lifetime.expires_at(clock.now(), normalised.max_lifetime_seconds)
         normalised = normalised.model_copy(update={"expires_at": expiry})
     logger.info("request accepted", extra={"request": normalised.model_dump()})
-    run = fill.start(normalised)
+    run = fill.start(normalised).model_copy(update={"started_at": clock.epoch()})
     if normalised.wait_for_capacity_seconds is not None:
         # The deadline is fixed here, once: every later try and every continued execution keeps it.
         run = run.model_copy(update={"wait": waiting.begin(normalised.wait_for_capacity_seconds, clock.epoch())})

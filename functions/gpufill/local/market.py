@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 from contextlib import ExitStack
-from datetime import UTC, datetime
 from collections.abc import Callable
 from functools import partial
 from unittest import mock
@@ -28,23 +27,15 @@ from gpufill.local.fleet_api import FleetApi
 
 from gpufill import catalog, constants
 from gpufill.adapters import clock
-from gpufill.constants import PLACEMENT_SCORE_REGIONS_PER_CALL, STARTUP_STEP_FAILED_PREFIX, TAG_STARTUP_STEP
+from gpufill.constants import STARTUP_STEP_FAILED_PREFIX, TAG_STARTUP_STEP
 from gpufill.local import filters
 from gpufill.local import capacity_blocks
 from gpufill.local.limits import MAX_TAGS_PER_RESOURCE, check_launch_values
+from gpufill.local.market_answers import PLACEMENT_CONFIGURATIONS_PER_DAY, MarketAnswers
 from gpufill.local.reservations import Reservations
 from gpufill.local.scenario import STARTUP_TIMELINE, MarketScenario, Startup
 
 DEFAULT_VCPUS = 4
-# GetSpotPlacementScores: AWS says scores for one or two instance types "will always be low";
-# the local engine caps them at this value when fewer than 3 types are asked for.
-FEW_TYPES_SCORE_CAP = 3
-FEW_TYPES = 3
-# GetSpotPlacementScores answers the top 10 Regions or Availability Zones.
-PLACEMENT_TOP = 10
-# Distinct placement-score configurations an account may ask for in 24 hours. AWS does not
-# publish the number; this one is finite so that a run asking too many meets the error.
-PLACEMENT_CONFIGURATIONS_PER_DAY = 50
 # Parameters a reused ClientToken is not compared on (EC2: the same request in another AZ is the same request).
 _NOT_COMPARED = {"Action", "Version", "ClientToken", "Placement.AvailabilityZone"}
 
@@ -105,7 +96,10 @@ def _reclaimed_by_ec2(backend, instance_ids: list[str]) -> None:
         )
 
 
-class SimulatedMarket:
+class SimulatedMarket(MarketAnswers):
+    """The scenario's market as EC2 shows it (MarketAnswers) and as it launches: capacity, quotas,
+    ClientToken idempotency, reservations and blocks, and each new instance's startup reports."""
+
     def __init__(self, scenario: MarketScenario, *, visibility_delay_calls: int = 1, deployment: str = ""):
         self.scenario = scenario
         # The account's On-Demand Capacity Reservations; `deployment` is whom the scenario's are tagged for.
@@ -158,98 +152,6 @@ class SimulatedMarket:
             for market, more in (("spot", spot), ("on-demand", on_demand)):
                 key = (region, zone, instance_type, market)
                 self._stock[key] = self._stock.get(key, 0) + more
-
-    # --- what moto's responses call -------------------------------------------------
-
-    def offerings(self, region: str, location_type: str) -> list[dict]:
-        zones = self.scenario.regions.get(region)
-        if zones is None:
-            return []
-        if location_type == "region":
-            types = sorted({t for z in zones.zones.values() for t in z})
-            return [{"InstanceType": t, "Location": region, "LocationType": "region"} for t in types]
-        return [
-            {"InstanceType": t, "Location": zone, "LocationType": "availability-zone"}
-            for zone, types in sorted(zones.zones.items())
-            for t in sorted(types)
-        ]
-
-    def price_history(self, region: str, instance_types: list[str]) -> list[dict]:
-        market = self.scenario.regions.get(region)
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-        return [
-            {
-                "InstanceType": t,
-                "ProductDescription": "Linux/UNIX",
-                "SpotPrice": f"{stock.spot_price:.6f}",
-                "AvailabilityZone": zone,
-                "Timestamp": now,
-            }
-            for zone, types in sorted((market.zones if market else {}).items())
-            for t, stock in sorted(types.items())
-            if stock.spot_price is not None and (not instance_types or t in instance_types)
-        ]
-
-    def placement_scores(
-        self, instance_types: list[str], regions: list[str], zone_id, configuration: tuple, *, single_zone: bool = True
-    ) -> list[dict]:
-        """Scores as AWS's behave: the scenario's explicit score, never derived from capacity, capped
-        low when fewer than 3 types are asked for, the top 10 only, and a limit on distinct
-        configurations per 24 hours. AZ level (SingleAvailabilityZone): the zone's own score, else
-        its region's for the type. Region level: the region's score for the type; a region the
-        scenario scores only per AZ takes its best AZ's, since a fleet free to use every AZ is at
-        least as likely to succeed as in its best one."""
-        if self.placement_scores_denied:
-            raise EC2ClientError(
-                "UnauthorizedOperation", "You are not authorized to perform: ec2:GetSpotPlacementScores"
-            )
-        if len(regions) > PLACEMENT_SCORE_REGIONS_PER_CALL:
-            # EC2 checks the request's shape before anything else; botocore does not check the maximum.
-            raise EC2ClientError(
-                "InvalidParameterValue",
-                f"The request contains {len(regions)} RegionNames; at most {PLACEMENT_SCORE_REGIONS_PER_CALL} are allowed.",
-            )
-        with self._lock:
-            if configuration not in self._placement_configurations:
-                if len(self._placement_configurations) >= self.placement_configurations_per_day:
-                    raise EC2ClientError(
-                        "MaxConfigLimitExceeded",
-                        "You have exceeded your maximum allowed Spot placement configurations. You can retry "
-                        "configurations that you used within the last 24 hours, or wait for 24 hours before "
-                        "specifying a new configuration.",
-                    )
-                self._placement_configurations.add(configuration)
-        cap = FEW_TYPES_SCORE_CAP if len(set(instance_types)) < FEW_TYPES else 10
-        found = []
-        for region in regions:
-            market = self.scenario.regions.get(region)
-            zones = self._zone_scores(market, instance_types)
-            if single_zone:
-                found.extend(
-                    {"Region": region, "AvailabilityZoneId": zone_id(region, zone), "Score": min(score, cap)}
-                    for zone, score in zones
-                )
-                continue
-            # A fleet over every AZ may take any of the types: the region is as likely as its best type.
-            scores = [market.placement_score[t] for t in instance_types if market and market.placement_score.get(t)]
-            score = max(scores) if scores else max((s for _, s in zones), default=None)
-            if score:
-                found.append({"Region": region, "Score": min(score, cap)})
-        found.sort(key=lambda s: -s["Score"])  # stable: ties keep the request's region order
-        return found[:PLACEMENT_TOP]
-
-    @staticmethod
-    def _zone_scores(market, instance_types: list[str]) -> list[tuple[str, int]]:
-        """(zone, score) where any asked type has a score: the lowest of the asked types' scores."""
-        found = []
-        for zone, types in sorted((market.zones if market else {}).items()):
-            scores = [
-                stock.placement_score or market.placement_score.get(t) for t, stock in types.items() if t in instance_types
-            ]
-            scores = [s for s in scores if s]
-            if scores:
-                found.append((zone, min(scores)))
-        return found
 
     # --- EC2's view of new instances ---------------------------------------------------
 

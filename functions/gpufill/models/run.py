@@ -256,6 +256,9 @@ class Run(_Model):
     reserved_taken: dict[str, int] = Field(default_factory=dict)
     # The Capacity Block the run bought and launches into: its reservation, AZ, start and end, fee.
     capacity_block: dict | None = None
+    # When the run was accepted (epoch seconds, the handlers' clock): a continued execution keeps
+    # it, so the time to fill counts from the request's start, not from its latest execution.
+    started_at: float | None = None
 
 
 class LaunchResult(_Model):

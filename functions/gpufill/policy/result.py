@@ -16,6 +16,14 @@ MAX_RESULT_ATTEMPTS = 300
 CAUSE_BUDGET = 30_000  # a Fail state's cause is capped at 32,768 characters
 
 
+def time_to_fill(run: Run, now: float) -> float | None:
+    """Seconds from the run's start to its end with instances (the dashboard's time to fill), or
+    None: a run that holds none did not fill, and one started before this was kept knows no start."""
+    if run.launched <= 0 or run.started_at is None:
+        return None
+    return round(max(0.0, now - run.started_at), 1)
+
+
 def fill_result(request: ResolvedRequest, run: Run, attempts: list[Attempt], status: str) -> dict:
     instances = [i.model_dump(mode="json", exclude_none=True) for i in run.instances]
     if len(run.instances) <= MAX_LISTED_CONNECT_COMMANDS:

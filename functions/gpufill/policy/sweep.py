@@ -1,16 +1,20 @@
 """The sweep's findings: what costs money, or waits for someone, that nobody is looking at.
 
 Pure: the handler passes in the records, what EC2 shows, the pending approvals, the state of a
-few executions and when each finding was last notified. Four kinds of finding:
+few executions, when each active Capacity Block ends and when each finding was last notified.
+Five kinds of finding:
 
 - `untracked`: an instance tagged for this deployment that no run recorded (the status view
   records it on the spot, `reconciled`, or cannot attribute it, `unrecorded`);
 - `expired`: an instance of a request past its `max_lifetime` with no teardown pending (its
   lifetime teardown was rejected, or failed);
+- `block-ending`: instances of a request in a Capacity Block that ends within the hour, with no
+  teardown pending (EC2 begins to terminate them 30 minutes before the end, whatever gpufill
+  records, so the teardown that records their end, and the person who approves it, are due now);
 - `approval-waiting`: an approval waiting past half its deadline;
 - `run-ended`: a run whose execution ended while its records still say `pending`.
 
-For untracked (attributable) and expired instances the sweep asks for one teardown, which waits
+For untracked (attributable), expired and block-ending instances the sweep asks for one teardown, which waits
 for the usual approval: the sweep never terminates anything itself. An instance already named
 by a pending approval, or by another ask of the same pass, is never asked for again, and the
 ask's execution name is derived from its instances, so a later pass asking the same again
@@ -28,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpufill.constants import (
     LIFETIME_ATTRIBUTE,
+    SWEEP_BLOCK_ENDING_SECONDS,
     SWEEP_GRACE_SECONDS,
     SWEEP_LISTED_FINDINGS,
     SWEEP_MAX_EXECUTION_LOOKUPS,
@@ -38,8 +43,10 @@ from gpufill.constants import (
 from gpufill.models.teardown import LiveInstance
 from gpufill.policy.status import is_ours
 
-Kind = Literal["untracked", "expired", "approval-waiting", "run-ended"]
-KINDS: tuple[Kind, ...] = ("untracked", "expired", "approval-waiting", "run-ended")
+Kind = Literal["untracked", "expired", "block-ending", "approval-waiting", "run-ended"]
+KINDS: tuple[Kind, ...] = ("untracked", "expired", "block-ending", "approval-waiting", "run-ended")
+# The kinds that name instances (counted by instance) and may ask for their teardown.
+INSTANCE_KINDS = frozenset({"untracked", "expired", "block-ending"})
 # Instances that still hold (or may again hold) money: shutting-down and terminated are ending.
 HOLDING_STATES = frozenset({"pending", "running", "stopping", "stopped"})
 ENDED_EXECUTION = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
@@ -94,7 +101,7 @@ class SweepPass(_Model):
         """Findings by kind; for instance findings, the instances."""
         found = dict.fromkeys(KINDS, 0)
         for f in self.findings:
-            found[f.kind] += len(f.instance_ids) if f.kind in ("untracked", "expired") else 1
+            found[f.kind] += len(f.instance_ids) if f.kind in INSTANCE_KINDS else 1
         return found
 
     def summary(self) -> dict:
@@ -133,6 +140,18 @@ def requests_to_look_up(records: Mapping[str, dict]) -> list[str]:
     return waiting[:SWEEP_MAX_EXECUTION_LOOKUPS]
 
 
+def block_regions(records: Mapping[str, dict], live: Mapping[str, LiveInstance], deployment: str) -> list[str]:
+    """The regions where an instance of this deployment still runs in a Capacity Block its launch
+    recorded: the handler reads those regions' active blocks (their end) and no other."""
+    return sorted(
+        {
+            x.region
+            for i, x in live.items()
+            if is_ours(x, deployment) and x.state in HOLDING_STATES and _block_of(records.get(i) or {}) is not None
+        }
+    )
+
+
 def assess(
     *,
     records: Mapping[str, dict],
@@ -144,11 +163,15 @@ def assess(
     notified: Mapping[str, datetime],
     now: datetime,
     price: Callable[[str, str], float | None],
+    block_ends: Mapping[str, datetime] | None = None,
 ) -> SweepPass:
     """`records`: the instance records as the table held them before this pass; `reconciled`:
     the ids the pass recorded on the spot; `executions`: request id -> its execution's status
     (None: no such execution); `notified`: finding key -> when it was last notified; `price`:
-    the On-Demand price of (type, region), used where a record holds no price."""
+    the On-Demand price of (type, region), used where a record holds no price; `block_ends`: the
+    end of each active Capacity Block (reservation id -> EndDate) in the regions `block_regions` named."""
+    block_ends = block_ends or {}
+    ending = timedelta(seconds=SWEEP_BLOCK_ENDING_SECONDS)
     # Past its deadline an approval is answered no: its instances may be asked for again.
     approvals = sorted((a for a in approvals if a.deadline > now), key=lambda a: a.execution_name)
     asked = {i for a in approvals for i in a.instance_ids}
@@ -161,6 +184,8 @@ def assess(
         if instance is None or instance.state != "running":
             return 0.0
         record = records.get(instance_id) or {}
+        if _block_of(record) is not None:
+            return 0.0  # a Capacity Block's instances were paid for upfront: nothing accrues by the hour
         hourly = record.get("hourly_price")
         if hourly is None and instance.instance_type:
             hourly = price(instance.instance_type, instance.region)
@@ -168,6 +193,7 @@ def assess(
 
     untracked: dict[str | None, list[str]] = {}
     expired: dict[str, list[str]] = {}
+    blocks_ending: dict[tuple[str, str], list[str]] = {}
     for instance_id, instance in sorted(ours.items()):
         if instance_id in asked:
             continue  # a teardown of it waits for its answer already
@@ -179,6 +205,11 @@ def assess(
             owner = (record or {}).get("request_id") or instance.tags.get(TAG_REQUEST_ID) or None
             untracked.setdefault(owner, []).append(instance_id)
             continue
+        block = _block_of(record)
+        ends = block_ends.get(block)  # None for an instance in no block: no id is None
+        if ends is not None and ends - now <= ending and record.get("request_id"):
+            blocks_ending.setdefault((record["request_id"], block), []).append(instance_id)
+            continue  # past its lifetime too, perhaps: the block's end is the nearer and the surer
         expires = _moment(record.get(LIFETIME_ATTRIBUTE))
         if expires is not None and now - expires >= grace and record.get("request_id"):
             expired.setdefault(record["request_id"], []).append(instance_id)
@@ -218,6 +249,15 @@ def assess(
         instances_finding("untracked", request_id, ids, f"tagged for deployment {deployment} but not recorded by any run ({who})")
     for request_id, ids in sorted(expired.items()):
         instances_finding("expired", request_id, ids, f"of request {request_id} past its max_lifetime with no teardown pending")
+
+    for (request_id, block), ids in sorted(blocks_ending.items()):
+        fee = max(records[i]["capacity_block_fee"] for i in ids)  # set on every block instance's record
+        instances_finding(
+            "block-ending", request_id, ids,
+            f"of request {request_id} in Capacity Block {block} (upfront fee {fee:g} USD), which ends at "
+            f"{block_ends[block].astimezone(UTC).isoformat(timespec='minutes')}, with no teardown pending; "
+            "EC2 begins to terminate them 30 minutes before the end",
+        )
 
     for approval in approvals:
         half = approval.requested_at + (approval.deadline - approval.requested_at) / 2
@@ -286,6 +326,13 @@ def notification(finding: Finding, deployment: str) -> tuple[str, str]:
 def _ask_name(kind: Kind, request_id: str | None, ids: list[str]) -> str:
     """`sweep-<kind>-<request>-<digest of the ids>`: at most 80 characters of [A-Za-z0-9-_]."""
     return f"{SWEEP_TEARDOWN_PREFIX}{kind}-{(request_id or 'none')[:48]}-{_digest(ids)}"
+
+
+def _block_of(record: Mapping) -> str | None:
+    """The Capacity Block a record's instance was launched into (its fee marks a block), or None."""
+    if record.get("capacity_block_fee") is None:
+        return None
+    return record.get("capacity_reservation_id") or None
 
 
 def _digest(ids: Iterable[str]) -> str:
