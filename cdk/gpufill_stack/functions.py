@@ -122,6 +122,10 @@ class Functions(Construct):
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
             tracing=lambda_.Tracing.ACTIVE,
         )
+        # `gpufill doctor --probe` invokes only this alias, and the function answers it with DryRun
+        # calls only (adapters/probe.py): the operator's grant to invoke it runs no handler.
+        lambda_.Alias(self, f"{task}ProbeAlias", alias_name=constants.PROBE_ALIAS, version=function.latest_version,
+                      description="gpufill doctor --probe: DryRun calls only")
         nag.acknowledge_wildcards(role.node.find_child("DefaultPolicy"), {"Resource::*": X_RAY_WILDCARD})
         nag.acknowledge(function, "AwsSolutions-L1", RUNTIME_PINNED)
         grants = [build(resources) for build in spec.grants]

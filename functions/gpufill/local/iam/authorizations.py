@@ -514,6 +514,7 @@ BUILDERS: dict[tuple[str, str], Builder] = {
     **{("states", op): _wildcard_only for op in ("SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat")},
     ("lambda", "Invoke"): lambda_invoke,
     ("cloudtrail", "LookupEvents"): _wildcard_only,
+    ("sts", "DecodeAuthorizationMessage"): _wildcard_only,
     ("events", "PutEvents"): events_put,
     ("scheduler", "CreateSchedule"): create_schedule,
     ("scheduler", "UpdateSchedule"): create_schedule,
