@@ -67,6 +67,7 @@ def _decode(deployment: aws.Deployment, rows: list[dict]) -> None:
             row["decoded"] = f"not decoded ({_reason(error)}): needs sts:DecodeAuthorizationMessage"
             continue
         row["decoded"] = verdicts.decoded_reason(document)
+        row["detail"] = row["detail"].split(":", 1)[0]  # the decoded reason says it all, shorter
 
 
 def _image(deployment: aws.Deployment, region: str, regions: dict) -> str | None:
@@ -92,7 +93,7 @@ def render(rows: list[dict]) -> str:
         cells = [str(r.get(k, "")) for k in ("function", "region", "call", "result")]
         lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths)) + f"  {r.get('detail', '')}")
         if r.get("decoded"):
-            lines.append(" " * (sum(widths) + 8) + f"  why: {r['decoded']}")
+            lines.append(f"    why: {r['decoded']}")
     lines.append(verdicts.summary(rows))
     return "\n".join(lines)
 
