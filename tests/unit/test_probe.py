@@ -97,3 +97,30 @@ def test_the_table_and_its_summary():
     assert text[2].strip() == "why: ec2:CreateFleet on …: no statement allows it"
     assert text[-1] == "3 calls: 1 granted, 1 refused, 1 not probeable"
     assert probe.failing(rows) == rows[:1]
+
+
+def test_a_function_that_cannot_be_asked_fails_the_probe_saying_why():
+    import io
+
+    from botocore.exceptions import ClientError
+
+    from gpufill.cli.probe import _invoke
+
+    class Lambda:
+        def __init__(self, answer):
+            self.answer, self.asked = answer, []
+
+        def invoke(self, **call):
+            self.asked.append(call)
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    older = Lambda(ClientError({"Error": {"Code": "ResourceNotFoundException", "Message": "Function not found"}}, "Invoke"))
+    [row] = _invoke(older, "dev", "LaunchBatchFunctionArn", {"us-west-2": {"image_id": "ami-1"}})
+    assert row["result"] == probe.FAILED and row["detail"].endswith("(a deployment older than the probe alias: npx cdk deploy --all)")
+    assert older.asked[0]["FunctionName"] == "gpufill-dev-LaunchBatch" and older.asked[0]["Qualifier"] == constants.PROBE_ALIAS
+    assert json.loads(older.asked[0]["Payload"]) == {constants.PROBE_EVENT_KEY: {"regions": {"us-west-2": {"image_id": "ami-1"}}}}
+    failing = Lambda({"FunctionError": "Unhandled", "Payload": io.BytesIO(b'{"errorMessage": "boom"}')})
+    [row] = _invoke(failing, "dev", "LaunchBatchFunctionArn", {})
+    assert row["result"] == probe.FAILED and row["detail"] == "gpufill-dev-LaunchBatch:probe failed: boom"

@@ -44,7 +44,9 @@ def _invoke(lam, env: str, placeholder: str, facts: dict) -> list[dict]:
                            Payload=json.dumps({constants.PROBE_EVENT_KEY: {"regions": facts}}).encode())
         answer = json.loads(reply["Payload"].read() or b"null")
     except (ClientError, BotoCoreError, ValueError) as error:
-        return [_failed(f"could not invoke {name}:{constants.PROBE_ALIAS}: {_reason(error)}")]
+        missing = isinstance(error, ClientError) and error.response.get("Error", {}).get("Code") == "ResourceNotFoundException"
+        hint = " (a deployment older than the probe alias: npx cdk deploy --all)" if missing else ""
+        return [_failed(f"could not invoke {name}:{constants.PROBE_ALIAS}: {_reason(error)}{hint}")]
     if "FunctionError" in reply or not isinstance(answer, dict) or not isinstance(answer.get("calls"), list):
         why = answer.get("errorMessage") if isinstance(answer, dict) else answer
         return [_failed(f"{name}:{constants.PROBE_ALIAS} failed: {why}")]
