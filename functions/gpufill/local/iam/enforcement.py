@@ -136,15 +136,13 @@ def judged_calls(
     judge: Evaluator | None = None,
     enabled: bool = True,
 ) -> Iterator[Judgements]:
-    """Judge every call from here on; `enabled=False` is for engine tests about something else."""
+    """Judge every call from here on; `enabled=False` is for engine tests about something else
+    (nothing is judged, and an EC2 DryRun is still answered as EC2 answers an allowed one)."""
     judgements = Judgements()
-    if not enabled:
-        yield judgements
-        return
     from botocore.client import BaseClient
     from moto.core.botocore_stubber import BotocoreStubber
 
-    judge = judge or evaluation.shared()
+    judge = (judge or evaluation.shared()) if enabled else None
     original_call = BaseClient._make_api_call
     original_send = BotocoreStubber.__call__
 
@@ -167,6 +165,8 @@ def judged_calls(
         return original_send(stubber, event_name, request, **kwargs)
 
     def _refusal(request):
+        if not enabled:
+            return None
         service_model, operation, params, region = _stack()[-1]
         _calls.access_key = _access_key(request)
         try:
