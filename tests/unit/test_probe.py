@@ -124,3 +124,31 @@ def test_a_function_that_cannot_be_asked_fails_the_probe_saying_why():
     failing = Lambda({"FunctionError": "Unhandled", "Payload": io.BytesIO(b'{"errorMessage": "boom"}')})
     [row] = _invoke(failing, "dev", "LaunchBatchFunctionArn", {})
     assert row["result"] == probe.FAILED and row["detail"] == "gpufill-dev-LaunchBatch:probe failed: boom"
+
+
+def test_why_a_call_is_not_probeable_is_named_per_service():
+    assert [probe.dry_runnable(a) for a in ("ec2:RunInstances", "ec2:CreateTags", "dynamodb:PutItem", "xec2:RunInstances")] == [
+        True, False, False, False]
+    assert probe.not_probeable("dynamodb:PutItem") == "DynamoDB has no DryRun"
+    assert probe.not_probeable("states:StartExecution") == "Step Functions has no DryRun"
+    assert probe.not_probeable("ec2:CreateTags") == "tags given at creation: judged with the call that creates"
+    assert probe.not_probeable("iam:PassRole") == "checked by the launch calls that pass the role"
+    assert probe.not_probeable("kms:Decrypt") == "kms has no DryRun"
+
+
+def test_the_reason_read_from_a_refusal_and_its_decoded_document():
+    assert probe.plain_reason("  No. Encoded authorization failure message: x ") == "No"
+    assert probe.encoded_message("… Encoded authorization failure message:   ") is None
+    assert probe.encoded_message("… Encoded authorization failure message: abc def") == "abc"
+    document = {"allowed": False, "explicitDeny": True, "context": {
+        "action": "ec2:TerminateInstances", "resource": "arn:aws:ec2:us-west-2:1:instance/i-1",
+        "conditions": {"items": [
+            {"key": "aws:PrincipalArn", "values": {"items": [{"value": "arn:aws:iam::1:role/r"}]}},
+            {"key": "aws:TagKeys", "values": {"items": [{"value": "a"}, {"value": "b"}]}},
+            {"key": "ec2:Region", "values": {"items": [{"value": "us-west-2"}]}},
+        ]}}}
+    assert probe.decoded_reason(document) == (
+        "ec2:TerminateInstances on arn:aws:ec2:us-west-2:1:instance/i-1: an explicit deny (context aws:TagKeys=a,b; ec2:Region=us-west-2)")
+    assert probe.decoded_reason({"context": {}}) == "? on ?: no statement allows it"
+    assert probe.classify("Throttling", "slow down") == (probe.UNPROVEN, "Throttling: slow down")
+    assert probe.classify("InvalidAMIID.NotFound") == (probe.UNPROVEN, "InvalidAMIID.NotFound")
