@@ -134,10 +134,12 @@ def test_why_a_call_is_not_probeable_is_named_per_service():
     assert probe.not_probeable("ec2:CreateTags") == "tags given at creation: judged with the call that creates"
     assert probe.not_probeable("iam:PassRole") == "checked by the launch calls that pass the role"
     assert probe.not_probeable("kms:Decrypt") == "kms has no DryRun"
+    assert probe.not_probeable("kms") == "kms has no DryRun"  # a name without its action still names the service
 
 
 def test_the_reason_read_from_a_refusal_and_its_decoded_document():
     assert probe.plain_reason("  No. Encoded authorization failure message: x ") == "No"
+    assert probe.plain_reason("Not authorized for role MAX.") == "Not authorized for role MAX"  # no encoded part
     assert probe.encoded_message("… Encoded authorization failure message:   ") is None
     assert probe.encoded_message("… Encoded authorization failure message: abc def") == "abc"
     document = {"allowed": False, "explicitDeny": True, "context": {
@@ -150,5 +152,9 @@ def test_the_reason_read_from_a_refusal_and_its_decoded_document():
     assert probe.decoded_reason(document) == (
         "ec2:TerminateInstances on arn:aws:ec2:us-west-2:1:instance/i-1: an explicit deny (context aws:TagKeys=a,b; ec2:Region=us-west-2)")
     assert probe.decoded_reason({"context": {}}) == "? on ?: no statement allows it"
+    odd = {"context": {"action": "a", "resource": "r", "conditions": {"items": [
+        {"key": "k", "values": {}}, {"key": "v", "values": {"items": [{}]}}]}}}
+    assert probe.decoded_reason(odd) == "a on r: no statement allows it (context k=; v=)"
+    assert probe.classify(None) == (probe.UNPROVEN, "EC2 answered as if DryRun were not set")
     assert probe.classify("Throttling", "slow down") == (probe.UNPROVEN, "Throttling: slow down")
     assert probe.classify("InvalidAMIID.NotFound") == (probe.UNPROVEN, "InvalidAMIID.NotFound")

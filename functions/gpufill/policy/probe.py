@@ -42,17 +42,17 @@ def classify(code: str | None, message: str = "") -> tuple[str, str]:
         return REFUSED, f"{code}: {plain_reason(message)}"
     if code is None:
         return UNPROVEN, "EC2 answered as if DryRun were not set"
-    return UNPROVEN, f"{code}: {message}".rstrip(": ")
+    return UNPROVEN, f"{code}: {message}" if message else code
 
 
 def plain_reason(message: str) -> str:
     """The readable part of a refusal's message, without the encoded blob."""
-    return message.split(ENCODED_MARKER, 1)[0].strip().rstrip(".")
+    return message.partition(ENCODED_MARKER)[0].strip().rstrip(".")
 
 
 def encoded_message(message: str) -> str | None:
     """The encoded authorization failure message EC2 put in a refusal, if any."""
-    words = message.split(ENCODED_MARKER, 1)[1].split() if ENCODED_MARKER in message else []
+    words = message.partition(ENCODED_MARKER)[2].split()
     return words[0] if words else None
 
 
@@ -61,11 +61,13 @@ def decoded_reason(document: dict) -> str:
     whether an explicit Deny refused it or no statement allowed it."""
     context = document.get("context") or {}
     why = "an explicit deny" if document.get("explicitDeny") else "no statement allows it"
-    conditions = [
-        f"{item.get('key')}={','.join(v.get('value', '') for v in (item.get('values') or {}).get('items', []))}"
-        for item in (context.get("conditions") or {}).get("items", [])
-        if not str(item.get("key", "")).startswith("aws:Principal")
-    ]
+    conditions = []
+    for item in (context.get("conditions") or {}).get("items", []):
+        key = str(item.get("key"))
+        if key.startswith("aws:Principal"):  # the caller, named already by the refusal
+            continue
+        values = [str(v.get("value", "")) for v in (item.get("values") or {}).get("items") or []]
+        conditions.append(f"{key}={','.join(values)}")
     line = f"{context.get('action', '?')} on {context.get('resource', '?')}: {why}"
     return f"{line} (context {'; '.join(conditions)})" if conditions else line
 
@@ -79,7 +81,7 @@ def not_probeable(action: str) -> str:
     """Why a call the function makes cannot be asked with DryRun."""
     if action == "ec2:CreateTags":
         return "tags given at creation: judged with the call that creates"
-    service = action.split(":", 1)[0]
+    service = action.partition(":")[0]
     return NO_DRY_RUN.get(service, f"{service} has no DryRun")
 
 
