@@ -49,6 +49,9 @@ class ApprovalAnswers(Construct):
             },
             tasks=constants.ANSWER_FUNCTIONS,
             specs=ANSWER_TASKS,
+            # No probe alias: it records the approver AWS authenticated at the function URL, and an
+            # invocation any other way could claim one. It makes no EC2 call a probe could ask about.
+            probe_alias=False,
         )
         self.function = functions.functions[constants.ANSWER_APPROVAL_TASK]
         self.url = self.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.AWS_IAM)

@@ -62,6 +62,7 @@ class Functions(Construct):
         powertools_layer_version: int | None = None,
         tasks: Mapping[str, str] = constants.LAMBDA_TASKS,
         specs: Mapping[str, TaskSpec] = TASKS,
+        probe_alias: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         _check_table(tasks, specs)
@@ -69,6 +70,7 @@ class Functions(Construct):
         self.powertools_layer = lambda_.LayerVersion.from_layer_version_arn(
             self, "PowertoolsLayer", powertools_layer_arn(self, powertools_layer_version)
         )
+        self.probe_alias = probe_alias
         self.functions: dict[str, lambda_.Function] = {
             placeholder: self._function(env, placeholder, handler, specs[placeholder], code, resources, environment)
             for placeholder, handler in tasks.items()
@@ -122,6 +124,11 @@ class Functions(Construct):
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
             tracing=lambda_.Tracing.ACTIVE,
         )
+        # `gpufill doctor --probe` invokes only this alias, and the function answers it with DryRun
+        # calls only (adapters/probe.py): the operator's grant to invoke it runs no handler.
+        if self.probe_alias:
+            lambda_.Alias(self, f"{task}ProbeAlias", alias_name=constants.PROBE_ALIAS, version=function.latest_version,
+                          description="gpufill doctor --probe: DryRun calls only")
         nag.acknowledge_wildcards(role.node.find_child("DefaultPolicy"), {"Resource::*": X_RAY_WILDCARD})
         nag.acknowledge(function, "AwsSolutions-L1", RUNTIME_PINNED)
         grants = [build(resources) for build in spec.grants]

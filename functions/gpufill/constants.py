@@ -454,3 +454,11 @@ SWEEP_MAX_EXECUTION_LOOKUPS = 20
 SWEEP_BLOCK_ENDING_SECONDS = 60 * 60
 # Findings detailed in the summary `gpufill status` shows (all are counted).
 SWEEP_LISTED_FINDINGS = 10
+
+# --- gpufill doctor --probe ---------------------------------------------------------------
+# The one key of a probe event: a function invoked with it through its probe alias makes its own
+# AWS calls with DryRun and changes nothing (adapters/probe.py).
+PROBE_EVENT_KEY = "gpufill_probe"
+# The alias every probed function carries; the operator may invoke only it, and a function invoked
+# through it does nothing but probe.
+PROBE_ALIAS = "probe"

@@ -79,3 +79,58 @@ def test_a_region_whose_forwarding_role_is_missing_fails_the_doctor(endpoint, de
     assert code == 1 and (failed["check"], failed["target"]) == ("iam", "EventForwarding us-east-2")
     assert failed["detail"] == "no role gpufill-local-events-us-east-2: us-east-2's EC2 interruptions never reach StartRefill"
     assert failed["fix"].endswith("gpufill-local-events-us-east-2: npx cdk deploy --all")
+
+
+# --- gpufill doctor --probe ----------------------------------------------------------------------
+
+
+def probed(capsys, deployment) -> tuple[int, dict]:
+    code = main(["doctor", "--probe", "--json", *deployment])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_the_probe_proves_every_launch_grant_of_a_fresh_deployment_and_changes_nothing(endpoint, deployment, capsys):
+    engine = endpoint.engine
+    regions = ("us-east-1", "us-east-2", "us-west-2", "eu-central-1", "ap-northeast-1")
+
+    def world() -> tuple:
+        ec2 = {r: engine.client("ec2", r) for r in regions}
+        return (sum(len(x["Instances"]) for r in regions for x in ec2[r].describe_instances()["Reservations"]),
+                sum(len(ec2[r].describe_launch_templates()["LaunchTemplates"]) for r in regions),
+                engine.client("dynamodb").scan(TableName=constants.instances_table_name("local"))["Count"])
+
+    from gpufill import constants
+
+    before = world()
+    code, report = probed(capsys, deployment)
+    assert code == 0 and report["ok"], [c for c in report["calls"] if c["result"] in ("refused", "failed")]
+    rows = {(c["function"], c["region"], c["call"]): c for c in report["calls"]}
+    for region in regions:
+        for call in ("ec2:RunInstances", "ec2:CreateLaunchTemplate"):
+            assert rows[("LaunchBatch", region, call)]["result"] == "granted"
+        assert rows[("PurchaseCapacityBlock", region, "ec2:PurchaseCapacityBlock")]["result"] == "granted"
+        # Nothing of the deployment to judge a termination or a fleet against yet: EC2 cannot say.
+        terminate = rows[("TerminateRegionInstances", region, "ec2:TerminateInstances")]
+        assert terminate["result"] == "unproven" and terminate["detail"].startswith("InvalidInstanceID.NotFound")
+        assert rows[("LaunchBatch", region, "ec2:CreateFleet")]["detail"].startswith("InvalidLaunchTemplateName.NotFound")
+    assert rows[("ReportResult", "*", "dynamodb:BatchGetItem")]["result"] == "not probeable"
+    assert world() == before  # no instance, template or record made
+
+
+def test_a_grant_removed_from_a_role_is_refused_by_the_probe_with_its_reason(endpoint, deployment, capsys):
+    from tests.support.grants import remove_grant
+
+    engine = endpoint.engine
+    saved = dict(engine.functions)
+    remove_grant(engine, "LaunchBatch", "ec2:RunInstances", "instance/*")
+    try:
+        code, report = probed(capsys, deployment)
+    finally:
+        engine.functions.update(saved)
+    refused = [c for c in report["calls"] if c["result"] == "refused"]
+    assert code == 1 and not report["ok"]
+    assert {(c["function"], c["call"]) for c in refused} == {("LaunchBatch", "ec2:RunInstances")}
+    assert len(refused) == 5  # every region
+    assert refused[0]["detail"] == "UnauthorizedOperation"
+    assert refused[0]["decoded"].startswith(f"ec2:RunInstances on arn:aws:ec2:{refused[0]['region']}:")
+    assert ":instance/*: no statement allows it" in refused[0]["decoded"]

@@ -68,6 +68,12 @@ URL_CALLS = [
     check("lambda:InvokeFunction", ANSWER_FUNCTION, **{"lambda:InvokedViaFunctionUrl": "true"}),
 ]
 CLI_CALLS += URL_CALLS
+# gpufill doctor --probe: the functions through their probe alias only, and the reason of a refusal.
+PROBE_CALLS = [
+    check("lambda:InvokeFunction", ANSWER_FUNCTION.replace("AnswerApproval", "LaunchBatch:probe")),
+    Authorization("sts:DecodeAuthorizationMessage", "*", {"aws:RequestedRegion": REGION}),
+]
+CLI_CALLS += PROBE_CALLS
 
 
 @pytest.mark.parametrize("call", CLI_CALLS, ids=lambda c: f"{c.action}:{c.resource.rsplit(':', 1)[-1]}")
@@ -90,9 +96,13 @@ def test_the_documented_policy_allows_every_call_the_verbs_make(evaluator, call)
     check("lambda:InvokeFunction", ANSWER_FUNCTION),
     check("lambda:InvokeFunctionUrl", ANSWER_FUNCTION, **{"lambda:FunctionUrlAuthType": "NONE"}),
     check("lambda:InvokeFunction", ANSWER_FUNCTION.replace("AnswerApproval", "LaunchBatch"), **{"lambda:InvokedViaFunctionUrl": "true"}),
+    # A function itself (its handler), or another deployment's probe: never.
+    check("lambda:InvokeFunction", ANSWER_FUNCTION.replace("AnswerApproval", "TerminateRegionInstances")),
+    check("lambda:InvokeFunction", ANSWER_FUNCTION.replace("AnswerApproval", "TerminateRegionInstances:live")),
+    check("lambda:InvokeFunction", ANSWER_FUNCTION.replace("gpufill-dev-AnswerApproval", "gpufill-prod-LaunchBatch:probe")),
 ], ids=["update-a-record", "another-deployments-instance", "another-deployments-machine", "delete",
         "send-task-success", "send-task-failure", "claim-an-approval", "invoke-directly", "url-without-iam-auth",
-        "another-function"])
+        "another-function", "a-handler-unqualified", "another-alias", "another-deployments-probe"])
 def test_the_documented_policy_refuses_what_it_leaves_out(evaluator, call):
     assert not evaluator.judge(OPERATOR, ACCOUNT, [("operator", documented_policy())], call).allowed
 
@@ -104,7 +114,8 @@ def test_the_documented_approver_policy_allows_the_url_calls(evaluator, call):
 
 def test_the_approver_policy_is_the_operator_policys_url_statements(evaluator):
     """The operator answers as any approver does; neither policy answers a task token directly."""
-    operator = {s["Action"]: s for s in documented_policy()["Statement"] if str(s["Action"]).startswith("lambda:")}
+    operator = {s["Action"]: s for s in documented_policy()["Statement"]
+                if str(s["Action"]).startswith("lambda:") and s["Sid"] != "ProbeThroughTheProbeAlias"}
     approver = {s["Action"]: s for s in documented_approver_policy()["Statement"]}
     assert {a: (s["Resource"], s["Condition"]) for a, s in operator.items()} == {
         a: (s["Resource"], s["Condition"]) for a, s in approver.items()}

@@ -112,7 +112,7 @@ def test_a_failed_payment_leaves_the_block_payment_failed_and_never_usable(accou
     account.advance(6 * 60)
     assert state() == "payment-failed"
     account.advance(2 * 3600)  # past its start: still no capacity
-    assert state() == "payment-failed" and error_of(lambda: launch(ec2, block))[0] == "ReservationCapacityExceeded"
+    assert state() == "payment-failed" and error_of(lambda: launch(ec2, block))[0] == "InsufficientInstanceCapacity"
     assert account.faults.injected
 
 
@@ -123,7 +123,7 @@ def test_launches_fit_only_while_the_block_is_active_and_end_thirty_minutes_befo
         CapacityBlockOfferingId=offer["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX"
     )["CapacityReservation"]["CapacityReservationId"]
     lasts = (offer["EndDate"] - offer["StartDate"]).total_seconds()
-    assert error_of(lambda: launch(ec2, block))[0] == "ReservationCapacityExceeded"  # scheduled, not active yet
+    assert error_of(lambda: launch(ec2, block))[0] == "InsufficientInstanceCapacity"  # scheduled, not active yet
     account.advance(2 * 3600 + 60)
     # Launched into only as a Capacity Block: an On-Demand launch or an ODCR fleet naming it is refused.
     assert error_of(lambda: launch(ec2, block, market=None))[0] == "InvalidParameterValue"
@@ -136,7 +136,7 @@ def test_launches_fit_only_while_the_block_is_active_and_end_thirty_minutes_befo
     ))[0] == "InvalidParameterValue"
     instances = launch(ec2, block, count=2)
     assert {i["CapacityReservationId"] for i in instances} == {block}
-    assert error_of(lambda: launch(ec2, block))[0] == "ReservationCapacityExceeded"  # full
+    assert error_of(lambda: launch(ec2, block))[0] == "InsufficientInstanceCapacity"  # full
     account.advance(lasts - 60 - 29 * 60)  # 29 minutes before the end: EC2 has ended them
     ids = [i["InstanceId"] for i in instances]
     error_of(lambda: ec2.describe_instances(InstanceIds=ids))  # new instances are not described at once

@@ -7,6 +7,7 @@ import pytest
 from gpufill.local.deploy.images import LOCAL_AMI
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
+from gpufill.local.reservations import SLOT_RELEASE_SECONDS
 from tests.engine.test_engine_fleet import fleet, overrides, template
 from tests.engine.test_engine_market import error_of
 
@@ -55,7 +56,9 @@ def available(engine, reservation_id, region=WEST) -> int:
 
 
 def end(engine, instances) -> None:
+    """Terminate, and let EC2's clean-up pass: the slots are back for the next test."""
     engine.client("ec2", WEST).terminate_instances(InstanceIds=[i["InstanceId"] for i in instances])
+    engine.advance(SLOT_RELEASE_SECONDS)
 
 
 def target(reservation_id):
@@ -84,7 +87,12 @@ def test_an_open_reservation_takes_a_matching_on_demand_launch_and_gives_the_roo
     assert instance["CapacityReservationId"] == OPEN and available(engine, OPEN) == 1
     # The zone itself has no On-Demand capacity: beyond the reservation's room nothing launches.
     assert error_of(lambda: run(engine, zone="a", low=2, high=2))[0] == "InsufficientInstanceCapacity"
-    end(engine, [instance])
+    # The slot comes back only once EC2 has cleaned the instance up, minutes after the terminate.
+    engine.client("ec2", WEST).terminate_instances(InstanceIds=[instance["InstanceId"]])
+    engine.advance(SLOT_RELEASE_SECONDS - 1)
+    assert available(engine, OPEN) == 1
+    assert error_of(lambda: run(engine, zone="a", low=2, high=2))[0] == "InsufficientInstanceCapacity"
+    engine.advance(1)
     assert available(engine, OPEN) == 2
 
 
@@ -148,6 +156,7 @@ def test_a_reserved_capacity_fleet_launches_into_the_named_reservation_and_nowhe
     )
     assert again["Instances"] == [] and [e["ErrorCode"] for e in again["Errors"]] == ["ReservationCapacityExceeded"]
     ec2.terminate_instances(InstanceIds=ids)
+    engine.advance(SLOT_RELEASE_SECONDS)
 
 
 def test_an_on_demand_fleet_fills_a_matching_open_reservation_first(engine):
@@ -158,3 +167,4 @@ def test_an_on_demand_fleet_fills_a_matching_open_reservation_first(engine):
     assert len(ids) == 2 and available(engine, OPEN) == 0
     assert [e["ErrorCode"] for e in answer["Errors"]] == ["InsufficientInstanceCapacity"]
     engine.client("ec2", WEST).terminate_instances(InstanceIds=ids)
+    engine.advance(SLOT_RELEASE_SECONDS)

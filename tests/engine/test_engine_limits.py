@@ -137,3 +137,20 @@ def test_sns_subjects_follow_aws_rules(engine, subject, ok):
         with pytest.raises(ClientError) as caught:
             publish()
         assert caught.value.response["Error"]["Code"] == "InvalidParameter"
+
+
+def test_a_dry_run_launch_is_answered_as_ec2_answers_it_and_launches_nothing(engine):
+    """moto answers DryRun for some operations only (not DescribeSpotPriceHistory, nor the engine's
+    own PurchaseCapacityBlock, which would buy): the engine answers every EC2 DryRun itself, here
+    unjudged, as an allowed one."""
+    from gpufill.local.deploy.images import LOCAL_AMI
+    from tests.engine.simulated_account import WEST
+
+    ec2 = engine.client("ec2", WEST)
+    for call in (lambda: ec2.run_instances(ImageId=LOCAL_AMI, InstanceType="g6.xlarge", MinCount=1, MaxCount=1, DryRun=True),
+                 lambda: ec2.describe_spot_price_history(DryRun=True)):
+        with pytest.raises(ClientError) as caught:
+            call()
+        assert caught.value.response["Error"]["Code"] == "DryRunOperation"
+        assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    assert ec2.describe_instances()["Reservations"] == []

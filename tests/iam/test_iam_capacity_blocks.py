@@ -23,6 +23,9 @@ def test_a_purchase_and_the_launch_into_the_block_are_authorized_by_the_deployed
     assert ("ec2:DescribeCapacityBlockOfferings", "*") in checked
     assert ("ec2:PurchaseCapacityBlock", "capacity-reservation/*") in checked
     assert ("ec2:CreateTags", "capacity-reservation/*") in checked
+    # The launch into the block is judged as the capacity-block market, as the Reference lists the key.
+    launches = [j for j in judgements.seen if j.action == "ec2:RunInstances" and j.resource.endswith(":instance/*")]
+    assert launches and {j.context["ec2:InstanceMarketType"] for j in launches} == {"capacity-block"}
 
 
 def test_without_the_purchase_grant_nothing_is_bought_and_the_run_ends_reported(judged_account):

@@ -21,6 +21,19 @@ def test_one_function_per_task_with_its_handler(task_functions):
         assert function["Properties"]["Handler"] == constants.LAMBDA_TASKS[placeholder]
 
 
+def test_every_function_but_answer_approval_has_the_probe_alias_on_its_latest_code(synthesized, task_functions):
+    """`gpufill doctor --probe` invokes only this alias; a function invoked through it only probes.
+    AnswerApproval has none: only its URL may reach it, so the approver is the one AWS authenticated."""
+    aliases = synthesized.resources("AWS::Lambda::Alias").values()
+    by_function = {a["Properties"]["FunctionName"]["Ref"]: a["Properties"] for a in aliases}
+    names = {r["Properties"].get("FunctionName"): i for i, r in synthesized.resources("AWS::Lambda::Function").items()}
+    env = synthesized.stack.node.try_get_context("env")
+    outside = {names[constants.function_name(env, task)] for task in (*constants.EVENT_FUNCTIONS, *constants.SWEEP_FUNCTIONS)}
+    assert set(by_function) == {logical_id for logical_id, _ in task_functions.values()} | outside
+    assert names[constants.function_name(env, constants.ANSWER_APPROVAL_TASK)] not in by_function
+    assert {(a["Name"], a["FunctionVersion"]) for a in by_function.values()} == {(constants.PROBE_ALIAS, "$LATEST")}
+
+
 def test_every_task_function_is_arm64_python_with_the_powertools_layer(synthesized, task_functions):
     # The layer is the one AWS's public parameter names for the pinned release, resolved at deploy.
     [(parameter, declared)] = [

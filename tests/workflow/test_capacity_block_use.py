@@ -8,6 +8,7 @@ import pytest
 
 from gpufill.adapters import clock
 from gpufill.cli.render import render_summary
+from gpufill.local.reservations import SLOT_RELEASE_SECONDS
 from tests.support.audit import assert_exactly_once, assert_purchases_approved
 from tests.workflow.test_capacity_blocks import OHIO, P5, blocks_held, offer, request
 
@@ -24,6 +25,7 @@ def test_a_block_bought_by_one_request_is_never_planned_as_a_reservation_by_anot
         # The owner's user ends one of its instances: the block has room for one again.
         ended = bought.output["instances"][0]["instance_id"]
         engine.client("ec2", OHIO).terminate_instances(InstanceIds=[ended])
+        engine.advance(SLOT_RELEASE_SECONDS)  # EC2 cleans the instance up before its slot is back
         later = {mode: engine.run({"instance_type": P5, "count": 1, "regions": [OHIO], "market": "on-demand",
                                    "launch_mode": mode, "ready_timeout": "PT0S"}, name=f"cb-other-{mode}")
                  for mode in ("partial", "fleet")}

@@ -9,6 +9,8 @@ could have) or `fail` (a run would be refused). Exit 1 on any failure. Checks, i
   that the public parameter names;
 - the service-linked roles Spot and EC2 Fleet use;
 - the Powertools layer the functions carry against AWS's public parameter for the pinned release.
+
+`--probe` instead has each deployed function make its own EC2 calls with DryRun (cli/probe.py).
 """
 
 from __future__ import annotations
@@ -56,12 +58,19 @@ def add_parser(verbs) -> None:
         description="Reads the deployment and asks AWS, one line per check; exit 1 when any check fails.",
     )
     doctor.add_argument("--json", action="store_true", help="print the checks as one JSON document")
+    doctor.add_argument(
+        "--probe", action="store_true",
+        help="instead: have each deployed function make its own EC2 calls with DryRun in every region "
+             "(granted, refused with the reason, or not probeable); exit 1 when any is refused",
+    )
     aws.add_deployment_options(doctor)
     doctor.set_defaults(handler=doctor_verb)
 
 
 def doctor_verb(args: argparse.Namespace) -> int:
     deployment = aws.find(args)
+    if args.probe:
+        return probe_verb(deployment, as_json=args.json)
     checks = run_checks(deployment)
     failed = any(c.verdict == FAIL for c in checks)
     if args.json:
@@ -69,6 +78,26 @@ def doctor_verb(args: argparse.Namespace) -> int:
                     "checks": [asdict(c) for c in checks]})
     else:
         print(render(checks))
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def probe_verb(deployment: aws.Deployment, *, as_json: bool) -> int:
+    from gpufill.cli import probe
+    from gpufill.policy.probe import failing, summary
+
+    checks: list[Check] = []
+    regions = _guarded(checks, "regions", deployment.env, lambda: _regions(deployment))
+    if regions is None:
+        print(render(checks))
+        return EXIT_FAILED
+    needs = json.loads(IAM_NEEDS.read_text())["principals"] if IAM_NEEDS.exists() else {}
+    rows = probe.run_probe(deployment, needs, regions)
+    failed = bool(failing(rows)) or not rows
+    if as_json:
+        print_json({"deployment": deployment.env, "regions": regions["regions"], "ok": not failed,
+                    "summary": summary(rows), "calls": rows})
+    else:
+        print(probe.render(rows))
     return EXIT_FAILED if failed else EXIT_OK
 
 

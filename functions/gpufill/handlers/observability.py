@@ -19,11 +19,15 @@ def transient_aws_errors(handler):
     """
     import functools
 
+    from gpufill.adapters import probe
     from gpufill.adapters.aws import TransientAwsError, is_transient
 
     @functools.wraps(handler)
     def wrapped(event, context):
         tag_deployment()
+        if probe.requested(event, context):
+            # `gpufill doctor --probe`: the function's own calls with DryRun, never the handler.
+            return probe.answer(event, context)
         try:
             return handler(event, context)
         except TransientAwsError:

@@ -69,6 +69,15 @@ class Block(Held):
     settles_at: datetime | None = None
     payment_fails: bool = False
 
+    def no_room(self) -> EC2ClientError:
+        """A Capacity Block answers a launch beyond its room with insufficient capacity (AWS's EC2
+        Fleet tutorial for Capacity Blocks: "Insufficient Capacity" for what exceeds the block)."""
+        return EC2ClientError(
+            "InsufficientInstanceCapacity",
+            f"There is not enough capacity in Capacity Block {self.id} ({self.available()} of {self.total} "
+            f"{self.instance_type} available).",
+        )
+
     def described(self) -> dict:
         return {
             "ReservationType": RESERVATION_TYPE,
@@ -258,8 +267,9 @@ class CapacityBlocks:
         if block.state != "active":
             if block.state == "scheduled" and self.now() >= block.start:
                 self.met_late()
+            # AWS documents an insufficient capacity answer for a launch into a block not started yet.
             raise EC2ClientError(
-                "ReservationCapacityExceeded",
+                "InsufficientInstanceCapacity",
                 f"The Capacity Block {target} is {block.state} (from {_iso(block.start)} to {_iso(block.end)}): "
                 "instances launch into it only while it is active.",
             )

@@ -168,6 +168,9 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self._stack.enter_context(cloudtrail.patches(self))
         self._stack.enter_context(faults.at_the_wire(self))
         self.iam = self._stack.enter_context(self._judged_calls())
+        from gpufill.local.iam.enforcement import sts_decoding
+
+        self._stack.enter_context(sts_decoding())
         from gpufill.local.iam import trust
 
         # Every start judged: the state machine's role must trust Step Functions (local/iam/trust.py).

@@ -23,10 +23,11 @@ class FakeContext:
     from the function's deployed timeout (as configured now: a test may change it with
     UpdateFunctionConfiguration) by the wall time since the invocation began."""
 
-    def __init__(self, function):
+    def __init__(self, function, qualifier: str | None = None):
         self.function_name = function.function_name
         self.function_version = "$LATEST"
-        self.invoked_function_arn = function.function_arn
+        # As Lambda names it: the ARN the caller invoked, with the alias or version it named.
+        self.invoked_function_arn = function.function_arn.split(":$LATEST")[0] + (f":{qualifier}" if qualifier else "")
         self.memory_limit_in_mb = function.memory_size
         self.aws_request_id = f"local-{time.monotonic_ns()}"
         self.log_group_name = f"/aws/lambda/{function.function_name}"
@@ -98,12 +99,35 @@ class AsyncInvocations:
 def in_process(engine):
     """Every Lambda invoke runs the handler in this process, with the function's own
     Environment applied, and with the Lambda-level faults of engine.faults."""
-    from moto.awslambda.models import LambdaFunction
+    from contextlib import ExitStack
+
+    from moto.awslambda.models import LambdaBackend, LambdaFunction
+    from moto.awslambda.responses import LambdaResponse
 
     from gpufill.local.faults import KilledInvocation
     from gpufill.local.iam import trust
 
     calls, faults = engine.calls, engine.faults
+    invoked = threading.local()  # the qualifier (alias or version) the caller named, per thread
+    original_backend_invoke, original_response_invoke = LambdaBackend.invoke, LambdaResponse.invoke
+
+    def response_invoke(response):
+        # moto reads the query's `qualifier` in lower case and so loses Invoke's Qualifier=…
+        saved, invoked.asked = getattr(invoked, "asked", None), (response.querystring.get("Qualifier") or [None])[0]
+        try:
+            return original_response_invoke(response)
+        finally:
+            invoked.asked = saved
+
+    def backend_invoke(backend, function_name, qualifier, body, headers, response_headers):
+        qualifier = qualifier or getattr(invoked, "asked", None)
+        if ":" in function_name.rsplit(":function:", 1)[-1]:
+            function_name, qualifier = function_name.rsplit(":", 1)
+        saved, invoked.qualifier = getattr(invoked, "qualifier", None), qualifier
+        try:
+            return original_backend_invoke(backend, function_name, qualifier, body, headers, response_headers)
+        finally:
+            invoked.qualifier = saved
 
     def invoke(function, event=None):
         deployed = engine.functions[function.function_name]
@@ -122,7 +146,8 @@ def in_process(engine):
             engine._invocation.task = task
             engine._invocation.function = deployed
             try:
-                result = handler(event if event is not None else {}, FakeContext(function))
+                context = FakeContext(function, getattr(invoked, "qualifier", None))
+                result = handler(event if event is not None else {}, context)
             except KilledInvocation:
                 return lambda_error("Sandbox.Timedout", function), True, ""
             except Exception as error:  # noqa: BLE001 (reported to the state machine as a Lambda function error)
@@ -134,7 +159,11 @@ def in_process(engine):
             return lambda_error(fault.error, function), True, ""
         return json.dumps(result), False, ""
 
-    return mock.patch.object(LambdaFunction, "_invoke_lambda", invoke)
+    patches = ExitStack()
+    patches.enter_context(mock.patch.object(LambdaFunction, "_invoke_lambda", invoke))
+    patches.enter_context(mock.patch.object(LambdaBackend, "invoke", backend_invoke))
+    patches.enter_context(mock.patch.object(LambdaResponse, "invoke", response_invoke))
+    return patches
 
 
 def lambda_error(error: str, function) -> str:

@@ -490,6 +490,19 @@ class SimulatedMarket(MarketAnswers):
         )
         for name, method in capacity_blocks.api(market.blocks).items():
             stack.enter_context(mock.patch.object(EC2Response, name, method, create=True))
+        from moto.ec2.models.instances import Instance
+
+        from gpufill.local import reservations
+
+        original_terminate = Instance.terminate
+
+        def terminate(instance):
+            # A reclaim or a shutdown marks it shutting-down first: still stamped as it ends.
+            if instance.state != "terminated" and getattr(instance, "capacity_reservation_id", None):
+                reservations.ended(instance, lambda: market.elapsed())
+            return original_terminate(instance)
+
+        stack.enter_context(mock.patch.object(Instance, "terminate", terminate))
         for name, method in market.groups.api().items():
             stack.enter_context(mock.patch.object(EC2Response, name, method, create=True))
         from moto.ec2.responses.security_groups import SecurityGroups

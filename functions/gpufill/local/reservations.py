@@ -2,8 +2,11 @@
 `capacity_reservations`, DescribeCapacityReservations, and where a launch's instances run.
 
 As on EC2:
-- An instance in a reservation takes one of its slots while it is not terminated; the slot
-  comes back when the instance ends, so `AvailableInstanceCount` is the total less the live ones.
+- An instance in a reservation takes one of its slots while it is not terminated, and for
+  SLOT_RELEASE_SECONDS of modelled time after: EC2 cleans a terminated instance up (it stays
+  `shutting-down`) for several minutes before the slot shows as available again (EC2 user guide,
+  "Launch instances using Capacity Blocks"). `AvailableInstanceCount` is the total less the slots
+  held.
 - A launch naming a reservation (`CapacityReservationTarget.CapacityReservationId`) runs there or
   nowhere: an unknown id answers InvalidCapacityReservationId.NotFound, another type or AZ
   InvalidParameterCombination, a reservation without the room for MinCount
@@ -28,6 +31,8 @@ from gpufill.constants import TAG_DEPLOYMENT
 from gpufill.local.scenario import MarketScenario
 
 LIVE_ENDED = ("terminated", "shutting-down")
+# How long a terminated instance keeps its reservation slot: AWS says "several minutes"; five.
+SLOT_RELEASE_SECONDS = 300.0
 
 
 @dataclass
@@ -48,10 +53,34 @@ class Held:
         """What DescribeCapacityReservations adds for this kind of reservation (a Capacity Block its dates)."""
         return {}
 
+    def no_room(self) -> EC2ClientError:
+        """EC2's answer to a launch naming this reservation that it has no room for."""
+        return EC2ClientError(
+            "ReservationCapacityExceeded",
+            f"The targeted Capacity Reservation {self.id} does not have enough available capacity "
+            f"({self.available()} of {self.total} {self.instance_type} available).",
+        )
+
     def available(self) -> int:
         if self.state != "active":
             return 0
-        return self.total - sum(1 for i in self.instances if i.state not in LIVE_ENDED)
+        return self.total - sum(1 for i in self.instances if holds_slot(i))
+
+
+def holds_slot(instance) -> bool:
+    """Whether an instance still takes its reservation slot: live, or ended less than
+    SLOT_RELEASE_SECONDS ago on the modelled clock (`ended` stamps it)."""
+    if instance.state not in LIVE_ENDED:
+        return True
+    free_at, clock = getattr(instance, "gpufill_slot_free_at", None), getattr(instance, "gpufill_clock", None)
+    return free_at is not None and clock is not None and clock() < free_at
+
+
+def ended(instance, clock) -> None:
+    """Stamp an instance as it ends (moto's Instance.terminate): its slot comes back later."""
+    if getattr(instance, "gpufill_slot_free_at", None) is None:
+        instance.gpufill_clock = clock
+        instance.gpufill_slot_free_at = clock() + SLOT_RELEASE_SECONDS
 
 
 def _id_for(n: int, zone: str, instance_type: str) -> str:
@@ -154,11 +183,7 @@ class Reservations:
 
     @staticmethod
     def exceeded(held: Held) -> EC2ClientError:
-        return EC2ClientError(
-            "ReservationCapacityExceeded",
-            f"The targeted Capacity Reservation {held.id} does not have enough available capacity "
-            f"({held.available()} of {held.total} {held.instance_type} available).",
-        )
+        return held.no_room()
 
     def attach(self, held: Held, instances: list) -> None:
         with self._lock:

@@ -85,6 +85,8 @@ def deploy_app(
             Environment={"Variables": function.environment},
             Layers=[layer_arn(layer) for layer in function.layers],
         )
+    for function_name, alias, version in home.aliases:
+        client("lambda").create_alias(FunctionName=function_name, Name=alias, FunctionVersion=version)
     for number, permission in enumerate(home.permissions):
         client("lambda").add_permission(
             FunctionName=permission.function_arn,

@@ -174,6 +174,8 @@ class StackModel:
     # Customer-managed policies attached to no role of the stack (the approver policy), by name:
     # (ARN, document), for the people the account gives them to.
     managed_policies: dict[str, tuple[str, dict]] = field(default_factory=dict)
+    # Function aliases (AWS::Lambda::Alias): (function name or ARN, alias name, version).
+    aliases: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -342,6 +344,10 @@ def read_stack(template: Mapping[str, Any], *, name: str, account: str, region: 
             for i, p in ((i, properties(i)) for i, _ in of_type("AWS::IAM::ManagedPolicy"))
             if not p.get("Roles") and not p.get("Users") and not p.get("Groups")
         },
+        aliases=[
+            (p["FunctionName"], p["Name"], str(p["FunctionVersion"]))
+            for p in (properties(i) for i, _ in of_type("AWS::Lambda::Alias"))
+        ],
     )
 
 

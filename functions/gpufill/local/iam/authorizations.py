@@ -172,6 +172,9 @@ class _Launch:
     spot: bool
     tags: Mapping[str, Mapping[str, str]]
     data: Mapping[str, Any]  # the instance settings (RunInstances params or launch template data)
+    # ec2:InstanceMarketType, as the Service Authorization Reference lists it: capacity-block,
+    # on-demand or spot (a launch into a Capacity Block says capacity-block).
+    market: str = ""
 
 
 def _launch_checks(call: Call, world: World, launch: _Launch, *, action: str) -> list[Authorization]:
@@ -184,7 +187,7 @@ def _launch_checks(call: Call, world: World, launch: _Launch, *, action: str) ->
     vpc = subnet.attributes.get("ec2:Vpc") if subnet else None
     options = launch.data.get("MetadataOptions") or {}
     instance: Context = {
-        "ec2:InstanceMarketType": "spot" if launch.spot else "on-demand",
+        "ec2:InstanceMarketType": launch.market or ("spot" if launch.spot else "on-demand"),
         "ec2:RootDeviceType": "ebs",
         "ec2:Tenancy": "default",
     }
@@ -237,6 +240,12 @@ def _launch_checks(call: Call, world: World, launch: _Launch, *, action: str) ->
     return _dedupe(checks)
 
 
+def _market_type(asked: str | None) -> str:
+    """ec2:InstanceMarketType of a launch from its MarketType (RunInstances) or a fleet's
+    DefaultTargetCapacityType: capacity-block and spot as asked, anything else on-demand."""
+    return asked if asked in ("capacity-block", "spot") else "on-demand"
+
+
 def run_instances(call: Call, world: World) -> list[Authorization]:
     p = call.params
     template_spec = p.get("LaunchTemplate") or {}
@@ -258,6 +267,7 @@ def run_instances(call: Call, world: World) -> list[Authorization]:
         spot=(data.get("InstanceMarketOptions") or {}).get("MarketType") == "spot",
         tags=tags,
         data=data,
+        market=_market_type((data.get("InstanceMarketOptions") or {}).get("MarketType")),
     )
     checks = _launch_checks(call, world, launch, action="ec2:RunInstances")
     if template is not None:
@@ -274,7 +284,8 @@ def create_fleet(call: Call, world: World) -> list[Authorization]:
     checks: list[Authorization | None] = [_created(call, "fleet", fleet_tags.get("fleet", {}))]
     role_checks: list[Authorization] = []
     created_tags: dict[str, dict[str, str]] = {"fleet": fleet_tags.get("fleet", {})}
-    spot = (p.get("TargetCapacitySpecification") or {}).get("DefaultTargetCapacityType") == "spot"
+    capacity_type = (p.get("TargetCapacitySpecification") or {}).get("DefaultTargetCapacityType")
+    spot = capacity_type == "spot"
     for config in p.get("LaunchTemplateConfigs") or ():
         spec = config.get("LaunchTemplateSpecification") or {}
         template = world.launch_template(call.region, spec.get("LaunchTemplateId"), spec.get("LaunchTemplateName"), spec.get("Version"))
@@ -318,6 +329,7 @@ def create_fleet(call: Call, world: World) -> list[Authorization]:
                 spot=spot,
                 tags=tags,
                 data=data,
+                market=_market_type(capacity_type),
             )
             checks.extend(_launch_checks(call, world, launch, action="ec2:RunInstances"))
         role_checks.extend(_pass_role(world, data.get("IamInstanceProfile")))
@@ -514,6 +526,7 @@ BUILDERS: dict[tuple[str, str], Builder] = {
     **{("states", op): _wildcard_only for op in ("SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat")},
     ("lambda", "Invoke"): lambda_invoke,
     ("cloudtrail", "LookupEvents"): _wildcard_only,
+    ("sts", "DecodeAuthorizationMessage"): _wildcard_only,
     ("events", "PutEvents"): events_put,
     ("scheduler", "CreateSchedule"): create_schedule,
     ("scheduler", "UpdateSchedule"): create_schedule,

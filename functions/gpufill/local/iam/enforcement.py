@@ -10,15 +10,22 @@ The provider names the calling principal, or None for the engine's own calls (de
 set-up), which are not judged. `calling_access_key()` tells it which credentials signed the
 request being judged: moto's state machine interpreter signs with its own ("ak").
 
-A refused call gets AWS's answer: EC2 `UnauthorizedOperation` (403), SNS `AuthorizationError`
+A refused call gets AWS's answer: EC2 `UnauthorizedOperation` (403, with an encoded authorization
+failure message that the engine's STS `DecodeAuthorizationMessage` decodes), SNS `AuthorizationError`
 (403), the JSON services `AccessDeniedException` (400; Lambda 403), S3 and the query services
 `AccessDenied` (403), each with AWS's message naming the principal, action and resource.
+
+An EC2 call with `DryRun=True` is answered as EC2 does, never reaching the simulated service:
+allowed, `DryRunOperation` (412); refused, the same `UnauthorizedOperation` as without DryRun; an
+instance it names that does not exist, `InvalidInstanceID.NotFound` (nothing to authorize against).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
+import zlib
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -129,15 +136,13 @@ def judged_calls(
     judge: Evaluator | None = None,
     enabled: bool = True,
 ) -> Iterator[Judgements]:
-    """Judge every call from here on; `enabled=False` is for engine tests about something else."""
+    """Judge every call from here on; `enabled=False` is for engine tests about something else
+    (nothing is judged, and an EC2 DryRun is still answered as EC2 answers an allowed one)."""
     judgements = Judgements()
-    if not enabled:
-        yield judgements
-        return
     from botocore.client import BaseClient
     from moto.core.botocore_stubber import BotocoreStubber
 
-    judge = judge or evaluation.shared()
+    judge = (judge or evaluation.shared()) if enabled else None
     original_call = BaseClient._make_api_call
     original_send = BotocoreStubber.__call__
 
@@ -154,9 +159,14 @@ def judged_calls(
             refusal = _refusal(request)
             if refusal is not None:
                 return refusal
+            service_model, operation, params, region = _stack()[-1]
+            if service_model.service_name == "ec2" and params.get("DryRun"):
+                return _dry_run_answer(request, world, operation, params, region or "us-east-1")
         return original_send(stubber, event_name, request, **kwargs)
 
     def _refusal(request):
+        if not enabled:
+            return None
         service_model, operation, params, region = _stack()[-1]
         _calls.access_key = _access_key(request)
         try:
@@ -222,7 +232,8 @@ def _aws_answer(request, service_model, principal: Principal, decision: Decision
     request_id = str(uuid.uuid4())
     protocol = service_model.protocol
     if service_model.service_name == "ec2":
-        message = "You are not authorized to perform this operation. " + refusal_message(principal, decision)
+        message = (f"You are not authorized to perform this operation. {refusal_message(principal, decision)}. "
+                   f"Encoded authorization failure message: {encoded_failure(principal, decision)}")
         body = (
             '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>UnauthorizedOperation</Code>'
             f"<Message>{escape(message)}</Message></Error></Errors><RequestID>{request_id}</RequestID></Response>"
@@ -257,3 +268,106 @@ def _aws_answer(request, service_model, principal: Principal, decision: Decision
         )
         status, headers = 403, {"Content-Type": "text/xml"}
     return AWSResponse(request.url, status, headers, MockRawResponse(body))
+
+
+# --- DryRun and the encoded authorization failure message -------------------------------------
+
+DRY_RUN_MESSAGE = "Request would have succeeded, but DryRun flag is set."
+ENCODED_PREFIX = "gpf1."  # an encoded message the engine made; AWS's are opaque, STS alone reads them
+
+
+def encoded_failure(principal: Principal, decision: Decision) -> str:
+    """The decision as STS DecodeAuthorizationMessage tells it: allowed, explicitDeny, the context."""
+    authorization = decision.authorization
+    document = {
+        "allowed": False,
+        "explicitDeny": decision.result == EXPLICITLY_DENIED,
+        "matchedStatements": {"items": []},
+        "failures": {"items": []},
+        "context": {
+            "principal": {"arn": principal.arn},
+            "action": authorization.action,
+            "resource": authorization.resource,
+            "conditions": {"items": [
+                {"key": key, "values": {"items": [{"value": str(v)} for v in (value if isinstance(value, (list, tuple)) else [value])]}}
+                for key, value in sorted(authorization.context.items())
+            ]},
+        },
+    }
+    packed = zlib.compress(json.dumps(document, separators=(",", ":")).encode())
+    return ENCODED_PREFIX + base64.urlsafe_b64encode(packed).decode().rstrip("=")
+
+
+def decoded_failure(encoded: str) -> dict:
+    """STS DecodeAuthorizationMessage on a message the engine encoded; ValueError on anything else."""
+    if not encoded.startswith(ENCODED_PREFIX):
+        raise ValueError("not an encoded authorization failure message")
+    body = encoded[len(ENCODED_PREFIX):]
+    try:
+        return json.loads(zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
+    except (ValueError, zlib.error) as error:
+        raise ValueError("not an encoded authorization failure message") from error
+
+
+def _missing_instance(world: World, operation: str, params: dict, region: str) -> str | None:
+    """An instance a DryRun TerminateInstances or CreateTags names that does not exist: EC2 cannot
+    authorize against it and answers NotFound instead."""
+    if operation == "TerminateInstances":
+        ids = params.get("InstanceIds") or ()
+    elif operation == "CreateTags":
+        ids = [r for r in params.get("Resources") or () if r.startswith("i-")]
+    else:
+        return None
+    return next((i for i in ids if world.ec2_resource(region, "instance", i) is None), None)
+
+
+def _ec2_error(request, status: int, code: str, message: str):
+    from botocore.awsrequest import AWSResponse
+    from moto.core.botocore_stubber import MockRawResponse
+
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code>'
+        f"<Message>{escape(message)}</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>"
+    )
+    return AWSResponse(request.url, status, {"Content-Type": "text/xml;charset=UTF-8"}, MockRawResponse(body))
+
+
+def _missing_template(world: World, operation: str, params: dict, region: str) -> str | None:
+    """The launch template a DryRun fleet or template-version call names, when it does not exist."""
+    if operation == "CreateFleet":
+        specs = [c.get("LaunchTemplateSpecification") or {} for c in params.get("LaunchTemplateConfigs") or ()]
+    elif operation in ("CreateLaunchTemplateVersion", "DeleteLaunchTemplateVersions"):
+        specs = [params]
+    else:
+        return None
+    for spec in specs:
+        if world.launch_template(region, spec.get("LaunchTemplateId"), spec.get("LaunchTemplateName"), None) is None:
+            return spec.get("LaunchTemplateName") or spec.get("LaunchTemplateId") or ""
+    return None
+
+
+def _dry_run_answer(request, world: World, operation: str, params: dict, region: str):
+    missing = _missing_instance(world, operation, params, region)
+    if missing is not None:
+        return _ec2_error(request, 400, "InvalidInstanceID.NotFound", f"The instance ID '{missing}' does not exist")
+    template = _missing_template(world, operation, params, region)
+    if template is not None:
+        return _ec2_error(request, 400, "InvalidLaunchTemplateName.NotFoundException",
+                          f"The specified launch template, with template name {template}, does not exist.")
+    return _ec2_error(request, 412, "DryRunOperation", DRY_RUN_MESSAGE)
+
+
+def sts_decoding():
+    """STS DecodeAuthorizationMessage (moto lacks it) for the messages the engine encodes."""
+    from moto.core.responses import ActionResult
+    from moto.sts.exceptions import STSClientError
+    from moto.sts.responses import TokenResponse
+
+    def decode_authorization_message(response) -> ActionResult:
+        try:
+            document = decoded_failure(response._get_param("EncodedMessage") or "")
+        except ValueError as error:
+            raise STSClientError("InvalidAuthorizationMessageException", str(error)) from None
+        return ActionResult({"DecodedMessage": json.dumps(document)})
+
+    return mock.patch.object(TokenResponse, "decode_authorization_message", decode_authorization_message, create=True)

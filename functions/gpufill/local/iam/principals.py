@@ -28,13 +28,14 @@ def principal(role: Role, session: str, account: str) -> Principal:
 
 def engine_principals(engine):
     """The principal provider of a running LocalEngine (see local/iam/enforcement.py)."""
-    cache: dict[tuple[str, str], Principal] = {}
+    cache: dict[tuple[str, str], tuple[Role, Principal]] = {}
 
     def of(role: Role, session: str) -> Principal:
+        # A role whose policies changed (a test narrowing a grant) is a new Role: judged by its new policies.
         key = (role.arn, session)
-        if key not in cache:
-            cache[key] = principal(role, session, engine.account)
-        return cache[key]
+        if key not in cache or cache[key][0] is not role:
+            cache[key] = (role, principal(role, session, engine.account))
+        return cache[key][1]
 
     def provider() -> Principal | None:
         function = getattr(engine._invocation, "function", None)
