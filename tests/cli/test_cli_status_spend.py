@@ -111,6 +111,9 @@ def test_a_teardown_of_everything_marks_every_live_request_and_is_answered_by_it
     assert main(["approve", "sp-two", *deployment]) == 1
     assert (f"request 'sp-two' has no approval of its own waiting; teardown:{everything} (every instance of the "
             "deployment) waits for an answer: answer it by its id") in capsys.readouterr().err
+    # The teardown of everything names no request: a mistyped id is still unknown, not shown as waiting.
+    assert main(["status", "sp-no-such-request", *deployment]) == 1
+    assert "no request 'sp-no-such-request' is known to deployment" in capsys.readouterr().err
     assert main(["reject", everything, *deployment]) == 0
     capsys.readouterr()
 

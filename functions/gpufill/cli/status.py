@@ -67,7 +67,10 @@ def status_verb(args: argparse.Namespace) -> int:
     everything = next((p["approval_id"] for p in pending or [] if p["target"].get("all")), None)
     for entry in every:
         entry["teardown_waiting"] = waiting.get(entry["request_id"], everything if not entry["ended"] else None)
-    if args.request_id and not every and not pending and not purchases:
+    # A teardown of the whole deployment waits on every id, a mistyped one too: only an approval
+    # naming this request shows it is known.
+    own = [p for p in (pending or []) + purchases if p["target"].get("request_id") == args.request_id]
+    if args.request_id and not every and not own:
         _known_or_fail(deployment, args.request_id)
     # An ended request is history; one asked for by its id is shown whatever its state.
     shown = [r for r in every if args.all or args.request_id or not r["ended"]]
