@@ -154,3 +154,12 @@ def test_a_whole_request_id_is_taken_without_listing_and_a_start_is_resolved_amo
     calls = len(deployment.calls)
     assert ids.instance_ids(deployment, ["i-0123456789abcdef0"]) == ["i-0123456789abcdef0"]
     assert len(deployment.calls) == calls  # a whole id reads nothing
+    assert ids.instance_ids(deployment, ["i-12345678"]) == ["i-12345678"]  # an old-style id may be whole
+
+
+def test_an_instance_id_start_that_starts_no_recorded_id_is_refused_naming_it():
+    deployment = _Deployment([], [{"instance_id": "i-0123456789abcdef0", "request_id": "old-run"}])
+    with pytest.raises(UsageError) as refused:
+        ids.instance_ids(deployment, ["i-0123", "i-0fff"])
+    assert str(refused.value).startswith("'i-0fff': not a whole instance id (i- and 17 hex digits) and the start of none")
+    assert refused.value.fields[0]["field"] == "--instances"

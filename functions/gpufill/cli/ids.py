@@ -23,6 +23,7 @@ CANDIDATES_SHOWN = 10  # an ambiguous prefix lists this many of the ids it start
 # The names the command line makes for its own status and teardown executions (common.fresh_name):
 # they are executions, not requests, so a request id's prefix is not ambiguous because of them.
 _WHOLE_INSTANCE_ID = re.compile(r"i-[0-9a-f]{17}")
+_OLD_INSTANCE_ID = re.compile(r"i-[0-9a-f]{8}")  # EC2's ids before 2016
 INSTANCE_ID_START = re.compile(r"i-[0-9a-f]{1,17}")  # what may start an instance id
 _GENERATED = re.compile(r"(status|teardown-.+)-\d{8}T\d{9}")
 
@@ -161,7 +162,16 @@ def instance_ids(deployment, given: list[str]) -> list[str]:
     if all(_WHOLE_INSTANCE_ID.fullmatch(i) or not i.startswith(INSTANCE_ID_PREFIX) for i in given):
         return given
     _, known = recorded(deployment)
-    return [resolve(i, known, "instance id") or i for i in given]
+    resolved = [resolve(i, known, "instance id") or i for i in given]
+    # An old-style id (8 hex digits) may be whole; any other length can only be a start of one.
+    unknown = [i for i in resolved if i.startswith(INSTANCE_ID_PREFIX) and i not in known
+               and not (_WHOLE_INSTANCE_ID.fullmatch(i) or _OLD_INSTANCE_ID.fullmatch(i))]
+    if unknown:
+        message = (f"{', '.join(map(repr, unknown))}: not a whole instance id (i- and 17 hex digits) and the start of "
+                   "none of the instance ids this deployment records; nothing was started. "
+                   "`gpufill status --instances` lists them")
+        raise UsageError(message, [{"field": "--instances", "problem": message}])
+    return resolved
 
 
 def _execution_exists(deployment, name: str) -> bool:
