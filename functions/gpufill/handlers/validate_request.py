@@ -49,7 +49,13 @@ def handler(event: dict, context: LambdaContext) -> dict:
     run = fill.start(normalised)
     if normalised.wait_for_capacity_seconds is not None:
         # The deadline is fixed here, once: every later try and every continued execution keeps it.
-        run = run.model_copy(update={"wait": waiting.begin(normalised.wait_for_capacity_seconds, clock.epoch())})
+        # So is the backoff: the request's, else this deployment's.
+        first, cap = waiting.backoff(
+            normalised.wait_first_delay_seconds, normalised.wait_max_delay_seconds, waiting.deployment_backoff(os.environ)
+        )
+        run = run.model_copy(
+            update={"wait": waiting.begin(normalised.wait_for_capacity_seconds, clock.epoch(), first_delay=first, max_delay=cap)}
+        )
     return {
         "valid": True,
         "request": normalised.model_dump(mode="json"),
