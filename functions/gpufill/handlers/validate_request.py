@@ -120,6 +120,9 @@ def user_fields(request: ResolvedRequest) -> dict:
         fields["max_lifetime"] = f"PT{request.max_lifetime_seconds}S"
     if request.wait_for_capacity_seconds is not None:
         fields["wait_for_capacity"] = {"deadline": f"PT{request.wait_for_capacity_seconds}S"}
+        for seconds, field in ((request.wait_first_delay_seconds, "first_delay"), (request.wait_max_delay_seconds, "max_delay")):
+            if seconds is not None:
+                fields["wait_for_capacity"][field] = f"PT{seconds}S"
     if request.capacity_block is not None:
         block = request.capacity_block
         fields["capacity_block"] = {

@@ -97,7 +97,7 @@ class WaitForCapacity(BaseModel):
 
     deadline: timedelta
     # The backoff between tries: the first wait, doubling after each try up to max_delay. Unset:
-    # the deployment's (WAIT_FIRST_DELAY_SECONDS, WAIT_MAX_DELAY_SECONDS), else 60 s and 5 minutes.
+    # the deployment's (WAIT_FIRST_DELAY_SECONDS, WAIT_MAX_DELAY_SECONDS), else 60 s and 2 minutes.
     first_delay: timedelta | None = None
     max_delay: timedelta | None = None
 

@@ -6,7 +6,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpufill.constants import WAIT_FIRST_DELAY_SECONDS, WAIT_MAX_DELAY_SECONDS
+from gpufill.constants import (
+    WAIT_FIRST_DELAY_SECONDS,
+    WAIT_LONGEST_DELAY_SECONDS,
+    WAIT_MAX_DELAY_SECONDS,
+    WAIT_MIN_DELAY_SECONDS,
+)
 
 MarketName = Literal["spot", "on-demand"]
 Outcome = Literal["launched", "capacity", "quota", "throttled", "error"]
@@ -219,9 +224,10 @@ class Waiting(_Model):
     next_try_at: str | None = None
     successor: str | None = None  # the execution this one hands over to
     # The backoff, fixed when the request was accepted (the request's, else the deployment's):
-    # the first wait, doubling after each try up to the cap.
-    first_delay_seconds: int = WAIT_FIRST_DELAY_SECONDS
-    max_delay_seconds: int = WAIT_MAX_DELAY_SECONDS
+    # the first wait, doubling after each try up to the cap. Bounded as the request's fields are,
+    # so a hand-written continuation cannot make the wait spin.
+    first_delay_seconds: int = Field(default=WAIT_FIRST_DELAY_SECONDS, ge=WAIT_MIN_DELAY_SECONDS, le=WAIT_LONGEST_DELAY_SECONDS)
+    max_delay_seconds: int = Field(default=WAIT_MAX_DELAY_SECONDS, ge=WAIT_MIN_DELAY_SECONDS, le=WAIT_LONGEST_DELAY_SECONDS)
 
 
 class Run(_Model):

@@ -127,7 +127,7 @@ def await_capacity(run: Run) -> Run:
 
 def rollback_reason(run: Run, request: ResolvedRequest) -> str:
     """Why a rollback's instances were terminated, kept with each record."""
-    where = (run.gang.anchor if run.gang else None) or None
+    where = run.gang.anchor if run.gang else None
     if run.next == "rollback" and where:
         return f"all_or_nothing: the gang could not complete in {where}; started again elsewhere"
     if run.wait is not None:

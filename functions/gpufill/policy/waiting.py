@@ -3,8 +3,8 @@ and what to tell the user (docs/request.md, `wait_for_capacity`).
 
 A run whose market is exhausted short of `count` keeps what it launched (with all_or_nothing it
 hands it all back first, policy/gang.py), waits, re-scores and tries again. The waits grow from
-the first delay, doubling after each try, up to the cap (by default 60 s, 120 s, 240 s, then
-5 minutes; the request's `first_delay`/`max_delay` or the deployment's settings change both),
+the first delay, doubling after each try, up to the cap (by default 60 s, then 2 minutes; the
+request's `first_delay`/`max_delay` or the deployment's settings change both),
 each shortened by up to a quarter (jitter, so runs that ran dry together do not all come back in
 the same second), and never past the deadline. The deadline and the backoff are fixed once, when
 the request is accepted, and ride in the run into every continued execution.
@@ -65,7 +65,7 @@ class BadBackoffSetting(ValueError):
 
 
 def deployment_backoff(environ: Mapping[str, str]) -> tuple[int, int]:
-    """The deployment's first delay and cap (its function environment), else 60 s and 5 minutes."""
+    """The deployment's first delay and cap (its function environment), else 60 s and 2 minutes."""
     found = []
     for name, default in ((ENV_WAIT_FIRST_DELAY_SECONDS, WAIT_FIRST_DELAY_SECONDS), (ENV_WAIT_MAX_DELAY_SECONDS, WAIT_MAX_DELAY_SECONDS)):
         text = (environ.get(name) or "").strip()
