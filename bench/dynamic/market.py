@@ -142,7 +142,8 @@ class Ec2:
 
     def terminate(self, instances: list[Instance]) -> None:
         """TerminateInstances, one call per region: billed until now, and the capacity free in its
-        pool again, as on EC2 (a spot pool's capacity is its hosts; a terminated instance frees one)."""
+        pool again, as on EC2 (a spot pool's capacity is its hosts; a terminated instance frees one)
+        and on the local engine (gpufill.local.market.SimulatedMarket.freed)."""
         for _ in sorted({i.region for i in instances}):
             self.calls["TerminateInstances"] += 1
             self.wait(api_seconds("ec2:TerminateInstances"))
