@@ -272,6 +272,18 @@ def test_an_expired_wait_that_launched_nothing_names_no_teardown():
     assert cause["hint"] == "Nothing was launched. Try more regions or instance types, or a longer wait_for_capacity."
 
 
+def test_an_expired_all_or_nothing_wait_keeps_nothing_and_says_how_many_it_handed_back():
+    from gpufill.models.run import Gang
+
+    run = Run(batch=4, remaining=4, wait=wait(tries=12), gang=Gang(rolled_back=12))
+    cause = json.loads(waiting.expired_cause(run, provision(all_or_nothing=True), [attempt(1, "us-west-2a", "launched", 1)]))
+    assert (cause["launched"], cause["instances"], cause["handed_back"]) == (0, [], 12) and "teardown" not in cause
+    assert cause["message"].endswith(
+        "0 of 4 launched. all_or_nothing: no try could launch the whole count, and each handed back what it launched "
+        "(12 instance(s) terminated, recorded rolled_back); nothing keeps running.")
+    assert cause["hint"].startswith("Nothing keeps running: each try that could not launch all of them handed back")
+
+
 def test_a_cause_with_thousands_of_pools_groups_them_and_stays_within_the_budget():
     zones = [f"{region}{z}" for region in ("us-west-2", "us-east-1", "eu-west-1") for z in "abcdef"]
     attempts = [

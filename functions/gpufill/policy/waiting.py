@@ -323,6 +323,7 @@ def expired_cause(run: Run, request: ResolvedRequest, attempts: list[Attempt], b
         {"instance_id": i.instance_id, "pool": f"{i.market}/{i.region}/{i.availability_zone}/{i.instance_type}"}
         for i in run.instances
     ]
+    handed_back = run.gang.rolled_back if request.all_or_nothing and run.gang else 0
     cause = {
         "error": "CAPACITY_WAIT_EXPIRED",
         "message": (
@@ -330,11 +331,12 @@ def expired_cause(run: Run, request: ResolvedRequest, attempts: list[Attempt], b
             f"{request.count} launched. "
             + (
                 "all_or_nothing: no try could launch the whole count, and each handed back what it launched "
-                f"({run.gang.rolled_back if run.gang else 0} instance(s) terminated, recorded rolled_back); nothing keeps running."
+                f"({handed_back} instance(s) terminated, recorded rolled_back); nothing keeps running."
                 if request.all_or_nothing
                 else "What was launched is kept and still running."
             )
         ),
+        "handed_back": handed_back if request.all_or_nothing else None,
         "request_id": request.request_id,
         "requested": request.count,
         "launched": run.launched,
@@ -347,6 +349,10 @@ def expired_cause(run: Run, request: ResolvedRequest, attempts: list[Attempt], b
             f"End the kept instances with `gpufill teardown {request.request_id}` (asks for approval), "
             "or keep them and start another run for the rest."
             if kept
+            else "Nothing keeps running: each try that could not launch all of them handed back what it launched. "
+            "Try more regions or instance types, a longer wait_for_capacity, or leave out all_or_nothing to keep "
+            "a partial fleet."
+            if request.all_or_nothing
             else "Nothing was launched. Try more regions or instance types, or a longer wait_for_capacity."
         ),
     }
