@@ -330,11 +330,14 @@ def test_a_waiting_run_that_ends_a_try_short_hands_everything_back_and_waits():
     from gpufill.policy import waiting
 
     req = request(count=3, all_or_nothing=True, wait_for_capacity={"deadline": "PT1H"})
-    short = Run(batch=3, remaining=1, launched=2, next="exhausted", instances=instances(WEST_A, 2),
-                gang=Gang(excluded=["spot:us-east-1"], rolled_back=4), wait=waiting.begin(3600, 0))
+    # As IsFulfilled leaves it (a member lost before it ran): mid-plan, a region blocked, a reservation slot taken.
+    short = Run(batch=3, remaining=1, launched=2, next="ready", instances=instances(WEST_A, 2), cursor=1,
+                blocked=["spot/us-east-1"], launch=RegionLaunch(region="us-west-2", image_id="ami-1", root_volume_gib=100),
+                reserved_taken={"cr-1": 1}, gang=Gang(excluded=["spot:us-east-1"], rolled_back=4), wait=waiting.begin(3600, 0))
     after = fill.after_rollback(short, [WEST_A, EAST_A], req, 2)
     assert (after.next, after.instances, after.launched, after.remaining) == ("await_capacity", [], 0, 3)
-    assert after.gang == Gang(rolled_back=6) and (after.cursor, after.blocked) == (0, [])
+    assert after.gang == Gang(rolled_back=6)
+    assert (after.cursor, after.blocked, after.launch, after.reserved_taken) == (0, [], None, {})
     # Without a wait, the same end is final.
     assert fill.after_rollback(short.model_copy(update={"wait": None}), [WEST_A, EAST_A], req, 2).next == "not_placed"
 
@@ -347,6 +350,21 @@ def test_a_gang_that_ran_out_of_its_place_while_waiting_still_tries_the_next_pla
               gang=Gang(anchor="us-west-2", market="spot", resume=1), wait=waiting.begin(3600, 0))
     after = fill.after_rollback(run, [WEST_A, WEST_B, EAST_A], req, 2)
     assert (after.next, after.cursor, after.gang.excluded) == ("prepare", 2, ["spot:us-west-2"])
+
+
+def test_each_instance_rolled_back_is_recorded_with_why():
+    from gpufill.policy import waiting
+
+    req = request(count=4, all_or_nothing=True)
+    held = Run(batch=4, remaining=1, launched=3, next="rollback", gang=Gang(anchor="us-west-2/us-west-2a"))
+    assert gang.rollback_reason(held, req) == (
+        "all_or_nothing: the gang could not complete in us-west-2/us-west-2a; started again elsewhere")
+    waited = held.model_copy(update={"next": "exhausted", "gang": None, "wait": waiting.begin(60, 0).model_copy(update={"tries": 5})})
+    assert gang.rollback_reason(waited, req) == (
+        "all_or_nothing: try 5 launched 3 of 4 and could not complete; handed back before waiting for capacity")
+    assert gang.rollback_reason(waited.model_copy(update={"next": "rollback"}), req) == gang.rollback_reason(waited, req)
+    assert gang.rollback_reason(held.model_copy(update={"next": "ready"}), req) == (
+        "all_or_nothing: the fill launched 3 of 4 and could not complete")
 
 
 def _fleet_try(req, pools, room, wait):

@@ -100,6 +100,7 @@ def test_the_deployment_backoff_is_read_from_the_environment_and_checked():
     assert waiting.deployment_backoff({}) == (60, 120)
     assert waiting.deployment_backoff({"WAIT_FIRST_DELAY_SECONDS": "30", "WAIT_MAX_DELAY_SECONDS": " 900 "}) == (30, 900)
     assert waiting.deployment_backoff({"WAIT_MAX_DELAY_SECONDS": ""}) == (60, 120)
+    assert waiting.deployment_backoff({"WAIT_FIRST_DELAY_SECONDS": "10", "WAIT_MAX_DELAY_SECONDS": "21600"}) == (10, 21600)
     for bad in ("5", "0", "-60", "1.5", "PT5M", str(6 * 3600 + 1)):
         with pytest.raises(waiting.BadBackoffSetting, match=f"WAIT_MAX_DELAY_SECONDS is '{re.escape(bad)}': give whole seconds from 10 to 21600"):
             waiting.deployment_backoff({"WAIT_MAX_DELAY_SECONDS": bad})
@@ -281,7 +282,12 @@ def test_an_expired_all_or_nothing_wait_keeps_nothing_and_says_how_many_it_hande
     assert cause["message"].endswith(
         "0 of 4 launched. all_or_nothing: no try could launch the whole count, and each handed back what it launched "
         "(12 instance(s) terminated, recorded rolled_back); nothing keeps running.")
-    assert cause["hint"].startswith("Nothing keeps running: each try that could not launch all of them handed back")
+    assert cause["hint"] == (
+        "Nothing keeps running: each try that could not launch all of them handed back what it launched. Try more "
+        "regions or instance types, a longer wait_for_capacity, or leave out all_or_nothing to keep a partial fleet.")
+    # Without a gang record nothing was handed back; without all_or_nothing nothing is said of it.
+    assert json.loads(waiting.expired_cause(run.model_copy(update={"gang": None}), provision(all_or_nothing=True), []))["handed_back"] == 0
+    assert "handed_back" not in json.loads(waiting.expired_cause(run, provision(), []))
 
 
 def test_a_cause_with_thousands_of_pools_groups_them_and_stays_within_the_budget():
