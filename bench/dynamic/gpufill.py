@@ -16,8 +16,11 @@ decisions in process, as bench.replay does for region orders:
   made, its image resolved and the version deleted (three calls the engine counts per fleet);
   `classic` probes pool by pool with RunInstances of exactly the batch (at most 4), halving
   the batch on a capacity error, as the static bench's classic request does;
-- a try that ends short waits policy.waiting.next_try's delay (60 s doubling to 15 min, with
-  the request's jitter) until the deadline; a run keeps what it launched and counts it;
+- a try that ends short waits policy.waiting.next_try's delay (60 s doubling to the cap, 2 min
+  by default, with the request's jitter) until the deadline; a run keeps what it launched and
+  counts it. With `all_or_nothing` (as RollBackGang does) a try that ends short terminates what it
+  launched (TerminateInstances per region, billed until then; the capacity is free in its pool
+  again) and the run waits holding nothing;
 - the request has `maintain: true`: every instance EC2 reclaims starts a refill run of one
   instance with the same wait (policy.refill.refill_input carries wait_for_capacity), from the
   interruption notice; the capacity cache is shared by every run, as its table is.
@@ -25,7 +28,14 @@ decisions in process, as bench.replay does for region orders:
 
 from __future__ import annotations
 
-from gpufill.constants import DEFAULT_CAPACITY_CACHE_SECONDS, DEFAULT_TRIES_PER_EXECUTION
+from dataclasses import dataclass
+
+from gpufill.constants import (
+    DEFAULT_CAPACITY_CACHE_SECONDS,
+    DEFAULT_TRIES_PER_EXECUTION,
+    WAIT_FIRST_DELAY_SECONDS,
+    WAIT_MAX_DELAY_SECONDS,
+)
 from gpufill.policy import fill, ranking, waiting
 
 from bench import leak, replay
@@ -38,14 +48,24 @@ FLEET_OVERHEAD = ("DescribeImages", "CreateLaunchTemplateVersion", "DeleteLaunch
 CLASSIC_BATCH = 4
 
 
-def run(case: DynamicCase, strategy: str = "gpufill", request_id: str = REQUEST_ID) -> Ec2:
+@dataclass(frozen=True)
+class Asked:
+    """What the request asks of the wait: its backoff (wait_for_capacity.first_delay / max_delay)
+    and all_or_nothing."""
+
+    first_delay: int = WAIT_FIRST_DELAY_SECONDS
+    max_delay: int = WAIT_MAX_DELAY_SECONDS
+    all_or_nothing: bool = False
+
+
+def run(case: DynamicCase, strategy: str = "gpufill", request_id: str = REQUEST_ID, asked: Asked = Asked()) -> Ec2:
     """The request's run, and a refill run (count 1, the same wait) for every instance EC2 reclaims
     (`maintain: true`). Runs take turns by their next try's modelled second; a try is not interleaved."""
     ec2 = Ec2(case)
     if strategy == "gpufill":
         ec2.call("GetSpotPlacementScores")  # once per request, kept for every run of it
     cache: dict[str, float] = {}  # the capacity cache's table: pool key -> when a run found it empty
-    runs: list[tuple[float, int, object]] = [(0.0, 0, _wait_loop(ec2, cache, case, strategy, case.count, request_id))]
+    runs: list[tuple[float, int, object]] = [(0.0, 0, _wait_loop(ec2, cache, case, strategy, case.count, request_id, asked=asked))]
     refills = 0
     while runs:
         runs.sort(key=lambda r: r[:2])
@@ -58,18 +78,24 @@ def run(case: DynamicCase, strategy: str = "gpufill", request_id: str = REQUEST_
             refills += 1
             notice = reclaimed.ended_at - SPOT_NOTICE_SECONDS
             if notice < HORIZON_SECONDS:
-                runs.append((notice, refills, _wait_loop(ec2, cache, case, strategy, 1, f"{request_id}-refill-{refills}", notice)))
+                refill = _wait_loop(ec2, cache, case, strategy, 1, f"{request_id}-refill-{refills}", notice, asked=asked)
+                runs.append((notice, refills, refill))
     return ec2
 
 
-def _wait_loop(ec2: Ec2, cache: dict[str, float], case: DynamicCase, strategy: str, count: int, request_id: str, started: float = 0.0):
+def _wait_loop(
+    ec2: Ec2, cache: dict[str, float], case: DynamicCase, strategy: str, count: int, request_id: str, started: float = 0.0,
+    asked: Asked = Asked(),
+):
     """One execution chain of wait_for_capacity: yields the wait before each next try."""
     start = case.start
     facts, request = replay._facts(start), replay._request(start)
     regions = start.regions()
     region_scores = leak.returned_region_scores(start) if strategy == "gpufill" else {}
     launched, attempts = 0, 0
-    wait = waiting.begin(int(min(HORIZON_SECONDS - started, HORIZON_SECONDS)), started)
+    wait = waiting.begin(
+        int(min(HORIZON_SECONDS - started, HORIZON_SECONDS)), started, first_delay=asked.first_delay, max_delay=asked.max_delay
+    )
     while True:
         ec2.calls["DescribeInstanceTypeOfferings"] += len(regions)
         ec2.calls["DescribeSpotPriceHistory"] += len(regions)
@@ -82,10 +108,14 @@ def _wait_loop(ec2: Ec2, cache: dict[str, float], case: DynamicCase, strategy: s
         recently = {k: int(ec2.now - at) for k, at in cache.items() if ec2.now - at < DEFAULT_CAPACITY_CACHE_SECONDS}
         pools = ranking.defer_recently_full(pools, recently, ec2.now)
         try_launch = _fleets if strategy == "gpufill" else _probe
+        before = len(ec2.instances)
         got, calls = try_launch(ec2, cache, pools, count - launched)
         launched, attempts = launched + got, attempts + calls
         if launched >= count:
             return
+        if asked.all_or_nothing and got:
+            ec2.terminate(ec2.instances[before:])  # RollBackGang: hand the short try back
+            launched = 0
         verdict, wait = waiting.next_try(
             wait, now=ec2.now, spread=waiting.jitter(request_id, wait.tries),
             tries_per_execution=DEFAULT_TRIES_PER_EXECUTION, regions=len(regions), attempts_total=attempts,

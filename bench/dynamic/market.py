@@ -140,6 +140,18 @@ class Ec2:
         price = sum(self._launch(region, zone, itype, n) for (zone, itype), n in allocation.counts.items())
         return Launched(dict(allocation.counts), dict(allocation.errors), round(price, 4))
 
+    def terminate(self, instances: list[Instance]) -> None:
+        """TerminateInstances, one call per region: billed until now, and the capacity free in its
+        pool again, as on EC2 (a spot pool's capacity is its hosts; a terminated instance frees one)
+        and on the local engine (gpufill.local.market.SimulatedMarket.freed)."""
+        for _ in sorted({i.region for i in instances}):
+            self.calls["TerminateInstances"] += 1
+            self.wait(api_seconds("ec2:TerminateInstances"))
+        for instance in instances:
+            if instance.ended_at is None:
+                instance.ended_at = self.now
+                self.__free[(instance.region, instance.zone, instance.instance_type)] += 1
+
     @property
     def launch_calls(self) -> int:
         return self.calls["RunInstances"] + self.calls["CreateFleet"]

@@ -57,6 +57,19 @@ class DeploySettings:
     approvers: tuple[str, ...] = ()
     # True: the principal that started a run may not answer its approvals.
     separate_approver: bool = False
+    # wait_for_capacity's backoff for requests that do not set their own: the first wait and the
+    # cap, in seconds (None: gpufill's, 60 s and 120 s, the cap the dynamic benchmark chose).
+    wait_first_delay_seconds: int | None = None
+    wait_max_delay_seconds: int | None = None
+
+    def wait_environment(self) -> dict[str, str]:
+        """The backoff settings as the functions read them (policy.waiting.deployment_backoff)."""
+        found = {}
+        if self.wait_first_delay_seconds is not None:
+            found[constants.ENV_WAIT_FIRST_DELAY_SECONDS] = str(self.wait_first_delay_seconds)
+        if self.wait_max_delay_seconds is not None:
+            found[constants.ENV_WAIT_MAX_DELAY_SECONDS] = str(self.wait_max_delay_seconds)
+        return found
 
     @property
     def ebs_kms_key_region(self) -> str | None:
@@ -114,8 +127,15 @@ class DeploySettings:
             separate = separate.strip().lower() == "true"
         if not isinstance(separate, bool):
             raise SettingsError(f"context 'separate_approver' is {separate!r}: give true or false")
+        first, cap = _wait_delay(context("wait_first_delay"), "wait_first_delay"), _wait_delay(context("wait_max_delay"), "wait_max_delay")
+        if first is not None and cap is not None and first > cap:
+            raise SettingsError(
+                f"context 'wait_first_delay' is {first} s, longer than the cap 'wait_max_delay' ({cap} s): the waits grow from the first up to the cap"
+            )
         settings = cls(
             env=env,
+            wait_first_delay_seconds=first,
+            wait_max_delay_seconds=cap,
             alarm_spend_per_hour=spend,
             sweep_every_minutes=sweep,
             approvers=approvers,
@@ -194,5 +214,19 @@ def _sweep_every(value: Any) -> int | None:
         raise SettingsError(
             f"context 'sweep_every' is {value!r}: give the minutes between sweeps "
             f"({constants.SWEEP_MIN_MINUTES}-{constants.SWEEP_MAX_MINUTES}), or 'off'"
+        )
+    return int(text)
+
+
+def _wait_delay(value: Any, key: str) -> int | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit() or not (
+        constants.WAIT_MIN_DELAY_SECONDS <= int(text) <= constants.WAIT_LONGEST_DELAY_SECONDS
+    ):
+        raise SettingsError(
+            f"context {key!r} is {value!r}: give whole seconds from {constants.WAIT_MIN_DELAY_SECONDS} to "
+            f"{constants.WAIT_LONGEST_DELAY_SECONDS}, or leave it out for gpufill's"
         )
     return int(text)

@@ -61,6 +61,7 @@ class GpufillStack(Stack):
             constants.ENV_SCHEDULE_GROUP: spend_guard.group_name,
             constants.ENV_SCHEDULER_ROLE_ARN: spend_guard.role.role_arn,
             **({constants.ENV_EBS_KMS_KEY_ARN: settings.ebs_kms_key_arn} if settings.ebs_kms_key_arn else {}),
+            **settings.wait_environment(),
             "POWERTOOLS_SERVICE_NAME": constants.SERVICE_NAME,
             "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
         }

@@ -274,9 +274,19 @@ BLOCK_MAX_TRIES = 300
 # The longest a run may wait: Step Functions keeps an execution for up to a year, but a wait
 # past a week is a reservation, not a fill.
 MAX_WAIT_FOR_CAPACITY_SECONDS = 7 * 24 * 3600
-# Capped exponential backoff between tries: 60 s, 120 s, 240 s, ... at most 15 minutes.
+# Capped exponential backoff between tries: 60 s, then 2 minutes between tries, the cap the dynamic
+# benchmark chose (docs/benchmark.md, "Waiting: backoff and cap"). A request may set both
+# (wait_for_capacity.first_delay / max_delay), a deployment its defaults (cdk context
+# wait_first_delay / wait_max_delay, in every function's environment); ValidateRequest fixes them
+# in the run once.
 WAIT_FIRST_DELAY_SECONDS = 60
-WAIT_MAX_DELAY_SECONDS = 900
+WAIT_MAX_DELAY_SECONDS = 120
+ENV_WAIT_FIRST_DELAY_SECONDS = "WAIT_FIRST_DELAY_SECONDS"
+ENV_WAIT_MAX_DELAY_SECONDS = "WAIT_MAX_DELAY_SECONDS"
+# The bounds of either setting: a try every 10 s at most (each try re-scores every region), and
+# a wait of at most 6 hours between two tries (a longer one misses the restocks it waits for).
+WAIT_MIN_DELAY_SECONDS = 10
+WAIT_LONGEST_DELAY_SECONDS = 6 * 3600
 # When a waiting execution continues as a new one: before its history could pass this many
 # events (Step Functions stops an execution at 25,000; the rest is headroom for task retries,
 # each of which adds 3 events). A try's events are bounded by a formula measured on the local

@@ -268,6 +268,37 @@ def test_gpufill_refills_an_instance_reclaimed_while_it_waits():
     assert ec2.running() == 3 and measure.time_to_n(ec2.instances, 3) > 200
 
 
+def test_gpufill_all_or_nothing_hands_back_a_short_try_and_waits_holding_nothing():
+    # Virginia holds 2 of 3 at first; at 1000 s it frees one more. Each try before takes the two and hands
+    # them back (their capacity free again); the try after 1000 s takes all three at once.
+    short = {**SOLD_OUT, "us-east-1": {"advisor_tier": {"g6.xlarge": 3}, "zones": {"us-east-1a": stock(0.45, 2)}}}
+    case = dynamic(short, 3, [Change(1000.0, "us-east-1", "us-east-1a", "g6.xlarge", 1)])
+    asked = gpufill.Asked(first_delay=60, max_delay=120, all_or_nothing=True)
+    ec2 = gpufill.run(case, asked=asked)
+    handed_back, kept = ec2.instances[:-3], ec2.instances[-3:]
+    assert len(handed_back) >= 10 and len(handed_back) % 2 == 0 and all(i.ended_at is not None for i in handed_back)
+    assert all(i.ended_at is None and i.launched_at > 1000 for i in kept)
+    # Never more than the count at once, and none held across a wait: each pair ends in its own try.
+    assert all(sum(i.running(t) for i in ec2.instances) <= 3 for t in [i.launched_at for i in ec2.instances])
+    assert all(b.ended_at - a.launched_at < 10 for a, b in zip(handed_back[::2], handed_back[1::2]))
+    assert ec2.calls["TerminateInstances"] == len(handed_back) // 2
+    # Without all_or_nothing the same market keeps the two from the first try.
+    assert gpufill.run(case, asked=gpufill.Asked(max_delay=120)).instances[0].ended_at is None
+
+
+def test_the_backoff_bench_measures_each_cap_with_and_without_all_or_nothing():
+    from bench.dynamic import backoff
+
+    case = dynamic(SOLD_OUT, 2, [Change(1500.0, "us-east-1", "us-east-1a", "g6.xlarge", 2)])
+    found = backoff.measure([case], [60, 900])
+    assert list(found) == [(60, False), (900, False), (60, True), (900, True)]
+    # The restock is found at the first try after it: sooner with the shorter cap.
+    assert 1500 < found[(60, False)][0].time_to_n < 1500 + 90 < found[(900, False)][0].time_to_n
+    header, rows = backoff.table(found, found[(60, False)])
+    assert header[:3] == ["cap", "all_or_nothing", "filled"] and [r[:3] for r in rows] == [
+        ["60 s", "no", "1/1"], ["15 min", "no", "1/1"], ["60 s", "yes", "1/1"], ["15 min", "yes", "1/1"], ["karpenter-style", "", "1/1"]]
+
+
 def test_measures_bill_reclaimed_instances_and_count_idle_hours():
     case = dynamic(TWO_REGIONS, 3)
     ec2 = Ec2(case)

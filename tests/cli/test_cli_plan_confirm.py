@@ -106,6 +106,9 @@ POOLS = {"pools": [
      "launched (PARTIAL, or ALL_SPOT_EXHAUSTED if none); nothing is bought on-demand"),
     ({"all_or_nothing": True, "placement": "same-az"},
      "it terminates what it launched itself and ends GANG_NOT_PLACED: all 3 or none"),
+    ({"all_or_nothing": True, "wait_for_capacity": {"deadline": "PT6H"}},
+     "each try that cannot launch all 3 terminates what it launched itself, and the run waits up to PT6H holding "
+     "nothing (re-scoring and retrying); then it ends CAPACITY_WAIT_EXPIRED: all 3 or none"),
     ({"market": "on-demand"},
      "no spot is used; if on-demand capacity runs out, it keeps what it launched (PARTIAL, or ALL_ON_DEMAND_FAILED if none)"),
     # The catalog's on-demand g6.xlarge: 0.984 in both regions.

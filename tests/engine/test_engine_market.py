@@ -204,3 +204,15 @@ def test_the_filters_gpufill_uses_are_accepted(engine):
     ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": ["running"]},
                                     {"Name": "tag:gpufill:managed", "Values": ["true"]},
                                     {"Name": "client-token", "Values": ["none"]}])
+
+
+def test_a_terminated_instance_frees_its_capacity_in_its_pool_once(engine):
+    left = engine.market.left(WEST, f"{WEST}a", "g6.xlarge", "on-demand")
+    [instance] = launch(engine)
+    assert engine.market.left(WEST, f"{WEST}a", "g6.xlarge", "on-demand") == left - 1
+    ec2 = engine.client("ec2", WEST)
+    ec2.describe_instances()  # EC2 shows a new instance after a lag (one call here)
+    ec2.terminate_instances(InstanceIds=[instance])
+    assert engine.market.left(WEST, f"{WEST}a", "g6.xlarge", "on-demand") == left
+    ec2.terminate_instances(InstanceIds=[instance])  # already ending: nothing more is freed
+    assert engine.market.left(WEST, f"{WEST}a", "g6.xlarge", "on-demand") == left

@@ -48,6 +48,14 @@ def test_command_line_strings():
     }
 
 
+def test_the_wait_backoff_of_a_deployment_reaches_every_function_only_when_set():
+    assert (settings().wait_first_delay_seconds, settings().wait_max_delay_seconds) == (None, None)
+    assert settings().wait_environment() == {}
+    s = settings(wait_first_delay="30", wait_max_delay=600)
+    assert s.wait_environment() == {"WAIT_FIRST_DELAY_SECONDS": "30", "WAIT_MAX_DELAY_SECONDS": "600"}
+    assert settings(wait_max_delay=" 300 ").wait_environment() == {"WAIT_MAX_DELAY_SECONDS": "300"}
+
+
 def test_operations_settings():
     assert settings(alarm_spend_per_hour="40.5", sweep_every="30").alarm_spend_per_hour == 40.5
     assert settings(sweep_every="off").sweep_every_minutes is None
@@ -78,6 +86,10 @@ def test_an_ebs_kms_key_names_its_region():
         ({"sweep_every": "2"}, "context 'sweep_every'"),
         ({"sweep_every": "often"}, "sweep_every"),
         ({"sweep_every": "off", "alarm_spend_per_hour": 40}, "alarm_spend_per_hour' needs the sweep"),
+        ({"wait_max_delay": "5"}, "context 'wait_max_delay' is '5': give whole seconds from 10 to 21600"),
+        ({"wait_first_delay": "PT1M"}, "context 'wait_first_delay'"),
+        ({"wait_max_delay": True}, "context 'wait_max_delay'"),
+        ({"wait_first_delay": 600, "wait_max_delay": 300}, "'wait_first_delay' is 600 s, longer than the cap 'wait_max_delay'"),
     ],
 )
 def test_bad_context_fails_with_the_key_named(overrides, message):

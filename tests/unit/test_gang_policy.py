@@ -4,6 +4,8 @@ when it is rolled back, where it starts again, and what GANG_NOT_PLACED says."""
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from gpufill.models.request import Request, describe_problems, normalise
@@ -273,10 +275,26 @@ def test_a_same_az_gang_of_efa_types_gets_one_cluster_group_per_deployment_reque
     assert long == f"gpufill-{'d' * 300}"[: gang.MAX_GROUP_NAME] and len(long) == 255
 
 
-def test_a_gang_that_must_land_whole_cannot_also_wait_for_capacity():
-    found = problems({"all_or_nothing": True, "wait_for_capacity": {"deadline": "PT6H"}})
-    assert found == {"wait_for_capacity": "does not go with all_or_nothing yet: give one or the other"}
-    assert Request.model_validate({"placement": "same-az", "wait_for_capacity": {"deadline": "PT6H"}}).placement == "same-az"
+def test_a_request_that_must_land_whole_may_wait_for_capacity_with_its_own_backoff():
+    asked = {"all_or_nothing": True, "wait_for_capacity": {"deadline": "PT6H", "first_delay": "PT30S", "max_delay": "PT2M"}}
+    resolved = request(**asked)
+    assert (resolved.all_or_nothing, resolved.wait_for_capacity_seconds) == (True, 6 * 3600)
+    assert (resolved.wait_first_delay_seconds, resolved.wait_max_delay_seconds) == (30, 120)
+    plain = request(all_or_nothing=True, placement="same-az", wait_for_capacity={"deadline": "PT6H"})
+    assert (plain.wait_first_delay_seconds, plain.wait_max_delay_seconds) == (None, None)  # the deployment's
+
+
+@pytest.mark.parametrize(("wait", "field", "problem"), [
+    ({"deadline": "PT6H", "max_delay": "PT5S"}, "wait_for_capacity.max_delay", "must be from 10 seconds to 6 hours"),
+    ({"deadline": "PT6H", "first_delay": "PT7H"}, "wait_for_capacity.first_delay", "must be from 10 seconds to 6 hours"),
+    ({"deadline": "PT6H", "max_delay": 300}, "wait_for_capacity.max_delay", "ISO 8601 duration"),
+    ({"deadline": "PT6H", "first_delay": "PT10M", "max_delay": "PT5M"}, "wait_for_capacity",
+     "first_delay (600 s) is longer than max_delay (300 s)"),
+    ({"deadline": "PT6H", "cap": "PT5M"}, "wait_for_capacity.cap", ""),
+])
+def test_a_bad_backoff_is_refused_naming_its_field(wait, field, problem):
+    found = problems({"all_or_nothing": True, "wait_for_capacity": wait})
+    assert list(found) == [field] and problem in found[field]
 
 
 def test_a_maintained_request_is_not_a_gang_yet():
@@ -303,3 +321,95 @@ def test_a_rollback_is_settled_only_when_ec2_shows_every_instance_ending():
     # Not described (a new instance EC2 does not show yet) is not known to be ended.
     assert not gang.rollback_settled(ids, {"i-1": "terminated"})
     assert not gang.rollback_settled([], {})
+
+
+# --- all_or_nothing with wait_for_capacity: a try launches the whole count or keeps nothing --------
+
+
+def test_a_waiting_run_that_ends_a_try_short_hands_everything_back_and_waits():
+    from gpufill.policy import waiting
+
+    req = request(count=3, all_or_nothing=True, wait_for_capacity={"deadline": "PT1H"})
+    # As IsFulfilled leaves it (a member lost before it ran): mid-plan, a region blocked, a reservation slot taken.
+    short = Run(batch=3, remaining=1, launched=2, next="ready", instances=instances(WEST_A, 2), cursor=1,
+                blocked=["spot/us-east-1"], launch=RegionLaunch(region="us-west-2", image_id="ami-1", root_volume_gib=100),
+                reserved_taken={"cr-1": 1}, gang=Gang(excluded=["spot:us-east-1"], rolled_back=4), wait=waiting.begin(3600, 0))
+    after = fill.after_rollback(short, [WEST_A, EAST_A], req, 2)
+    assert (after.next, after.instances, after.launched, after.remaining) == ("await_capacity", [], 0, 3)
+    assert after.gang == Gang(rolled_back=6)
+    assert (after.cursor, after.blocked, after.launch, after.reserved_taken) == (0, [], None, {})
+    # Without a wait, the same end is final.
+    assert fill.after_rollback(short.model_copy(update={"wait": None}), [WEST_A, EAST_A], req, 2).next == "not_placed"
+
+
+def test_a_gang_that_ran_out_of_its_place_while_waiting_still_tries_the_next_place_first():
+    from gpufill.policy import waiting
+
+    req = request(count=3, all_or_nothing=True, placement="same-region", wait_for_capacity={"deadline": "PT1H"})
+    run = Run(batch=3, remaining=1, launched=2, next="rollback", cursor=1, instances=instances(WEST_A, 2),
+              gang=Gang(anchor="us-west-2", market="spot", resume=1), wait=waiting.begin(3600, 0))
+    after = fill.after_rollback(run, [WEST_A, WEST_B, EAST_A], req, 2)
+    assert (after.next, after.cursor, after.gang.excluded) == ("prepare", 2, ["spot:us-west-2"])
+
+
+def test_each_instance_rolled_back_is_recorded_with_why():
+    from gpufill.policy import waiting
+
+    req = request(count=4, all_or_nothing=True)
+    held = Run(batch=4, remaining=1, launched=3, next="rollback", gang=Gang(anchor="us-west-2/us-west-2a"))
+    assert gang.rollback_reason(held, req) == (
+        "all_or_nothing: the gang could not complete in us-west-2/us-west-2a; started again elsewhere")
+    waited = held.model_copy(update={"next": "exhausted", "gang": None, "wait": waiting.begin(60, 0).model_copy(update={"tries": 5})})
+    assert gang.rollback_reason(waited, req) == (
+        "all_or_nothing: try 5 launched 3 of 4 and could not complete; handed back before waiting for capacity")
+    assert gang.rollback_reason(waited.model_copy(update={"next": "rollback"}), req) == gang.rollback_reason(waited, req)
+    assert gang.rollback_reason(held.model_copy(update={"next": "ready"}), req) == (
+        "all_or_nothing: the fill launched 3 of 4 and could not complete")
+
+
+def _fleet_try(req, pools, room, wait):
+    """One try of the fill loop's fleet policy against pools with `room` instances each: what each
+    CreateFleet is answered is at most its target and what its pools hold. Returns the runs seen."""
+    from gpufill.models.run import FleetAnswer, PoolAnswer
+    from gpufill.policy import fleet_moves
+
+    run, seen, number = fill.start(req).model_copy(update={"wait": wait}), [], 0
+    run = fill.prepare(run, pools, req)
+    while run.next in ("prepare", "launch"):
+        run = fleet_moves.begin_call(fill.enter_region(run, RegionLaunch(region=pools[run.cursor].region, image_id="ami-1", root_volume_gib=100)) if run.next == "prepare" else run)
+        target, answers = run.batch, []
+        for index in fleet_moves.overrides(run, pools, req):
+            take = min(room[index], target)
+            room[index] -= take
+            target -= take
+            got = instances(pools[index], take, first=number)
+            number += take
+            answers.append(PoolAnswer(index=index, result=LaunchResult(outcome="launched", instances=got) if take else
+                                      LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity")))
+        run = fleet_moves.after_fleet(run, pools, FleetAnswer(answers=answers), req)
+        seen.append(run)
+        if run.next == "rollback":
+            run = fill.after_rollback(run, pools, req, run.launched)
+            seen.append(run)
+    if run.next == "exhausted":  # WhatAfterThisMarket: all_or_nothing goes to RollBackGang
+        run = fill.after_rollback(run, pools, req, run.launched)
+        seen.append(run)
+    return seen
+
+
+@settings(max_examples=150, deadline=None)
+@given(count=st.integers(min_value=1, max_value=12), room=st.lists(st.integers(min_value=0, max_value=6), min_size=3, max_size=3),
+       placement=st.sampled_from(["any", "same-region", "same-az"]))
+def test_a_waiting_all_or_nothing_try_launches_the_whole_count_or_keeps_nothing_and_never_more(count, room, placement):
+    from gpufill.policy import waiting
+
+    req = request(count=count, all_or_nothing=True, placement=placement, launch_mode="fleet", wait_for_capacity={"deadline": "PT1H"})
+    pools = [WEST_A, WEST_B, EAST_A]
+    seen = _fleet_try(req, pools, list(room), waiting.begin(3600, 0))
+    assert all(r.launched == len(r.instances) <= count and r.launched + r.remaining == count for r in seen)
+    end = seen[-1]
+    if end.next == "done":
+        assert end.launched == count
+    else:  # the try could not complete: nothing is held while the run waits
+        assert (end.next, end.instances, end.launched) == ("await_capacity", [], 0)
+        assert end.gang.rolled_back == sum(r.launched for r in seen if r.next in ("rollback", "exhausted"))

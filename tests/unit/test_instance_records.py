@@ -221,12 +221,12 @@ def test_a_teardown_marks_the_end_keeps_the_record_and_gives_it_a_ttl(table):
 
 def test_a_rollback_marks_its_own_instance_ended_by_the_run(table):
     instances_table.record_launched([instance("i-1")], request_id="req-1", client_token="tok")
-    instances_table.mark_rolled_back("i-1", region="eu-west-1", request_id="req-x", terminated_at=AT)
+    instances_table.mark_rolled_back("i-1", region="eu-west-1", request_id="req-x", terminated_at=AT, reason="why")
     record = item(table, "i-1")
     assert (record["state"], record["rolled_back"], record["terminated_by"]) == ("terminated", True, "rollback:req-x")
     assert (record["region"], record["request_id"], record["expires_at"]) == ("us-west-2", "req-1", TTL)
-    assert record["terminated_at"] == "2026-12-04T03:00:00+00:00"
-    instances_table.mark_rolled_back("i-2", region="eu-west-1", request_id="req-x", terminated_at=AT)
+    assert (record["terminated_at"], record["rolled_back_reason"]) == ("2026-12-04T03:00:00+00:00", "why")
+    instances_table.mark_rolled_back("i-2", region="eu-west-1", request_id="req-x", terminated_at=AT, reason="why")
     assert (item(table, "i-2")["region"], item(table, "i-2")["request_id"]) == ("eu-west-1", "req-x")
 
 

@@ -290,7 +290,7 @@ def test_a_stopped_refill_terminates_what_it_launched_and_records_it_under_its_r
     east = Pool(region="us-east-1", availability_zone="us-east-1a", instance_type="g6.xlarge", market="spot", price=0.4)
     req, run = refill_run(instance("i-b"), instance("i-e", east), instance("i-a"))
     stopped = launch_batch.refill_stopped(run, req, "req-0-teardown")
-    at = {"terminated_at": launch_batch.clock.now()}
+    at = {"terminated_at": launch_batch.clock.now(), "reason": "refill stopped: teardown req-0-teardown of the request was asked while it ran"}
     assert ended == [
         ("terminate", "us-east-1", ["i-e"]),
         ("rolled_back", "i-e", {"region": "us-east-1", "request_id": "req-0", **at}),

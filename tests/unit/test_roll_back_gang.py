@@ -93,7 +93,7 @@ def test_everything_held_or_recorded_unended_is_terminated_by_region_and_recorde
         "i-b": {"region": WEST, "state": "running"},             # held too: terminated once
     })
     out = roll_back_gang.handler(event(request(), gang_run(held("i-b"), held("i-a"))), Context())
-    by = {"terminated_at": NOW}
+    by = {"terminated_at": NOW, "reason": f"all_or_nothing: the gang could not complete in {WEST}; started again elsewhere"}
     assert done[:8] == [
         ("holdings", "req-1"),
         ("terminate", WEST, ["i-a", "i-b"]),
@@ -216,3 +216,19 @@ def test_nothing_to_terminate_is_not_settled_by_describing():
     from gpufill.policy import gang
 
     assert not gang.rollback_settled([], {})
+
+
+def test_a_waiting_run_whose_try_ended_short_hands_everything_back_and_waits_for_the_next_try(aws):
+    from gpufill.policy import waiting
+
+    done, _ = aws
+    wait = waiting.begin(3600, NOW.timestamp()).model_copy(update={"tries": 3})
+    run = gang_run(held("i-a"), next_move="exhausted", wait=wait).model_copy(update={"cursor": 0})
+    out = roll_back_gang.handler(event(request(wait_for_capacity={"deadline": "PT1H"}), run), Context())
+    reason = "all_or_nothing: try 3 launched 1 of 2 and could not complete; handed back before waiting for capacity"
+    assert ("rolled_back", "i-a", {"region": WEST, "request_id": "req-1", "terminated_at": NOW, "reason": reason}) in done
+    assert not any(d[0] == "attempts" for d in done)  # no GANG_NOT_PLACED cause: the run goes on waiting
+    assert (out["next"], out["instances"], out["launched"], out["remaining"]) == ("await_capacity", [], 0, 2)
+    # The next try starts afresh: every place open again, nothing anchored; the count handed back is kept.
+    assert out["gang"] == {"resume": 0, "excluded": [], "rolled_back": 1} and out["cursor"] == 0
+    assert out["wait"]["tries"] == 3 and "cause" not in out

@@ -4,6 +4,7 @@ and what a waiting or expired request tells the user."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -62,16 +63,58 @@ def test_the_deadline_is_reached_at_its_second_not_before():
 # --- the backoff ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("tries", "nominal"), [(0, 60), (1, 60), (2, 120), (3, 240), (4, 480), (5, 900), (6, 900), (40, 900), (10**6, 900)])
-def test_nominal_delays_double_from_a_minute_to_at_most_fifteen(tries, nominal):
+@pytest.mark.parametrize(("tries", "nominal"), [(0, 60), (1, 60), (2, 120), (3, 120), (40, 120), (10**6, 120)])
+def test_nominal_delays_double_from_a_minute_to_at_most_two_by_default(tries, nominal):
     assert waiting.nominal_delay(tries) == nominal
 
 
+@pytest.mark.parametrize(("first", "cap", "expected"), [
+    (60, 900, [60, 120, 240, 480, 900, 900]), (60, 120, [60, 120, 120, 120, 120, 120]),
+    (10, 10, [10] * 6), (30, 6 * 3600, [30, 60, 120, 240, 480, 960]),
+])
+def test_a_request_or_deployment_backoff_doubles_from_its_first_delay_up_to_its_cap(first, cap, expected):
+    assert [waiting.nominal_delay(n, first, cap) for n in range(1, 7)] == expected
+
+
 @pytest.mark.parametrize(("tries", "spread", "seconds"), [
-    (1, 0.0, 60), (1, 0.5, 53), (1, 0.999999, 46), (2, 0.0, 120), (2, 0.5, 105), (5, 0.0, 900), (5, 0.999999, 676),
+    (1, 0.0, 60), (1, 0.5, 53), (1, 0.999999, 46), (2, 0.0, 120), (2, 0.5, 105), (5, 0.0, 120), (5, 0.999999, 91),
 ])
 def test_jitter_takes_off_at_most_a_quarter(tries, spread, seconds):
     assert waiting.delay(tries, spread) == seconds
+
+
+@pytest.mark.parametrize(("first", "cap", "deployment", "chosen"), [
+    (None, None, (60, 300), (60, 300)),
+    (None, None, (30, 900), (30, 900)),
+    (20, None, (60, 300), (20, 300)),
+    (600, None, (60, 300), (600, 600)),  # a first delay past the deployment's cap is also the cap
+    (None, 120, (60, 300), (60, 120)),
+    (None, 30, (60, 300), (30, 30)),  # a cap below the deployment's first delay is also the first
+    (15, 45, (60, 300), (15, 45)),
+])
+def test_the_request_backoff_wins_and_the_pair_stays_ordered(first, cap, deployment, chosen):
+    assert waiting.backoff(first, cap, deployment) == chosen
+
+
+def test_the_deployment_backoff_is_read_from_the_environment_and_checked():
+    assert waiting.deployment_backoff({}) == (60, 120)
+    assert waiting.deployment_backoff({"WAIT_FIRST_DELAY_SECONDS": "30", "WAIT_MAX_DELAY_SECONDS": " 900 "}) == (30, 900)
+    assert waiting.deployment_backoff({"WAIT_MAX_DELAY_SECONDS": ""}) == (60, 120)
+    assert waiting.deployment_backoff({"WAIT_FIRST_DELAY_SECONDS": "10", "WAIT_MAX_DELAY_SECONDS": "21600"}) == (10, 21600)
+    for bad in ("5", "0", "-60", "1.5", "PT5M", str(6 * 3600 + 1)):
+        with pytest.raises(waiting.BadBackoffSetting, match=f"WAIT_MAX_DELAY_SECONDS is '{re.escape(bad)}': give whole seconds from 10 to 21600"):
+            waiting.deployment_backoff({"WAIT_MAX_DELAY_SECONDS": bad})
+
+
+def test_the_backoff_fixed_at_the_start_is_the_one_every_try_waits():
+    begun = waiting.begin(24 * 3600, START, first_delay=30, max_delay=90)
+    delays = []
+    for tries in range(1, 6):
+        _, after = waiting.next_try(begun.model_copy(update={"tries": tries}), now=START, spread=0.0, tries_per_execution=40,
+                                    regions=3, attempts_total=6)
+        delays.append(after.delay_seconds)
+    assert delays == [30, 60, 90, 90, 90]
+    assert (begun.first_delay_seconds, begun.max_delay_seconds) == (30, 90)
 
 
 def test_jitter_is_fixed_by_the_request_and_the_try():
@@ -81,15 +124,21 @@ def test_jitter_is_fixed_by_the_request_and_the_try():
     assert 0 <= waiting.jitter("run-w", 3) < 1
 
 
-@given(tries=st.integers(min_value=1, max_value=10_000), spread=st.floats(min_value=0, max_value=1, exclude_max=True))
-def test_every_delay_lies_within_three_quarters_and_all_of_its_capped_nominal(tries, spread):
-    nominal = waiting.nominal_delay(tries)
-    assert 45 <= nominal * 3 // 4 <= waiting.delay(tries, spread) <= nominal <= 900
+DELAYS = st.integers(min_value=10, max_value=6 * 3600)
 
 
-@given(tries=st.integers(min_value=1, max_value=50))
-def test_delays_never_shrink_from_one_try_to_the_next_before_jitter(tries):
-    assert waiting.nominal_delay(tries) <= waiting.nominal_delay(tries + 1)
+@given(tries=st.integers(min_value=1, max_value=10_000), spread=st.floats(min_value=0, max_value=1, exclude_max=True),
+       first=DELAYS, cap=DELAYS)
+def test_every_delay_lies_within_three_quarters_and_all_of_its_capped_nominal(tries, spread, first, cap):
+    first, cap = waiting.backoff(first, cap, (60, 300))
+    nominal = waiting.nominal_delay(tries, first, cap)
+    assert first * 3 // 4 <= nominal * 3 // 4 <= waiting.delay(tries, spread, first, cap) <= nominal <= cap
+
+
+@given(tries=st.integers(min_value=1, max_value=50), first=DELAYS, cap=DELAYS)
+def test_delays_never_shrink_from_one_try_to_the_next_before_jitter(tries, first, cap):
+    first, cap = waiting.backoff(first, cap, (60, 300))
+    assert waiting.nominal_delay(tries, first, cap) <= waiting.nominal_delay(tries + 1, first, cap)
 
 
 # --- the next try --------------------------------------------------------------------------
@@ -133,7 +182,7 @@ def test_a_scheduled_try_never_lies_past_the_deadline(seconds, elapsed, tries, s
         assert move == "expired"
     else:
         assert move == "retry"
-        assert 0 <= after.delay_seconds <= 900
+        assert 0 <= after.delay_seconds <= begun.max_delay_seconds
         assert now + after.delay_seconds <= begun.deadline_epoch
 
 
@@ -222,6 +271,23 @@ def test_an_expired_wait_that_launched_nothing_names_no_teardown():
     cause = json.loads(waiting.expired_cause(run, provision(), [attempt(1, "us-west-2a")]))
     assert "teardown" not in cause and cause["instances"] == [] and cause["launched"] == 0
     assert cause["hint"] == "Nothing was launched. Try more regions or instance types, or a longer wait_for_capacity."
+
+
+def test_an_expired_all_or_nothing_wait_keeps_nothing_and_says_how_many_it_handed_back():
+    from gpufill.models.run import Gang
+
+    run = Run(batch=4, remaining=4, wait=wait(tries=12), gang=Gang(rolled_back=12))
+    cause = json.loads(waiting.expired_cause(run, provision(all_or_nothing=True), [attempt(1, "us-west-2a", "launched", 1)]))
+    assert (cause["launched"], cause["instances"], cause["handed_back"]) == (0, [], 12) and "teardown" not in cause
+    assert cause["message"].endswith(
+        "0 of 4 launched. all_or_nothing: no try could launch the whole count, and each handed back what it launched "
+        "(12 instance(s) terminated, recorded rolled_back); nothing keeps running.")
+    assert cause["hint"] == (
+        "Nothing keeps running: each try that could not launch all of them handed back what it launched. Try more "
+        "regions or instance types, a longer wait_for_capacity, or leave out all_or_nothing to keep a partial fleet.")
+    # Without a gang record nothing was handed back; without all_or_nothing nothing is said of it.
+    assert json.loads(waiting.expired_cause(run.model_copy(update={"gang": None}), provision(all_or_nothing=True), []))["handed_back"] == 0
+    assert "handed_back" not in json.loads(waiting.expired_cause(run, provision(), []))
 
 
 def test_a_cause_with_thousands_of_pools_groups_them_and_stays_within_the_budget():

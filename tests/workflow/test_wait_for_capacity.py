@@ -27,9 +27,13 @@ def restocked_after(seconds: int) -> MarketScenario:
     return MarketScenario.model_validate(market)
 
 
-def request(deadline: str, **fields) -> dict:
+def request(deadline: str, max_delay: str | None = "PT15M", **fields) -> dict:
+    """The example request with this deadline. These tests are about the wait's chain, not its default
+    backoff (tests/unit/test_waiting_policy.py pins that): the 15-minute cap keeps a two-hour wait
+    to a dozen tries, each of which costs the engine wall time."""
     body = json.loads((ROOT / "examples/requests/provision-wait-for-capacity.json").read_text())
-    return {**body, "wait_for_capacity": {"deadline": deadline}, **fields}
+    wait = {"deadline": deadline, **({"max_delay": max_delay} if max_delay else {})}
+    return {**body, "wait_for_capacity": wait, **fields}
 
 
 def records(request_id: str) -> dict[str, dict]:
@@ -303,3 +307,58 @@ def test_a_successor_that_already_exists_is_the_one_this_run_started(monkeypatch
     first = execution.continued_from[0]
     assert (first.status, first.output["status"], first.output["continued_as"]) == ("SUCCEEDED", "CONTINUED", "exists-c1")
     assert execution.output["status"] == "FULFILLED" and len(execution.output["instances"]) == 4
+
+
+def test_all_or_nothing_waits_holding_nothing_and_fills_the_whole_count_at_the_restock(monkeypatch):
+    """Oregon's us-west-2a has one of the four at first: each try that cannot complete hands back what it
+    launched, and while the run waits EC2 runs none of its instances; the restock fills all four at once."""
+    from gpufill.handlers import wait_for_capacity
+
+    held_at_waits: list[dict] = []
+    plan = wait_for_capacity.plan
+
+    def audited(step):  # PlanNextTry: the wait begins here, after RollBackGang; EC2 is asked as a person would
+        with account.elsewhere():
+            held_at_waits.append({
+                region: held for region in ("us-west-2", "us-east-1", "ap-northeast-1")
+                if (held := running_in(region, step.request.request_id))
+            })
+        return plan(step)
+
+    monkeypatch.setattr(wait_for_capacity, "plan", audited)
+    with LocalEngine(restocked_after(400)) as account:
+        execution = account.run(request("PT6H", max_delay=None, all_or_nothing=True), name="whole-4")
+        elapsed = account.elapsed
+        recorded = records("whole-4")
+        live = running_in("us-west-2", "whole-4")
+
+    assert execution.status == "SUCCEEDED", execution.cause
+    result = execution.output
+    assert (result["status"], result["launched"], result["requested"]) == ("FULFILLED", 4, 4)
+    # Filled at the first try after the restock (2 minutes apart at most); then the boot and the model servers.
+    assert 400 <= elapsed < 400 + 120 + 300
+    assert len(held_at_waits) >= 3 and held_at_waits == [{}] * len(held_at_waits)
+    kept = {i["instance_id"] for i in result["instances"]}
+    assert set(live) == kept
+    # Each try before the restock took us-west-2a's one instance and handed it back (EC2 frees a terminated
+    # instance's capacity, so the next try took it again), recorded with its reason; nothing else was launched.
+    handed_back = sorted((r for r in recorded.values() if r.get("rolled_back")), key=lambda r: r["launched_at"])
+    assert len(handed_back) == len(held_at_waits)
+    assert {(r["state"], r["availability_zone"]) for r in handed_back} == {("terminated", "us-west-2a")}
+    assert [r["rolled_back_reason"] for r in handed_back] == [
+        f"all_or_nothing: try {n} launched 1 of 4 and could not complete; handed back before waiting for capacity"
+        for n in range(1, len(handed_back) + 1)]
+    assert set(recorded) == kept | {r["instance_id"] for r in handed_back}
+
+
+def running_in(region: str, request_id: str) -> dict[str, str]:
+    """The request's instances EC2 runs in a region (pending or running), by id: their AZs."""
+    ec2 = boto3.client("ec2", region_name=region)
+    ec2.describe_instances()  # EC2 shows a new instance to DescribeInstances after a lag (the engine models one call)
+    return {
+        i["InstanceId"]: i["Placement"]["AvailabilityZone"]
+        for r in ec2.describe_instances()["Reservations"]
+        for i in r["Instances"]
+        if i["State"]["Name"] in ("pending", "running")
+        and {"Key": "gpufill:request-id", "Value": request_id} in i.get("Tags", [])
+    }

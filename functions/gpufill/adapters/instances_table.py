@@ -223,18 +223,20 @@ def mark_terminated(
     )
 
 
-def mark_rolled_back(instance_id: str, *, region: str, request_id: str, terminated_at: datetime) -> None:
-    """An all_or_nothing run terminated its own instance: ended, by the run itself, with no approval."""
+def mark_rolled_back(instance_id: str, *, region: str, request_id: str, terminated_at: datetime, reason: str) -> None:
+    """An all_or_nothing run terminated its own instance: ended, by the run itself, with no approval,
+    and why (policy.gang.rollback_reason)."""
     _table().update_item(
         Key={"instance_id": instance_id},
         UpdateExpression=(
-            "SET #state = :state, rolled_back = :yes, terminated_at = :at, terminated_by = :by, "
+            "SET #state = :state, rolled_back = :yes, rolled_back_reason = :reason, terminated_at = :at, terminated_by = :by, "
             "#region = if_not_exists(#region, :region), request_id = if_not_exists(request_id, :request), #ttl = :ttl"
         ),
         ExpressionAttributeNames={"#state": "state", "#region": "region", "#ttl": INSTANCES_TTL_ATTRIBUTE},
         ExpressionAttributeValues={
             ":state": "terminated",
             ":yes": True,
+            ":reason": reason,
             ":at": terminated_at.isoformat(timespec="seconds"),
             ":by": f"rollback:{request_id}",
             ":region": region,

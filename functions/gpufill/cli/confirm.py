@@ -84,6 +84,11 @@ def preview(request: dict, plan: dict) -> Preview:
 def spot_runs_out(request: dict, shown: Preview) -> str:
     wait = (request.get("wait_for_capacity") or {}).get("deadline")
     waits = f"it waits up to {wait} for capacity (re-scoring and retrying), keeping what it launched; then " if wait else ""
+    if request.get("all_or_nothing") and wait:
+        return (
+            f"each try that cannot launch all {shown.count} terminates what it launched itself, and the run waits up to "
+            f"{wait} holding nothing (re-scoring and retrying); then it ends CAPACITY_WAIT_EXPIRED: all {shown.count} or none"
+        )
     if request.get("all_or_nothing"):
         return f"{waits}it terminates what it launched itself and ends GANG_NOT_PLACED: all {shown.count} or none"
     if shown.market == "capacity-block":

@@ -333,6 +333,8 @@ def rollback_line(run: dict, before: int) -> str:
     ended = gang.get("rolled_back", 0) - before
     where = (gang.get("excluded") or ["?"])[-1].split(":", 1)[-1] if run.get("next") != "not_placed" else None
     what = f"terminated {ended} instance(s) of this run" if ended else "nothing to terminate"
+    if run.get("next") == "await_capacity":
+        return f"{what}; this try could not complete, nothing is held while the run waits for capacity"
     if where is None:
         return f"{what}; no place is left for the whole gang"
     return f"{what}; the gang could not complete in {where}, trying elsewhere"

@@ -98,7 +98,10 @@ def refill_stopped(run: Run, request: ResolvedRequest, stopped_by: str) -> Run:
             # Launched a moment ago and not visible yet: the retried step finds them by token.
             raise TransientAwsError(f"TerminateInstances in {region}: not visible yet: {error}") from error
         for instance_id in sorted(ids):
-            instances_table.mark_rolled_back(instance_id, region=region, request_id=request.owner_id, terminated_at=now)
+            instances_table.mark_rolled_back(
+                instance_id, region=region, request_id=request.owner_id, terminated_at=now,
+                reason=f"refill stopped: teardown {stopped_by} of the request was asked while it ran",
+            )
     ended = sorted(i.instance_id for i in run.instances)
     logger.info("refill stopped by a teardown", extra={"teardown": stopped_by, "terminated": ended})
     metrics.add_metric(name="RefillsStopped", unit="Count", value=1)

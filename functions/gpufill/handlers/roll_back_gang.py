@@ -6,7 +6,8 @@ ids come from this request only, and the role may only terminate this deployment
 instances. No approval is asked: nothing outlived the run. A failed terminate is raised, so
 the task retries it (terminating is idempotent); when the retries run out the run ends
 PROVISIONING_FAILED naming the instances still held. Then the policy resumes the gang in the
-next untried place, or ends the run GANG_NOT_PLACED.
+next untried place, waits for capacity holding nothing (with wait_for_capacity, once the try
+ended short), or ends the run GANG_NOT_PLACED.
 """
 
 from __future__ import annotations
@@ -36,11 +37,14 @@ def handler(event: dict, context: LambdaContext) -> dict:
     for instance_id, region in sorted(held.items()):
         by_region.setdefault(region, []).append(instance_id)
     now = clock.now()
+    reason = gang.rollback_reason(run, request)
     for region, ids in by_region.items():
         terminate(region, ids)
         with managed_instances.retryable("recording the rollback"):
             for instance_id in ids:
-                instances_table.mark_rolled_back(instance_id, region=region, request_id=request.request_id, terminated_at=now)
+                instances_table.mark_rolled_back(
+                    instance_id, region=region, request_id=request.request_id, terminated_at=now, reason=reason
+                )
     if request.placement == "same-az":
         # Cluster groups this request made: gone once empty (AWS refuses while instances shut down).
         for region in by_region:

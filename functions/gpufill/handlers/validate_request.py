@@ -49,7 +49,13 @@ def handler(event: dict, context: LambdaContext) -> dict:
     run = fill.start(normalised).model_copy(update={"started_at": clock.epoch()})
     if normalised.wait_for_capacity_seconds is not None:
         # The deadline is fixed here, once: every later try and every continued execution keeps it.
-        run = run.model_copy(update={"wait": waiting.begin(normalised.wait_for_capacity_seconds, clock.epoch())})
+        # So is the backoff: the request's, else this deployment's.
+        first, cap = waiting.backoff(
+            normalised.wait_first_delay_seconds, normalised.wait_max_delay_seconds, waiting.deployment_backoff(os.environ)
+        )
+        run = run.model_copy(
+            update={"wait": waiting.begin(normalised.wait_for_capacity_seconds, clock.epoch(), first_delay=first, max_delay=cap)}
+        )
     return {
         "valid": True,
         "request": normalised.model_dump(mode="json"),
@@ -114,6 +120,9 @@ def user_fields(request: ResolvedRequest) -> dict:
         fields["max_lifetime"] = f"PT{request.max_lifetime_seconds}S"
     if request.wait_for_capacity_seconds is not None:
         fields["wait_for_capacity"] = {"deadline": f"PT{request.wait_for_capacity_seconds}S"}
+        for seconds, field in ((request.wait_first_delay_seconds, "first_delay"), (request.wait_max_delay_seconds, "max_delay")):
+            if seconds is not None:
+                fields["wait_for_capacity"][field] = f"PT{seconds}S"
     if request.capacity_block is not None:
         block = request.capacity_block
         fields["capacity_block"] = {

@@ -326,6 +326,27 @@ class SimulatedMarket(MarketAnswers):
             if step == startup.stalls_at:
                 return
 
+    def freed(self, region: str, instance_ids: list[str], launch) -> None:
+        """A TerminateInstances of the account's own instances (`launch` makes the call): each one
+        that was live frees its capacity in its pool, as on EC2, where a terminated instance's host
+        is free for the pool again. One in a capacity reservation gives the reservation its slot
+        back instead (local/reservations.py counts live instances); a reclaim is EC2 taking the
+        capacity back, so it frees nothing (it does not come through here)."""
+        asked = set(instance_ids)
+        with self._lock:
+            live = [
+                (market, instance)
+                for r, market, _, instance in self._launched
+                if r == region and instance.id in asked and instance.state not in ("terminated", "shutting-down")
+                and not getattr(instance, "capacity_reservation_id", None)
+            ]
+            result = launch()
+            for market, instance in live:
+                if instance.state in ("terminated", "shutting-down"):
+                    key = (region, instance.placement.zone, instance.instance_type, market)
+                    self._stock[key] = self.left(*key) + 1
+        return result
+
     def quota_limit(self, region: str, market: str) -> int | None:
         offered = self.scenario.regions.get(region)
         if offered is None:
@@ -476,6 +497,12 @@ class SimulatedMarket(MarketAnswers):
             mock.patch.object(EC2Response, "get_spot_placement_scores", get_spot_placement_scores, create=True)
         )
         stack.enter_context(mock.patch.object(InstanceResponse, "run_instances", run_instances))
+        original_terminate = InstanceResponse.terminate_instances
+
+        def terminate_instances(response: InstanceResponse) -> ActionResult:
+            return market.freed(response.region, response._get_param("InstanceIds", []), lambda: original_terminate(response))
+
+        stack.enter_context(mock.patch.object(InstanceResponse, "terminate_instances", terminate_instances))
 
         def describe_capacity_reservations(response) -> ActionResult:
             market.blocks.refresh()  # a Capacity Block's state on the modelled clock

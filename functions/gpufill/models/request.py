@@ -40,6 +40,8 @@ from gpufill.constants import (
     MAX_ROOT_VOLUME_GIB,
     MAX_WAIT_FOR_CAPACITY_SECONDS,
     MIN_APPROVAL_TIMEOUT_SECONDS,
+    WAIT_LONGEST_DELAY_SECONDS,
+    WAIT_MIN_DELAY_SECONDS,
     MIN_MAX_LIFETIME_SECONDS,
     SUPPORTED_ARCHITECTURE,
 )
@@ -94,8 +96,12 @@ class WaitForCapacity(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     deadline: timedelta
+    # The backoff between tries: the first wait, doubling after each try up to max_delay. Unset:
+    # the deployment's (WAIT_FIRST_DELAY_SECONDS, WAIT_MAX_DELAY_SECONDS), else 60 s and 2 minutes.
+    first_delay: timedelta | None = None
+    max_delay: timedelta | None = None
 
-    @field_validator("deadline", mode="before")
+    @field_validator("deadline", "first_delay", "max_delay", mode="before")
     @classmethod
     def _iso_duration(cls, value: Any) -> Any:
         # Pydantic also reads bare numbers and "HH:MM:SS"; docs/request.md promises ISO 8601 ("PT6H").
@@ -111,6 +117,25 @@ class WaitForCapacity(BaseModel):
         if value > timedelta(seconds=MAX_WAIT_FOR_CAPACITY_SECONDS):
             raise ValueError(f"may be at most 7 days ('P7D'), got {value.total_seconds() / 86400:g} days")
         return value
+
+    @field_validator("first_delay", "max_delay")
+    @classmethod
+    def _a_delay(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and not WAIT_MIN_DELAY_SECONDS <= value.total_seconds() <= WAIT_LONGEST_DELAY_SECONDS:
+            raise ValueError(
+                f"must be from {WAIT_MIN_DELAY_SECONDS} seconds to {WAIT_LONGEST_DELAY_SECONDS // 3600} hours "
+                f"('PT{WAIT_MIN_DELAY_SECONDS}S' to 'PT{WAIT_LONGEST_DELAY_SECONDS // 3600}H'), got {value.total_seconds():g} seconds"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _first_within_max(self) -> WaitForCapacity:
+        if self.first_delay is not None and self.max_delay is not None and self.first_delay > self.max_delay:
+            raise ValueError(
+                f"first_delay ({self.first_delay.total_seconds():g} s) is longer than max_delay "
+                f"({self.max_delay.total_seconds():g} s): the waits grow from the first up to the cap"
+            )
+        return self
 
 
 class CapacityBlock(BaseModel):
@@ -425,10 +450,6 @@ class Request(BaseModel):
             problems.append(
                 ("wait_for_capacity", f"only goes with action 'provision' (this request's action is {self.action!r})")
             )
-        if self.wait_for_capacity is not None and self.all_or_nothing:
-            # An all_or_nothing gang ends GANG_NOT_PLACED once every place is tried; waiting for a
-            # whole gang to fit is not built yet, so the pair is refused rather than half-honoured.
-            problems.append(("wait_for_capacity", "does not go with all_or_nothing yet: give one or the other"))
         problems += self._maintenance_problems()
         if self.max_lifetime is not None and self.action != "provision":
             problems.append(("max_lifetime", f"only goes with action 'provision' (this request's action is {self.action!r})"))
@@ -657,8 +678,11 @@ class ResolvedRequest(BaseModel):
     all: bool = False
     approval_timeout_seconds: int = DEFAULT_APPROVAL_TIMEOUT_SECONDS
     requested_by: str | None = None
-    # wait_for_capacity's deadline in seconds from the run's start (the run fixes the absolute time).
+    # wait_for_capacity's deadline in seconds from the run's start (the run fixes the absolute time),
+    # and its backoff when the request set it (None: the deployment's).
     wait_for_capacity_seconds: int | None = None
+    wait_first_delay_seconds: int | None = None
+    wait_max_delay_seconds: int | None = None
     # 0: the run does not wait for the model servers (serving unknown).
     ready_timeout_seconds: int = DEFAULT_READY_TIMEOUT_SECONDS
     maintain: bool = False
@@ -675,6 +699,10 @@ class ResolvedRequest(BaseModel):
     def owner_id(self) -> str:
         """The request whose instances this run launches: a refill run's are its request's."""
         return self.refill.request_id if self.refill is not None else self.request_id
+
+
+def _seconds(value: timedelta | None) -> int | None:
+    return None if value is None else int(value.total_seconds())
 
 
 def normalise(request: Request, *, request_id: str, default_regions: list[str], home_region: str) -> ResolvedRequest:
@@ -704,6 +732,8 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
         wait_for_capacity_seconds=(
             int(request.wait_for_capacity.deadline.total_seconds()) if request.wait_for_capacity else None
         ),
+        wait_first_delay_seconds=_seconds(request.wait_for_capacity.first_delay if request.wait_for_capacity else None),
+        wait_max_delay_seconds=_seconds(request.wait_for_capacity.max_delay if request.wait_for_capacity else None),
         ready_timeout_seconds=(
             DEFAULT_READY_TIMEOUT_SECONDS if request.ready_timeout is None else int(request.ready_timeout.total_seconds())
         ),

@@ -6,18 +6,26 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpufill.constants import (
+    WAIT_FIRST_DELAY_SECONDS,
+    WAIT_LONGEST_DELAY_SECONDS,
+    WAIT_MAX_DELAY_SECONDS,
+    WAIT_MIN_DELAY_SECONDS,
+)
+
 MarketName = Literal["spot", "on-demand"]
 Outcome = Literal["launched", "capacity", "quota", "throttled", "error"]
 # What the state machine does after a step: launch again in this region, prepare the next region
 # (or the same one with a fresh AMI), stop because the fill is done, the market is exhausted or
 # EC2 rejected the launch itself; after the fill, wait for the instances to run.
 # A gang (placement, all_or_nothing) adds: roll back what this run launched, then try elsewhere or
-# end GANG_NOT_PLACED. With wait_for_capacity, an exhausted market leads to "retry" (wait, then try
+# end GANG_NOT_PLACED, or with wait_for_capacity "await_capacity" (everything handed back, wait for
+# the next try). With wait_for_capacity, an exhausted market leads to "retry" (wait, then try
 # again), "handover" (wait, then continue as a new execution), "expired" (the deadline passed) or
 # "stopped" (torn down).
 WhereNext = Literal[
     "launch", "prepare", "refresh", "done", "exhausted", "rejected", "wait", "ready", "rollback", "not_placed",
-    "retry", "handover", "expired", "stopped", "continued", "handover_failed",
+    "retry", "handover", "expired", "stopped", "continued", "handover_failed", "await_capacity",
 ]
 
 
@@ -215,6 +223,11 @@ class Waiting(_Model):
     delay_seconds: int = 0
     next_try_at: str | None = None
     successor: str | None = None  # the execution this one hands over to
+    # The backoff, fixed when the request was accepted (the request's, else the deployment's):
+    # the first wait, doubling after each try up to the cap. Bounded as the request's fields are,
+    # so a hand-written continuation cannot make the wait spin.
+    first_delay_seconds: int = Field(default=WAIT_FIRST_DELAY_SECONDS, ge=WAIT_MIN_DELAY_SECONDS, le=WAIT_LONGEST_DELAY_SECONDS)
+    max_delay_seconds: int = Field(default=WAIT_MAX_DELAY_SECONDS, ge=WAIT_MIN_DELAY_SECONDS, le=WAIT_LONGEST_DELAY_SECONDS)
 
 
 class Run(_Model):

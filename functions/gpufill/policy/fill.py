@@ -205,10 +205,13 @@ def _advance_from(run: Run, pools: list[Pool], request: ResolvedRequest, start_i
 
 def after_rollback(run: Run, pools: list[Pool], request: ResolvedRequest, count: int) -> Run:
     """Start the gang again after the pool where it first landed (the pools before it were
-    tried already), outside every place rolled back; an incomplete end of the fill is final."""
+    tried already), outside every place rolled back; an incomplete end of the fill is final,
+    unless the run waits for capacity: then, holding nothing, it waits for its next try."""
     final = run.next != "rollback"
     resume = run.gang.resume if run.gang else 0
     cleared = gang.rolled_back(run, request, count)
+    if final and run.wait is not None:
+        return gang.await_capacity(cleared)
     if final:
         return cleared.model_copy(update={"next": "not_placed"})
     return _advance_from(cleared, pools, request, resume)

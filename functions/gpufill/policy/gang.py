@@ -11,6 +11,12 @@ its region and AZ); every pool tried after it must be in that place. When that p
 
 `any` with all_or_nothing: the fill runs as usual (spot-then-on-demand keeps its spot
 instances while the On-Demand path fills the rest) and only an incomplete end rolls back.
+
+With wait_for_capacity as well, an incomplete end of a try does not end the run: what the try
+launched is handed back (terminated, recorded `rolled_back` with its reason) and the run waits
+holding nothing; the next try starts the whole count again, every place open again (capacity
+may have come back anywhere meanwhile). Each try asks for the whole remaining count, as any
+all_or_nothing fill does, so no try launches more than requested.
 A same-region or same-az gang completes within one market: a spot-then-on-demand run rolls
 back a spot gang it cannot complete before its On-Demand path starts a new one.
 """
@@ -109,6 +115,27 @@ def rolled_back(run: Run, request: ResolvedRequest, count: int) -> Run:
             "gang": gang.model_copy(update={"anchor": None, "excluded": excluded, "rolled_back": gang.rolled_back + count}),
         }
     )
+
+
+def await_capacity(run: Run) -> Run:
+    """A waiting all_or_nothing run after a try handed everything back: the next try starts
+    afresh, so no place stays excluded and nothing is anchored (the count rolled back is kept)."""
+    gang = run.gang or Gang()
+    fresh = Gang(rolled_back=gang.rolled_back)
+    return run.model_copy(update={"next": "await_capacity", "gang": fresh, "cursor": 0, "blocked": [], "launch": None})
+
+
+def rollback_reason(run: Run, request: ResolvedRequest) -> str:
+    """Why a rollback's instances were terminated, kept with each record."""
+    where = run.gang.anchor if run.gang else None
+    if run.next == "rollback" and where:
+        return f"all_or_nothing: the gang could not complete in {where}; started again elsewhere"
+    if run.wait is not None:
+        return (
+            f"all_or_nothing: try {run.wait.tries} launched {run.launched} of {request.count} and could not complete; "
+            "handed back before waiting for capacity"
+        )
+    return f"all_or_nothing: the fill launched {run.launched} of {request.count} and could not complete"
 
 
 def not_placed_cause(request: ResolvedRequest, attempts: list[Attempt], rolled: list[dict], excluded: list[str]) -> str:

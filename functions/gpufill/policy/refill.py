@@ -131,6 +131,9 @@ def refill_input(stored_request: dict, *, request_id: str, instance_id: str, poo
         carried["ready_timeout"] = f"PT{int(stored_request['ready_timeout_seconds'])}S"
     if stored_request.get("wait_for_capacity_seconds") is not None:
         carried["wait_for_capacity"] = {"deadline": f"PT{int(stored_request['wait_for_capacity_seconds'])}S"}
+        for key, field in (("wait_first_delay_seconds", "first_delay"), ("wait_max_delay_seconds", "max_delay")):
+            if stored_request.get(key) is not None:  # the request's own backoff, as it asked it
+                carried["wait_for_capacity"][field] = f"PT{int(stored_request[key])}S"
     refill: dict[str, Any] = {"request_id": request_id, "replaces": [instance_id], "reclaimed_pool": pool}
     if stored_request.get("expires_at"):
         # The replacement lives no longer than the instance it replaces: same moment, same schedule.

@@ -1,10 +1,13 @@
 """wait_for_capacity: when to try again, when to give up, when to continue as a new execution,
 and what to tell the user (docs/request.md, `wait_for_capacity`).
 
-A run whose market is exhausted short of `count` keeps what it launched, waits, re-scores and
-tries again. The waits grow 60 s, 120 s, 240 s ... up to 15 minutes, each shortened by up to a
-quarter (jitter, so runs that ran dry together do not all come back in the same second), and
-never past the deadline, which was fixed once when the request was accepted.
+A run whose market is exhausted short of `count` keeps what it launched (with all_or_nothing it
+hands it all back first, policy/gang.py), waits, re-scores and tries again. The waits grow from
+the first delay, doubling after each try, up to the cap (by default 60 s, then 2 minutes; the
+request's `first_delay`/`max_delay` or the deployment's settings change both),
+each shortened by up to a quarter (jitter, so runs that ran dry together do not all come back in
+the same second), and never past the deadline. The deadline and the backoff are fixed once, when
+the request is accepted, and ride in the run into every continued execution.
 """
 
 from __future__ import annotations
@@ -13,13 +16,18 @@ import hashlib
 import json
 import math
 from datetime import datetime, timezone
+from collections.abc import Mapping
 from typing import Literal
 
 from gpufill.constants import (
     CONTINUATION_SUFFIX,
+    ENV_WAIT_FIRST_DELAY_SECONDS,
+    ENV_WAIT_MAX_DELAY_SECONDS,
     WAIT_FIRST_DELAY_SECONDS,
     WAIT_HISTORY_BUDGET,
+    WAIT_LONGEST_DELAY_SECONDS,
     WAIT_MAX_DELAY_SECONDS,
+    WAIT_MIN_DELAY_SECONDS,
 )
 from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Attempt, Run, Waiting
@@ -52,16 +60,49 @@ def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def begin(seconds: int, now: float) -> Waiting:
+class BadBackoffSetting(ValueError):
+    """A deployment's backoff setting gpufill cannot use; the message names the variable."""
+
+
+def deployment_backoff(environ: Mapping[str, str]) -> tuple[int, int]:
+    """The deployment's first delay and cap (its function environment), else 60 s and 2 minutes."""
+    found = []
+    for name, default in ((ENV_WAIT_FIRST_DELAY_SECONDS, WAIT_FIRST_DELAY_SECONDS), (ENV_WAIT_MAX_DELAY_SECONDS, WAIT_MAX_DELAY_SECONDS)):
+        text = (environ.get(name) or "").strip()
+        if not text:
+            found.append(default)
+            continue
+        if not text.isdigit() or not WAIT_MIN_DELAY_SECONDS <= int(text) <= WAIT_LONGEST_DELAY_SECONDS:
+            raise BadBackoffSetting(
+                f"{name} is {text!r}: give whole seconds from {WAIT_MIN_DELAY_SECONDS} to {WAIT_LONGEST_DELAY_SECONDS}"
+            )
+        found.append(int(text))
+    return found[0], found[1]
+
+
+def backoff(first: int | None, cap: int | None, deployment: tuple[int, int]) -> tuple[int, int]:
+    """The request's first delay and cap where it set them, else the deployment's. A request that
+    sets one alone keeps the pair ordered: a cap below the deployment's first delay is also the
+    first delay, a first delay above the deployment's cap is also the cap."""
+    if first is None and cap is None:
+        first, cap = deployment
+    elif first is None:
+        first = min(deployment[0], cap)
+    elif cap is None:
+        cap = max(deployment[1], first)
+    return first, max(first, cap)
+
+
+def begin(seconds: int, now: float, first_delay: int = WAIT_FIRST_DELAY_SECONDS, max_delay: int = WAIT_MAX_DELAY_SECONDS) -> Waiting:
     """The first fill is try 1; the deadline counts from the moment the request was accepted."""
     deadline = now + seconds
-    return Waiting(deadline=iso(deadline), deadline_epoch=deadline)
+    return Waiting(deadline=iso(deadline), deadline_epoch=deadline, first_delay_seconds=first_delay, max_delay_seconds=max_delay)
 
 
-def nominal_delay(tries: int) -> int:
-    """The wait after `tries` tries: 60 s after the first, doubling, at most 900 s."""
-    doublings = min(max(tries, 1) - 1, 16)  # 60 * 2**4 is past the cap already; bound the power
-    return min(WAIT_MAX_DELAY_SECONDS, WAIT_FIRST_DELAY_SECONDS * 2**doublings)
+def nominal_delay(tries: int, first: int = WAIT_FIRST_DELAY_SECONDS, cap: int = WAIT_MAX_DELAY_SECONDS) -> int:
+    """The wait after `tries` tries: `first` after the first, doubling, at most `cap`."""
+    doublings = min(max(tries, 1) - 1, 32)  # 10 s * 2**32 is past any cap already; bound the power
+    return min(cap, first * 2**doublings)
 
 
 def jitter(request_id: str, tries: int) -> float:
@@ -70,9 +111,9 @@ def jitter(request_id: str, tries: int) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def delay(tries: int, spread: float) -> int:
+def delay(tries: int, spread: float, first: int = WAIT_FIRST_DELAY_SECONDS, cap: int = WAIT_MAX_DELAY_SECONDS) -> int:
     """The nominal delay shortened by up to JITTER_SHARE of it (`spread` in [0, 1))."""
-    nominal = nominal_delay(tries)
+    nominal = nominal_delay(tries, first, cap)
     return nominal - math.floor(nominal * JITTER_SHARE * spread)
 
 
@@ -123,7 +164,9 @@ def next_try(
         return "expired", wait
     this_try = try_events(regions, attempts_total - wait.attempts_before, markets)
     events = (wait.events_here or EVENTS_AT_START) + this_try
-    seconds = min(delay(wait.tries, spread), math.floor(wait.deadline_epoch - now))
+    seconds = min(
+        delay(wait.tries, spread, wait.first_delay_seconds, wait.max_delay_seconds), math.floor(wait.deadline_epoch - now)
+    )
     scheduled = wait.model_copy(
         update={"delay_seconds": seconds, "next_try_at": iso(now + seconds), "events_here": events}
     )
@@ -280,12 +323,20 @@ def expired_cause(run: Run, request: ResolvedRequest, attempts: list[Attempt], b
         {"instance_id": i.instance_id, "pool": f"{i.market}/{i.region}/{i.availability_zone}/{i.instance_type}"}
         for i in run.instances
     ]
+    handed_back = run.gang.rolled_back if request.all_or_nothing and run.gang else 0
     cause = {
         "error": "CAPACITY_WAIT_EXPIRED",
         "message": (
             f"Waited for capacity until {wait.deadline} over {wait.tries} tries; {run.launched} of "
-            f"{request.count} launched. What was launched is kept and still running."
+            f"{request.count} launched. "
+            + (
+                "all_or_nothing: no try could launch the whole count, and each handed back what it launched "
+                f"({handed_back} instance(s) terminated, recorded rolled_back); nothing keeps running."
+                if request.all_or_nothing
+                else "What was launched is kept and still running."
+            )
         ),
+        "handed_back": handed_back if request.all_or_nothing else None,
         "request_id": request.request_id,
         "requested": request.count,
         "launched": run.launched,
@@ -298,6 +349,10 @@ def expired_cause(run: Run, request: ResolvedRequest, attempts: list[Attempt], b
             f"End the kept instances with `gpufill teardown {request.request_id}` (asks for approval), "
             "or keep them and start another run for the rest."
             if kept
+            else "Nothing keeps running: each try that could not launch all of them handed back what it launched. "
+            "Try more regions or instance types, a longer wait_for_capacity, or leave out all_or_nothing to keep "
+            "a partial fleet."
+            if request.all_or_nothing
             else "Nothing was launched. Try more regions or instance types, or a longer wait_for_capacity."
         ),
     }
