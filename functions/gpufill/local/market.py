@@ -497,10 +497,11 @@ class SimulatedMarket(MarketAnswers):
             mock.patch.object(EC2Response, "get_spot_placement_scores", get_spot_placement_scores, create=True)
         )
         stack.enter_context(mock.patch.object(InstanceResponse, "run_instances", run_instances))
-        original_terminate = InstanceResponse.terminate_instances
+        original_terminate_instances = InstanceResponse.terminate_instances
 
         def terminate_instances(response: InstanceResponse) -> ActionResult:
-            return market.freed(response.region, response._get_param("InstanceIds", []), lambda: original_terminate(response))
+            return market.freed(response.region, response._get_param("InstanceIds", []),
+                                lambda: original_terminate_instances(response))
 
         stack.enter_context(mock.patch.object(InstanceResponse, "terminate_instances", terminate_instances))
 
