@@ -90,6 +90,7 @@ def test_the_wait_loop_says_how_long_it_waits_until_when_and_what_comes_next():
         exited("StartNextTry", {"run": {"next": "handover", "wait": {**WAIT, "tries": 4, "successor": "r-c1"}}}),
         exited("StartNextTry", {"run": {"next": "stopped", "wait": WAIT}}),
         exited("PlanNextTry", {"run": {"next": "expired", "wait": WAIT}}),
+        exited("PlanNextTry", {"run": {"next": "retry", "launched": 0, "gang": {"rolled_back": 3}, "wait": WAIT}}),
     )
     assert printed == [
         "  > PlanNextTry    try 3 came up short (1 launched so far); waiting 195 s until 2026-12-03T03:27:27Z "
@@ -100,6 +101,8 @@ def test_the_wait_loop_says_how_long_it_waits_until_when_and_what_comes_next():
         "  > StartNextTry   try 4 goes on in execution r-c1",
         "  > StartNextTry   a teardown of this request was asked: the wait ends, nothing more is launched",
         "  > PlanNextTry    try 3 came up short; the deadline 2026-12-03T09:00:00Z has passed",
+        "  > PlanNextTry    try 3 came up short (3 handed back so far, 0 held); waiting 195 s until 2026-12-03T03:27:27Z "
+        "(deadline 2026-12-03T09:00:00Z)",
     ]
 
 

@@ -249,8 +249,12 @@ class Progress:
             self._line(f"  > PlanNextTry    try {tries} came up short; the deadline {wait.get('deadline')} has passed")
         elif name == "PlanNextTry":
             then = "; then continues as a new execution" if move == "handover" else ""
+            # all_or_nothing hands a short try back before waiting: "0 launched" alone would hide that.
+            handed_back = (run.get("gang") or {}).get("rolled_back")
+            held = (f"{handed_back} handed back so far, {run.get('launched', 0)} held" if handed_back
+                    else f"{run.get('launched', 0)} launched so far")
             self._line(
-                f"  > PlanNextTry    try {tries} came up short ({run.get('launched', 0)} launched so far); "
+                f"  > PlanNextTry    try {tries} came up short ({held}); "
                 f"waiting {wait.get('delay_seconds')} s until {wait.get('next_try_at')} (deadline {wait.get('deadline')}){then}"
             )
         elif move == "stopped":
