@@ -197,6 +197,8 @@ def test_the_caller_aws_authenticated_is_the_approver(answered):
                     "execution": "teardown-td-1", "decision": "approved", "approver": ANA, "answered_by": ANA,
                     "answered_at": "2026-12-04T12:00:00+00:00", "reason": "done", "approval_for": "teardown",
                     "instance_ids": ["i-1", "i-2"], "nothing_to_do": False, "settled_after": None, "effect": None}
+    # Its log lines carry what the answer concerns, as every other function's carry the request.
+    assert answer_approval.logger.get_correlation_id() == "teardown-td-1"
 
 
 def test_no_identity_and_bad_input_change_nothing(answered):

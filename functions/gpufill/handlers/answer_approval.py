@@ -46,6 +46,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         asked = approvers.parse_answer(event)
     except approvers.BadAnswer as error:
         return _reply(400, f"{error}; nothing changed")
+    logger.set_correlation_id(asked.approval)  # until the approval is found: then the request it concerns
     # The deployment's own account (the function's), never the caller's: the default admits only it.
     account = context.invoked_function_arn.split(":")[4]
     patterns = approvers.parse_approvers(os.environ.get(ENV_APPROVERS)) or approvers.default_approvers(account)
@@ -56,6 +57,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
     try:
         # One approval, resolved as `gpufill approve` resolves it (id, execution name or ARN, request id).
         item = approve.find(asked.approval, None, now)
+        logger.set_correlation_id(answers.target_of(item).get("request_id") or item["execution_name"])
         if os.environ.get(ENV_SEPARATE_APPROVER) == "true":
             refused = _requester_refused(caller, item["execution_name"])
             if refused:
