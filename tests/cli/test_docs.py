@@ -57,3 +57,12 @@ def test_the_test_counts_in_testing_md_add_up_and_name_every_folder():
                ("tests/faults/test_b.py::test_z", False, True)]
     assert table(made_up)[3:-1] == ["| `tests/faults/` | 1 | 0 | 1 |", "| `tests/unit/` | 2 | 1 | 0 |", "| all | 3 | 1 | 1 |"]
     assert rewrite(f"a\n{BEGIN}\nold\n{END}\nb", table(made_up)) == "a\n" + "\n".join(table(made_up)) + "\nb"
+
+
+def test_every_error_a_run_ends_on_is_explained_in_the_failures_page_or_the_request_rules():
+    from tests.support.workflow_ends import fail_errors
+
+    explained = (ROOT / "docs" / "failures.md").read_text() + (ROOT / "docs" / "request-validation.md").read_text()
+    ends = fail_errors()
+    assert {"ALL_SPOT_EXHAUSTED", "NO_CAPACITY_BLOCK", "PURCHASE_FAILED", "InvalidRequest"} <= ends
+    assert sorted(e for e in ends if f"`{e}`" not in explained) == []
