@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from contextlib import ExitStack
 from dataclasses import dataclass
 from unittest import mock
 from urllib.parse import parse_qs
@@ -203,15 +202,22 @@ CONDITIONAL_CODES = ("ConditionalCheckFailed", "TransactionCanceledException")
 
 def at_the_wire(engine):
     """EC2 calls judged by the buckets where botocore sends them, so botocore's retry handler sees
-    RequestLimitExceeded as it would see AWS's. The backoff botocore sleeps after a throttle lets
-    that much modelled time pass (the buckets refill meanwhile); other retries stay free of time.
-    Also counts DynamoDB's conditional-check refusals for the load benchmark."""
-    import botocore.endpoint
+    RequestLimitExceeded as it would see AWS's (backoff_on_the_modelled_clock lets the backoff after
+    it pass in modelled time). Also counts DynamoDB's conditional-check refusals for the load
+    benchmark. Entered before faults.at_the_wire: a fault a test injects is answered before the
+    buckets are asked, and takes no token."""
     from moto.core.botocore_stubber import BotocoreStubber
+
+    from gpufill.local.metrics import LATENCY_MODEL
 
     original = BotocoreStubber.__call__
     throttling = engine.throttling
-    backoff = threading.local()
+    backoff = engine.throttle_backoff
+    latency = LATENCY_MODEL["api_seconds"]
+    # Each caller's clock: modelled time only moves with Wait states and backoff, but one caller's
+    # calls one after another take the latency model's time on AWS, and the buckets refill in it.
+    # Callers at the same modelled second (executions running at once) meet the same tokens.
+    caller = threading.local()
 
     def stubbed(stubber, event_name, request, **kwargs):
         if not stubber.enabled:
@@ -220,9 +226,12 @@ def at_the_wire(engine):
         if service_id == "ec2" and engine.throttling_started and throttling.enabled:
             found = _REGION_IN_URL.search(request.url)
             region = found.group(1) if found else "us-east-1"
-            if not throttling.admit(region, operation, _params(request.body), engine.elapsed):
+            now = max(engine.elapsed, getattr(caller, "clock", 0.0))
+            if not throttling.admit(region, operation, _params(request.body), now):
                 backoff.pending = True
                 return _request_limit_exceeded(request)
+            backoff.pending = False
+            caller.clock = now + latency.get(f"ec2:{operation}", latency["default"])
         response = original(stubber, event_name, request, **kwargs)
         if service_id == "dynamodb" and response is not None and getattr(response, "status_code", 200) == 400:
             body = response.content or b""
@@ -230,9 +239,20 @@ def at_the_wire(engine):
                 engine.dynamodb_conflicts += 1
         return response
 
-    class _Clock:
-        """botocore's sleep between tries: after a throttle, modelled time passes; else none."""
+    return mock.patch.object(BotocoreStubber, "__call__", stubbed)
 
+
+def backoff_on_the_modelled_clock(engine):
+    """botocore's sleep between tries: after a throttle by the buckets, that much modelled time
+    passes (the buckets refill meanwhile, as they would while a client waits on AWS); every other
+    retry stays free of time, as speedups.no_sleeping_retries makes it. Entered after it."""
+    import time
+
+    import botocore.endpoint
+
+    backoff = engine.throttle_backoff
+
+    class _Clock:
         @staticmethod
         def sleep(seconds: float) -> None:
             if getattr(backoff, "pending", False):
@@ -240,14 +260,9 @@ def at_the_wire(engine):
                 engine.advance(seconds)
 
         def __getattr__(self, name):
-            import time
-
             return getattr(time, name)
 
-    stack = ExitStack()
-    stack.enter_context(mock.patch.object(BotocoreStubber, "__call__", stubbed))
-    stack.enter_context(mock.patch.object(botocore.endpoint, "time", _Clock()))
-    return stack
+    return mock.patch.object(botocore.endpoint, "time", _Clock())
 
 
 def _request_limit_exceeded(request):
