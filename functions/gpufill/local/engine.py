@@ -94,7 +94,9 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         # (0: off), judged from the end of the start on (local/throttling.py).
         self.throttling = Throttling(throttling)
         self.throttling_started = False
-        self.dynamodb_conflicts = 0
+        self.throttle_backoff = threading.local()  # per caller: the next botocore sleep follows a throttle
+        self.throttle_backoff_seconds = 0.0  # modelled seconds botocore's backoff after throttles took
+        self.dynamodb_conflicts = 0  # DynamoDB's conditional-check refusals (local/throttling.py counts them)
         self.iam = None  # the judgements made, once started
         self.calls = CallLog()
         self._stack = ExitStack()
@@ -184,6 +186,8 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self._stack.enter_context(lambdas.in_process(self))
         self._stack.enter_context(function_urls.in_process(self))
         self._stack.enter_context(cloudtrail.patches(self))
+        # EC2's buckets before the faults: a fault a test injects is answered first and takes no token.
+        self._stack.enter_context(throttling.at_the_wire(self))
         self._stack.enter_context(faults.at_the_wire(self))
         self.iam = self._stack.enter_context(self._judged_calls())
         from gpufill.local.iam import trust
@@ -191,9 +195,8 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         # Every start judged: the state machine's role must trust Step Functions (local/iam/trust.py).
         self._stack.enter_context(trust.state_machine_starts(self))
         self._stack.enter_context(speedups.no_sleeping_retries())
-        # After faults (a throttled call spends no fault rule) and after the free retries (botocore's
-        # backoff after a throttle lets modelled time pass, so the buckets refill as on AWS).
-        self._stack.enter_context(throttling.at_the_wire(self))
+        # After the free retries: botocore's backoff after a throttle lets modelled time pass.
+        self._stack.enter_context(throttling.backoff_on_the_modelled_clock(self))
         # A handler's own backoff (adapters/visibility.py) lets modelled time pass instead of sleeping.
         self._stack.enter_context(mock.patch.object(clock, "_sleep", self.advance))
         self._stack.enter_context(interpreter.wait_states_on_the_modelled_clock(self))

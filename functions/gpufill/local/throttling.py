@@ -257,6 +257,7 @@ def backoff_on_the_modelled_clock(engine):
         def sleep(seconds: float) -> None:
             if getattr(backoff, "pending", False):
                 backoff.pending = False
+                engine.throttle_backoff_seconds += seconds
                 engine.advance(seconds)
 
         def __getattr__(self, name):
