@@ -88,3 +88,14 @@ def test_never_more_calls_granted_in_a_window_than_size_plus_rate_times_window(s
         for j in range(i, len(granted)):
             window = granted[j] - start
             assert j - i + 1 <= size + rate * window + 1e-9
+
+
+def test_a_scenario_sets_the_scale_and_refuses_a_negative_one():
+    from pydantic import ValidationError
+
+    from gpufill.local.scenario import MarketScenario
+
+    assert MarketScenario.model_validate({"ec2_throttling": 0}).ec2_throttling == 0
+    assert MarketScenario.model_validate({}).ec2_throttling == 1.0
+    with pytest.raises(ValidationError, match="ec2_throttling"):
+        MarketScenario.model_validate({"ec2_throttling": -1})

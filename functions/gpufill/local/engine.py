@@ -74,7 +74,7 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         visibility_delay_calls: int = 1,
         judge_iam: bool = True,
         sweep: bool = False,
-        throttling: float = 1.0,
+        throttling: float | None = None,
     ):
         if not env_names:
             raise ValueError("env_names: at least one deployment is needed")
@@ -91,8 +91,9 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         # when asked: a test about something else would pay for its passes and see its findings.
         self.sweep = sweep
         # EC2's request and resource token buckets at AWS's documented sizes times `throttling`
-        # (0: off), judged from the end of the start on (local/throttling.py).
-        self.throttling = Throttling(throttling)
+        # (the scenario's `ec2_throttling` when None; 0: off), judged from the end of the start on
+        # (local/throttling.py).
+        self.throttling = Throttling(scenario.ec2_throttling if throttling is None else throttling)
         self.throttling_started = False
         self.throttle_backoff = threading.local()  # per caller: the next botocore sleep follows a throttle
         self.throttle_backoff_seconds = 0.0  # modelled seconds botocore's backoff after throttles took
