@@ -17,6 +17,7 @@ import contextlib
 import io
 import json
 import sys
+from collections import Counter
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,7 @@ class RunRow:
     launched: int
     launch_calls: int
     wall_seconds: float
+    outcomes: dict = field(default_factory=dict)  # the run's attempts by outcome (capacity, throttled, ...)
 
 
 @dataclass
@@ -94,7 +96,7 @@ def _row(execution, wall: float) -> RunRow:
     attempts = output.get("attempts") or (cause.get("attempts") if isinstance(cause.get("attempts"), list) else [])
     ending, documented = _ending(execution)
     return RunRow(execution.name, ending, documented, int(output.get("launched", cause.get("launched", 0)) or 0),
-                  len(attempts), round(wall, 2))
+                  len(attempts), round(wall, 2), dict(Counter(a.get("outcome") for a in attempts)))
 
 
 def _reported(execution) -> set[str]:
@@ -197,6 +199,7 @@ def as_markdown(result: LoadResult, *, scale: float) -> str:
         f"- launch calls {sum(r.launch_calls for r in result.runs)}; throttles "
         f"{sum(result.throttles.values())} ({', '.join(f'{k} {v}' for k, v in result.throttles.items()) or 'none'}); "
         f"DynamoDB conditional-check conflicts {result.dynamodb_conflicts}",
+        f"- launch attempts by outcome: {', '.join(f'{k} {v}' for k, v in sorted(_outcomes(result.runs).items()))}",
         f"- modelled backoff after throttles {result.backoff_seconds} s; wall time for all {result.wall_seconds} s",
     ]
     if result.alone is not None:
@@ -208,9 +211,14 @@ def as_markdown(result: LoadResult, *, scale: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _counts(values) -> list[tuple[str, int]]:
-    from collections import Counter
+def _outcomes(rows: list[RunRow]) -> Counter:
+    total: Counter = Counter()
+    for row in rows:
+        total.update(row.outcomes)
+    return total
 
+
+def _counts(values) -> list[tuple[str, int]]:
     return sorted(Counter(values).items())
 
 
