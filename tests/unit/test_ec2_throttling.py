@@ -34,7 +34,7 @@ def test_each_action_takes_from_the_bucket_aws_documents(action, params, expecte
 
 
 def test_resource_tokens_are_the_instances_a_call_launches_or_terminates():
-    assert resources("RunInstances", {"MaxCount": ["8"], "MinCount": ["1"]}) == 8
+    assert resources("RunInstances", {"MaxCount": ["8"], "MinCount": ["2"]}) == 2  # needed; taken as launched
     assert resources("TerminateInstances", {"InstanceId.1": ["i-1"], "InstanceId.2": ["i-2"]}) == 2
     assert resources("CreateFleet", {"TargetCapacitySpecification.TotalTargetCapacity": ["8"]}) == 0
 
@@ -55,11 +55,22 @@ def test_run_instances_is_throttled_by_calls_and_by_instances_per_region():
     assert not throttling.admit("us-west-2", "RunInstances", one, 0.0)
     assert throttling.admit("us-east-1", "RunInstances", one, 0.0)  # another region, other buckets
     assert throttling.admit("us-west-2", "RunInstances", one, 0.5)
-    # 1,000 instances at once empty the resource bucket: the next launch waits for its refill.
-    assert throttling.admit("eu-west-1", "RunInstances", {"MaxCount": ["1000"]}, 0.0)
-    assert not throttling.admit("eu-west-1", "RunInstances", {"MaxCount": ["3"]}, 1.0)  # 2 tokens back
-    assert throttling.admit("eu-west-1", "RunInstances", {"MaxCount": ["3"]}, 1.5)
+    # 1,000 instances launched empty the resource bucket: the next launch waits for its refill.
+    assert throttling.admit("eu-west-1", "RunInstances", {"MinCount": ["1000"]}, 0.0)
+    throttling.launched("eu-west-1", 1000, 0.0)
+    assert not throttling.admit("eu-west-1", "RunInstances", {"MinCount": ["3"]}, 1.0)  # 2 tokens back
+    assert throttling.admit("eu-west-1", "RunInstances", {"MinCount": ["3"]}, 1.5)
+    # More than the bucket could ever hold is judged by EC2's capacity, not refused by the bucket.
+    assert throttling.admit("ap-south-1", "RunInstances", {"MinCount": ["10000"]}, 0.0)
     assert throttling.throttled == {("us-west-2", "RunInstances"): 1, ("eu-west-1", "RunInstances"): 1}
+
+
+def test_terminations_take_a_resource_token_per_instance_named():
+    throttling = Throttling()
+    ids = {f"InstanceId.{n}": [f"i-{n}"] for n in range(1, 1001)}
+    assert throttling.admit("us-west-2", "TerminateInstances", ids, 0.0)
+    assert not throttling.admit("us-west-2", "TerminateInstances", {"InstanceId.1": ["i-x"]}, 0.0)
+    assert throttling.admit("us-west-2", "TerminateInstances", {"InstanceId.1": ["i-x"]}, 0.05)  # 20 a second
 
 
 def test_scale_shrinks_every_bucket_and_zero_turns_throttling_off():

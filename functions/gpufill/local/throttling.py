@@ -10,6 +10,8 @@ buckets per account, region and API action, refilled on the engine's modelled cl
   DescribeCapacityBlockOfferings 10 and 0.15, ...).
 - Resource buckets: RunInstances and StartInstances take one more token per instance from a
   bucket of 1,000 refilled at 2 a second; TerminateInstances and StopInstances at 20 a second.
+  A launch must find the tokens for its MinCount (at most the bucket's size) and takes one per
+  instance launched once EC2 has answered: a launch into a sold-out pool takes none.
 
 A call that finds its bucket short is answered RequestLimitExceeded (HTTP 503) and takes no
 token. `scale` multiplies every size and rate (0 turns throttling off); a test that wants
@@ -138,13 +140,14 @@ def request_bucket(action: str, params: dict[str, list[str]]) -> tuple[str, floa
 
 
 def resources(action: str, params: dict[str, list[str]]) -> int:
-    """How many resource tokens the call takes: the instances it launches (MaxCount), or the ones it
-    names (InstanceId.N) for a terminate, start or stop; 0 for every other action."""
+    """How many resource tokens the call needs in the bucket to be taken: the instances it must
+    launch at least (MinCount), or the ones it names (InstanceId.N) for a terminate, start or stop;
+    0 for every other action."""
     if action not in RESOURCE_BUCKETS:
         return 0
     if action == "RunInstances":
         try:
-            return max(1, int((params.get("MaxCount") or ["1"])[0]))
+            return max(1, int((params.get("MinCount") or ["1"])[0]))
         except ValueError:
             return 1
     return sum(1 for key in params if key.startswith("InstanceId."))
@@ -173,7 +176,13 @@ class Throttling:
         return found
 
     def admit(self, region: str, action: str, params: dict[str, list[str]], now: float) -> bool:
-        """Whether EC2 takes this call now; it takes its tokens if so, and counts a throttle if not."""
+        """Whether EC2 takes this call now; it takes its tokens if so, and counts a throttle if not.
+
+        The resource bucket must hold the instances the call needs (never more than its size: a
+        launch of 10,000 is judged by EC2's capacity, not refused by a bucket it could never fit).
+        A terminate, start or stop takes a token per instance it names; a launch takes its tokens
+        once EC2 has answered, one per instance launched (launched()): a sold-out pool takes none.
+        """
         if not self.enabled:
             return True
         key, size, rate = request_bucket(action, params)
@@ -183,13 +192,22 @@ class Throttling:
             resource = None
             if count:
                 resource = self._bucket(region, f"{action}:resources", *RESOURCE_BUCKETS[action], now)
+                count = min(count, resource.size)
             if not request.has(now) or (resource is not None and not resource.has(now, count)):
                 self.throttled[(region, action)] += 1
                 return False
             request.take(now)
-            if resource is not None:
+            if resource is not None and action != "RunInstances":
                 resource.take(now, count)
             return True
+
+    def launched(self, region: str, count: int, now: float) -> None:
+        """RunInstances launched `count` instances: as many resource tokens go (what is left, at most)."""
+        if not self.enabled or count < 1:
+            return
+        with self._lock:
+            resource = self._bucket(region, "RunInstances:resources", *RESOURCE_BUCKETS["RunInstances"], now)
+            resource.take(now, min(count, resource.level(now)))
 
     @property
     def total(self) -> int:
@@ -223,7 +241,8 @@ def at_the_wire(engine):
         if not stubber.enabled:
             return None
         _, service_id, operation = event_name.split(".", 2)
-        if service_id == "ec2" and engine.throttling_started and throttling.enabled:
+        judged = service_id == "ec2" and engine.throttling_started and throttling.enabled
+        if judged:
             found = _REGION_IN_URL.search(request.url)
             region = found.group(1) if found else "us-east-1"
             now = max(engine.elapsed, getattr(caller, "clock", 0.0))
@@ -233,6 +252,8 @@ def at_the_wire(engine):
             backoff.pending = False
             caller.clock = now + latency.get(f"ec2:{operation}", latency["default"])
         response = original(stubber, event_name, request, **kwargs)
+        if judged and operation == "RunInstances" and getattr(response, "status_code", 0) == 200:
+            throttling.launched(region, (response.content or b"").count(b"<instanceId>"), now)
         if service_id == "dynamodb" and response is not None and getattr(response, "status_code", 200) == 400:
             body = response.content or b""
             if any(code.encode() in body for code in CONDITIONAL_CODES):
