@@ -110,3 +110,11 @@ def test_a_scenario_sets_the_scale_and_refuses_a_negative_one():
     assert MarketScenario.model_validate({}).ec2_throttling == 1.0
     with pytest.raises(ValidationError, match="ec2_throttling"):
         MarketScenario.model_validate({"ec2_throttling": -1})
+
+
+def test_a_caller_behind_what_a_bucket_has_seen_is_told_where_it_stands():
+    throttling = Throttling()
+    assert throttling.admit_at("us-west-2", "CreateFleet", {}, 10.0) == (True, 10.0)
+    # Another caller's clock is at 0: it meets the bucket as it is at 10 s, not refilled from 0.
+    assert throttling.admit_at("us-west-2", "CreateFleet", {}, 0.0) == (True, 10.0)
+    assert throttling.admit_at("us-east-1", "CreateFleet", {}, 0.0) == (True, 0.0)

@@ -95,7 +95,8 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         # (local/throttling.py).
         self.throttling = Throttling(scenario.ec2_throttling if throttling is None else throttling)
         self.throttling_started = False
-        self.throttle_backoff = threading.local()  # per caller: the next botocore sleep follows a throttle
+        # Per calling thread: its clock against EC2's buckets, and whether botocore's next sleep follows a throttle.
+        self.throttle_caller = threading.local()
         self.throttle_backoff_seconds = 0.0  # modelled seconds botocore's backoff after throttles took
         self.dynamodb_conflicts = 0  # DynamoDB's conditional-check refusals (local/throttling.py counts them)
         self.iam = None  # the judgements made, once started

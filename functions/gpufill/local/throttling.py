@@ -183,8 +183,13 @@ class Throttling:
         A terminate, start or stop takes a token per instance it names; a launch takes its tokens
         once EC2 has answered, one per instance launched (launched()): a sold-out pool takes none.
         """
+        return self.admit_at(region, action, params, now)[0]
+
+    def admit_at(self, region: str, action: str, params: dict[str, list[str]], now: float) -> tuple[bool, float]:
+        """As admit(), with the latest second the call's buckets have seen: a caller whose clock is
+        behind it met the buckets as they are then, and goes on from there."""
         if not self.enabled:
-            return True
+            return True, now
         key, size, rate = request_bucket(action, params)
         with self._lock:
             request = self._bucket(region, key, size, rate, now)
@@ -193,13 +198,14 @@ class Throttling:
             if count:
                 resource = self._bucket(region, f"{action}:resources", *RESOURCE_BUCKETS[action], now)
                 count = min(count, resource.size)
+            seen = max(now, request.at, resource.at if resource is not None else now)
             if not request.has(now) or (resource is not None and not resource.has(now, count)):
                 self.throttled[(region, action)] += 1
-                return False
+                return False, seen
             request.take(now)
             if resource is not None and action != "RunInstances":
                 resource.take(now, count)
-            return True
+            return True, seen
 
     def launched(self, region: str, count: int, now: float) -> None:
         """RunInstances launched `count` instances: as many resource tokens go (what is left, at most)."""
@@ -230,12 +236,13 @@ def at_the_wire(engine):
 
     original = BotocoreStubber.__call__
     throttling = engine.throttling
-    backoff = engine.throttle_backoff
+    caller = engine.throttle_caller
     latency = LATENCY_MODEL["api_seconds"]
     # Each caller's clock: modelled time only moves with Wait states and backoff, but one caller's
     # calls one after another take the latency model's time on AWS, and the buckets refill in it.
-    # Callers at the same modelled second (executions running at once) meet the same tokens.
-    caller = threading.local()
+    # Callers at the same modelled second (executions running at once) meet the same tokens; a
+    # caller whose clock is behind what a bucket has seen goes on from there (never starved by a
+    # clock that another caller's many calls moved ahead).
 
     def stubbed(stubber, event_name, request, **kwargs):
         if not stubber.enabled:
@@ -246,11 +253,12 @@ def at_the_wire(engine):
             found = _REGION_IN_URL.search(request.url)
             region = found.group(1) if found else "us-east-1"
             now = max(engine.elapsed, getattr(caller, "clock", 0.0))
-            if not throttling.admit(region, operation, _params(request.body), now):
-                backoff.pending = True
+            admitted, seen = throttling.admit_at(region, operation, _params(request.body), now)
+            if not admitted:
+                caller.clock, caller.pending = seen, True
                 return _request_limit_exceeded(request)
-            backoff.pending = False
-            caller.clock = now + latency.get(f"ec2:{operation}", latency["default"])
+            caller.pending = False
+            caller.clock = seen + latency.get(f"ec2:{operation}", latency["default"])
         response = original(stubber, event_name, request, **kwargs)
         if judged and operation == "RunInstances" and getattr(response, "status_code", 0) == 200:
             throttling.launched(region, (response.content or b"").count(b"<instanceId>"), now)
@@ -271,14 +279,16 @@ def backoff_on_the_modelled_clock(engine):
 
     import botocore.endpoint
 
-    backoff = engine.throttle_backoff
+    caller = engine.throttle_caller
 
     class _Clock:
         @staticmethod
         def sleep(seconds: float) -> None:
-            if getattr(backoff, "pending", False):
-                backoff.pending = False
+            if getattr(caller, "pending", False):
+                caller.pending = False
                 engine.throttle_backoff_seconds += seconds
+                # The caller waits that long, and so does the account's clock (others may refill it too).
+                caller.clock = max(engine.elapsed, getattr(caller, "clock", 0.0)) + seconds
                 engine.advance(seconds)
 
         def __getattr__(self, name):
