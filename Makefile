@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 iam-report: $(PY_STAMP) $(NODE_STAMP)
 	$(VENV)/bin/gpufill local iam-report --write
 
-.PHONY: demo test test-all bench bench-dynamic bench-quick bench-engine setup lint-asl clean mutation
+.PHONY: demo test test-all bench bench-dynamic bench-quick bench-engine bench-load setup lint-asl clean mutation
 
 demo: $(PY_STAMP) $(NODE_STAMP)
 	$(VENV)/bin/gpufill simulate examples/requests/provision-spot.json --market examples/markets/first-az-sold-out.json
@@ -60,6 +60,12 @@ bench-quick: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench.dynamic --quick --out $${TMPDIR:-/tmp}/gpufill-bench-quick/dynamic
 
 # The local engine's speed on `make demo`'s run, against a worktree of BASE (default: the merge-base with main).
+# 25 requests at once in one deployment on one scarce market, with EC2's throttling at AWS's bucket
+# sizes (SCALE=0.2 shrinks them): endings, duplicates, orphans, throttles, DynamoDB conflicts, against
+# one request alone. Writes bench/results/load.md (docs/benchmark.md, "Many requests at once").
+bench-load: $(PY_STAMP) $(NODE_STAMP)
+	$(PY) -m bench.load $(if $(RUNS),--runs $(RUNS)) $(if $(SCALE),--scale $(SCALE))
+
 bench-engine: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench.engine_speed $(if $(BASE),--engine-base $(BASE)) $(if $(REPEAT),--repeat $(REPEAT))
 

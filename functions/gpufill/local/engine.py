@@ -26,7 +26,18 @@ from pathlib import Path
 from unittest import mock
 
 from gpufill.adapters import clock
-from gpufill.local import cloudtrail, faults, function_urls, interpreter, interruptions, lambdas, quotas, scheduler, speedups
+from gpufill.local import (
+    cloudtrail,
+    faults,
+    function_urls,
+    interpreter,
+    interruptions,
+    lambdas,
+    quotas,
+    scheduler,
+    speedups,
+    throttling,
+)
 from gpufill.local.approvals import Approvals
 from gpufill.local.deploy import public_layers
 from gpufill.local.deploy.model import LOCAL_ACCOUNT
@@ -39,6 +50,7 @@ from gpufill.local.lambdas import AsyncInvocations
 from gpufill.local.metrics import CallLog
 from gpufill.local.modelled_time import ModelledTime
 from gpufill.local.scenario import MarketScenario
+from gpufill.local.throttling import Throttling
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 # The workflow the CDK app inlines in its template (the engine deploys the template's copy).
@@ -62,6 +74,7 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         visibility_delay_calls: int = 1,
         judge_iam: bool = True,
         sweep: bool = False,
+        throttling: float | None = None,
     ):
         if not env_names:
             raise ValueError("env_names: at least one deployment is needed")
@@ -77,6 +90,15 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         # The deployed sweep schedule runs on the modelled clock (every 15 modelled minutes) only
         # when asked: a test about something else would pay for its passes and see its findings.
         self.sweep = sweep
+        # EC2's request and resource token buckets at AWS's documented sizes times `throttling`
+        # (the scenario's `ec2_throttling` when None; 0: off), judged from the end of the start on
+        # (local/throttling.py).
+        self.throttling = Throttling(scenario.ec2_throttling if throttling is None else throttling)
+        self.throttling_started = False
+        # Per calling thread: its clock against EC2's buckets, and whether botocore's next sleep follows a throttle.
+        self.throttle_caller = threading.local()
+        self.throttle_backoff_seconds = 0.0  # modelled seconds botocore's backoff after throttles took
+        self.dynamodb_conflicts = 0  # DynamoDB's conditional-check refusals (local/throttling.py counts them)
         self.iam = None  # the judgements made, once started
         self.calls = CallLog()
         self._stack = ExitStack()
@@ -166,6 +188,8 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self._stack.enter_context(lambdas.in_process(self))
         self._stack.enter_context(function_urls.in_process(self))
         self._stack.enter_context(cloudtrail.patches(self))
+        # EC2's buckets before the faults: a fault a test injects is answered first and takes no token.
+        self._stack.enter_context(throttling.at_the_wire(self))
         self._stack.enter_context(faults.at_the_wire(self))
         self.iam = self._stack.enter_context(self._judged_calls())
         from gpufill.local.iam.enforcement import sts_decoding
@@ -176,6 +200,8 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         # Every start judged: the state machine's role must trust Step Functions (local/iam/trust.py).
         self._stack.enter_context(trust.state_machine_starts(self))
         self._stack.enter_context(speedups.no_sleeping_retries())
+        # After the free retries: botocore's backoff after a throttle lets modelled time pass.
+        self._stack.enter_context(throttling.backoff_on_the_modelled_clock(self))
         # A handler's own backoff (adapters/visibility.py) lets modelled time pass instead of sleeping.
         self._stack.enter_context(mock.patch.object(clock, "_sleep", self.advance))
         self._stack.enter_context(interpreter.wait_states_on_the_modelled_clock(self))
@@ -206,6 +232,8 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self._add_local_operator()
         self._environments.default = self.deployments[self.env_names[0]].environment
         os.environ.update(self._environments.default)
+        # Setting the account up is not gpufill's traffic: EC2's buckets judge the calls from here on.
+        self.throttling_started = True
         return self
 
     def __exit__(self, *exc) -> None:

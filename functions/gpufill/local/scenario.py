@@ -146,6 +146,9 @@ class MarketScenario(_Model):
     capacity_reservations: list[CapacityReservation] = Field(default_factory=list)
     # gpufill's extension: Capacity Block offerings for sale (see CapacityBlockOffer).
     capacity_blocks: list[CapacityBlockOffer] = Field(default_factory=list)
+    # gpufill's extension: EC2's API throttling at AWS's bucket sizes times this (local/throttling.py);
+    # 0 turns it off. LocalEngine(throttling=...) overrides it.
+    ec2_throttling: NonNegativeFloat = 1.0
 
     @field_validator("regions")
     @classmethod
