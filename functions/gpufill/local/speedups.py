@@ -128,6 +128,7 @@ def shared_botocore_models():
 
 _PARSE_TREES: dict[str, Any] = {}
 _PARSE_LOCK = threading.Lock()
+_VALID_DEFINITIONS: set[str] = set()
 
 
 def parse_definitions_once():
@@ -137,10 +138,18 @@ def parse_definitions_once():
     it (moto's Preprocessor reads the tree, never changes it), so no execution shares state
     with another. A text with syntax errors is parsed, and refused, every time. The text of
     each node of a kept tree is kept too: the Preprocessor asks for the whole program's text
-    (for an error message it raises only when StartAt or States is missing) on every build."""
+    (for an error message it raises only when StartAt or States is missing) on every build.
+
+    CreateStateMachine only checks that the definition builds (moto throws the program away), and
+    a build is the same for the same text, so a text that built once is not built again for that
+    check (0.05 to 0.2 s for gpufill's, at every engine's deploy); one that failed is tried, and
+    refused, every time."""
     from antlr4.RuleContext import RuleContext
     from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
     from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    original_validate = StepFunctionsParserBackend._validate_definition
 
     original = AmazonStateLanguageParser.parse
     original_text = RuleContext.getText
@@ -160,9 +169,18 @@ def parse_definitions_once():
         text = _TEXTS.get(id(context))  # only nodes of kept trees, which live as long as the process
         return text if text is not None else original_text(context)
 
+    def validate_definition(definition: str):
+        with _PARSE_LOCK:
+            if definition in _VALID_DEFINITIONS:
+                return
+        original_validate(definition=definition)  # raises InvalidDefinition for a text that does not build
+        with _PARSE_LOCK:
+            _VALID_DEFINITIONS.add(definition)
+
     stack = ExitStack()
     stack.enter_context(mock.patch.object(AmazonStateLanguageParser, "parse", staticmethod(parse)))
     stack.enter_context(mock.patch.object(RuleContext, "getText", get_text))
+    stack.enter_context(mock.patch.object(StepFunctionsParserBackend, "_validate_definition", staticmethod(validate_definition)))
     return stack
 
 
