@@ -112,3 +112,57 @@ def test_update_expression_walkers_list_their_node_types_once_and_check_as_befor
             assert kind().nodes_to_be_processed() == types
             assert kind().nodes_to_be_processed() == types
     assert "nodes_to_be_processed" in vars(DepthFirstTraverser)
+
+
+def test_a_definition_that_built_once_is_not_built_again_for_create_state_machine_and_a_bad_one_always_fails():
+    from unittest import mock
+
+    import pytest
+    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    valid = '{"StartAt": "A", "States": {"A": {"Type": "Pass", "Comment": "validated once", "End": true}}}'
+    invalid = '{"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}'  # a brace short
+    builds = []
+    original_visit = Preprocessor.visit
+
+    def visit(preprocessor, tree):
+        if type(tree).__name__ == "State_machineContext":  # a whole program's build (visit recurses)
+            builds.append(tree)
+        return original_visit(preprocessor, tree)
+
+    with mock.patch.object(Preprocessor, "visit", visit), speedups.parse_definitions_once():
+        StepFunctionsParserBackend._validate_definition(definition=valid)
+        StepFunctionsParserBackend._validate_definition(definition=valid)
+        assert len(builds) == 1
+        refusals = []
+        for _ in range(2):
+            with pytest.raises(Exception) as refused:
+                StepFunctionsParserBackend._validate_definition(definition=invalid)
+            refusals.append((type(refused.value).__name__, str(refused.value)))
+    assert refusals[0] == refusals[1] and refusals[0][0] == "InvalidDefinition"
+    assert "_validate_definition" in vars(StepFunctionsParserBackend)  # moto's own again
+
+
+def test_engines_share_a_client_only_when_made_from_the_same_credentials_and_variables(monkeypatch):
+    import boto3
+
+    from gpufill.local.deployments import shared_client
+
+    def signing_key(client):
+        return client._request_signer._credentials.access_key
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "gpufill-local")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "gpufill-local")
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # as moto starts each engine
+    first = shared_client("sns", "us-west-2")
+    assert shared_client("sns", "us-west-2") is first
+    assert shared_client("sns", "us-east-1") is not first
+    assert shared_client("sqs", "us-west-2") is not first
+    # The session keeps the credentials it read first, and so does a client made in it meanwhile.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "someone-else")
+    assert signing_key(shared_client("sns", "us-west-2")) == signing_key(boto3.client("sns", region_name="us-west-2"))
+    # The next engine's session reads the variables again: another client, signing as someone else.
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    other = shared_client("sns", "us-west-2")
+    assert other is not first and signing_key(other) == "someone-else"
