@@ -52,6 +52,10 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
     the CDK app synthesizes it (local/deploy/). `definition`: an ASL file to run instead of the
     app's own, its placeholders filled with the same substitutions."""
 
+    # Accounts of this process that have ended: from then on, what the process holds is mostly
+    # what lives as long as it (tests/conftest.py freezes it out of the garbage collector's walks).
+    accounts_ended = 0
+
     def __init__(
         self,
         scenario: MarketScenario,
@@ -210,6 +214,7 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
             self._record_iam_usage()
         finally:
             self._stack.close()
+            LocalEngine.accounts_ended += 1
 
     def _record_iam_usage(self) -> None:
         """With $GPUFILL_IAM_USAGE set to a folder, leave there which deployed role used which
