@@ -166,3 +166,32 @@ def test_engines_share_a_client_only_when_made_from_the_same_credentials_and_var
     monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
     other = shared_client("sns", "us-west-2")
     assert other is not first and signing_key(other) == "someone-else"
+
+
+def test_update_expressions_clauses_counted_once_are_refused_and_passed_as_moto_does():
+    from moto.dynamodb.exceptions import TooManyClauses
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+    from moto.dynamodb.parsing.validators import ActionCountValidator
+
+    expressions = [
+        "SET a = :a, b = if_not_exists(b, :b) REMOVE c ADD d :d",
+        "SET #s = :s, launched = list_append(if_not_exists(launched, :empty), :new), n = n + :one",
+        "SET a = :a SET b = :b",
+        "ADD a :a REMOVE b ADD c :c",
+        "REMOVE a SET b = :b REMOVE c SET d = :d",
+        "DELETE s :v ADD n :one",
+    ]
+
+    def outcome(text):
+        tree = UpdateExpressionParser.make(text)
+        try:
+            return ActionCountValidator().traverse(tree) is tree, None
+        except Exception as refused:  # noqa: BLE001 (which error, word for word, is what is compared)
+            return None, (type(refused).__name__, str(refused))
+
+    expected = [outcome(text) for text in expressions]
+    with speedups.one_clause_count_per_update_expression():
+        assert [outcome(text) for text in expressions] == expected
+    assert [e[1] is None for e in expected] == [True, True, False, False, False, True]
+    # The innermost node seen with two of a kind names the error: here the SET sections.
+    assert [expected[2][1][1], expected[3][1][1], expected[4][1][1]] == [str(TooManyClauses(kind)) for kind in ("SET", "ADD", "SET")]

@@ -191,6 +191,7 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self._stack.enter_context(speedups.one_alias_listing_per_member())
         self._stack.enter_context(speedups.json_copies_in_the_interpreter())
         self._stack.enter_context(speedups.one_node_type_listing_per_traverser())
+        self._stack.enter_context(speedups.one_clause_count_per_update_expression())
         self._stack.enter_context(self.calls.patches())
         self._stack.enter_context(self.embedded_metrics.patches())
         self._stack.enter_context(public_layers.patches())

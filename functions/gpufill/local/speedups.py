@@ -1,8 +1,9 @@
 """What makes moto fast enough for the suite, changing nothing it answers: botocore models loaded
 once per process, state machine definitions parsed once, one Lambda client per region for the
 interpreter, response classes' method listings kept, retry backoff that costs no wall time, each
-answer's member names listed once per shape, the interpreter's JSON copied as JSON, and DynamoDB's
-expression walkers' node types listed once per walker."""
+answer's member names listed once per shape, the interpreter's JSON copied as JSON, DynamoDB's
+expression walkers' node types listed once per walker and an update expression's clauses counted
+once per node."""
 
 from __future__ import annotations
 
@@ -338,3 +339,47 @@ def one_node_type_listing_per_traverser():
         return listings[kind]
 
     return mock.patch.object(DepthFirstTraverser, "nodes_to_be_processed", nodes_to_be_processed)
+
+
+def one_clause_count_per_update_expression():
+    """moto refuses an UpdateExpression with two ADD, REMOVE or SET sections (ActionCountValidator)
+    by listing, at every node of the expression's tree, every clause below it: quadratic in the
+    tree, and gpufill's record writes set a dozen attributes each (about a fiftieth of a workflow
+    test's CPU). Here each node's three counts are summed once from its children's, counted as
+    moto's Node.find_clauses counts them (a clause of the kind counts one and is not looked into;
+    any other expression or function is looked into), and the nodes are checked in moto's order
+    (depth first, children before their parent) with its three checks in its order, so the same
+    expression is refused with the same error, and any other passes unchanged."""
+    from moto.dynamodb.exceptions import TooManyClauses
+    from moto.dynamodb.parsing import ast_nodes
+    from moto.dynamodb.parsing.validators import ActionCountValidator
+
+    kinds = (
+        ("ADD", ast_nodes.UpdateExpressionAddClause),
+        ("REMOVE", ast_nodes.UpdateExpressionRemoveClause),
+        ("SET", ast_nodes.UpdateExpressionSetClause),
+    )
+    looked_into = (ast_nodes.Expression, ast_nodes.UpdateExpressionFunction)
+
+    def counts(node) -> list[int]:
+        """The clauses of each kind node.find_clauses([kind]) would list, after checking the nodes below."""
+        found = [0] * len(kinds)
+        for child in node.children or []:
+            below = counts(child) if isinstance(child, ast_nodes.Node) else None
+            for number, (_, kind) in enumerate(kinds):
+                if type(child) is kind:
+                    found[number] += 1
+                elif below is not None and isinstance(child, looked_into):
+                    found[number] += below[number]
+        if isinstance(node, ast_nodes.UpdateExpression):
+            for (name, _), count in zip(kinds, found):
+                if count > 1:
+                    raise TooManyClauses(name)
+        return found
+
+    def traverse(validator, node):
+        if isinstance(node, ast_nodes.Node):
+            counts(node)
+        return node
+
+    return mock.patch.object(ActionCountValidator, "traverse", traverse)
