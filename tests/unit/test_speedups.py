@@ -195,3 +195,40 @@ def test_update_expressions_clauses_counted_once_are_refused_and_passed_as_moto_
     assert [e[1] is None for e in expected] == [True, True, False, False, False, True]
     # The innermost node seen with two of a kind names the error: here the SET sections.
     assert [expected[2][1][1], expected[3][1][1], expected[4][1][1]] == [str(TooManyClauses(kind)) for kind in ("SET", "ADD", "SET")]
+
+
+def test_handlers_are_inspected_once_and_judged_as_botocore_judges_them():
+    from unittest import mock
+
+    from botocore import hooks
+
+    def takes_kwargs(**kwargs):
+        return None
+
+    def takes_none(event_name):
+        return None
+
+    class Handler:
+        def on(self, **kwargs):
+            return None
+
+    inspected = []
+    original = hooks.accepts_kwargs
+
+    def counted(func):
+        inspected.append(func)
+        return original(func)
+
+    callables = [takes_kwargs, takes_none, Handler().on, Handler().on]
+    expected = [original(func) for func in callables]
+    with mock.patch.object(hooks, "accepts_kwargs", counted), speedups.handlers_inspected_once():
+        assert [hooks.accepts_kwargs(func) for func in callables * 2] == expected * 2
+        assert len(inspected) == 3  # a bound method is its function's answer
+        emitter = hooks.HierarchicalEmitter()
+        emitter.register("before-send", takes_kwargs)
+        try:
+            emitter.register("before-send", takes_none)
+        except ValueError as refused:
+            assert "must accept keyword arguments" in str(refused)
+        else:
+            raise AssertionError("a handler without **kwargs was registered")

@@ -12,6 +12,7 @@ import datetime
 import json
 import threading
 import time
+import weakref
 from contextlib import ExitStack
 from typing import Any
 from unittest import mock
@@ -120,11 +121,44 @@ def shared_botocore_models():
             return list(_MODELS[key])
 
     stack = ExitStack()
+    stack.enter_context(handlers_inspected_once())
     stack.enter_context(mock.patch.object(Loader, "load_service_model", load_service_model))
     stack.enter_context(mock.patch.object(Loader, "list_available_services", list_available_services))
     stack.enter_context(mock.patch.object(Loader, "load_data_with_path", load_data_with_path))
     stack.enter_context(mock.patch.object(Session, "get_available_regions", get_available_regions))
     return stack
+
+
+_KWARGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def handlers_inspected_once():
+    """botocore checks that every handler registered on an event emitter takes **kwargs, with
+    inspect.getfullargspec: about 1,300 handlers for every new session (moto starts each engine
+    with one; Powertools and the interpreter make more) and a dozen for every client. The answer
+    depends only on the callable (a bound method's on its function), so it is kept for each one
+    while it lives; a callable that cannot be weakly referenced is inspected every time, and one
+    that cannot be inspected raises as before."""
+    from botocore import hooks
+
+    original = hooks.accepts_kwargs
+
+    def accepts_kwargs(func):
+        target = getattr(func, "__func__", func)
+        try:
+            with _MODELS_LOCK:
+                return _KWARGS[target]
+        except (KeyError, TypeError):  # not seen yet, or not weakly referable or hashable
+            pass
+        answer = original(func)
+        try:
+            with _MODELS_LOCK:
+                _KWARGS[target] = answer
+        except TypeError:
+            pass
+        return answer
+
+    return mock.patch.object(hooks, "accepts_kwargs", accepts_kwargs)
 
 
 _PARSE_TREES: dict[str, Any] = {}
