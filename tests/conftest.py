@@ -18,7 +18,7 @@ warnings.filterwarnings("ignore", message="No application metrics to publish")
 # has ended (its own objects freed first by a collection), what is left is frozen out of the
 # collector's reach (gc.freeze), and collections run less often (gc.set_threshold): a run still
 # frees its cycles, only in fewer, larger passes. Nothing a test checks depends on when.
-GC_THRESHOLDS = (2000, 20, 20)
+GC_THRESHOLDS = (10000, 50, 50)
 _frozen = False
 
 
