@@ -112,3 +112,123 @@ def test_update_expression_walkers_list_their_node_types_once_and_check_as_befor
             assert kind().nodes_to_be_processed() == types
             assert kind().nodes_to_be_processed() == types
     assert "nodes_to_be_processed" in vars(DepthFirstTraverser)
+
+
+def test_a_definition_that_built_once_is_not_built_again_for_create_state_machine_and_a_bad_one_always_fails():
+    from unittest import mock
+
+    import pytest
+    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    valid = '{"StartAt": "A", "States": {"A": {"Type": "Pass", "Comment": "validated once", "End": true}}}'
+    invalid = '{"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}'  # a brace short
+    builds = []
+    original_visit = Preprocessor.visit
+
+    def visit(preprocessor, tree):
+        if type(tree).__name__ == "State_machineContext":  # a whole program's build (visit recurses)
+            builds.append(tree)
+        return original_visit(preprocessor, tree)
+
+    with mock.patch.object(Preprocessor, "visit", visit), speedups.parse_definitions_once():
+        StepFunctionsParserBackend._validate_definition(definition=valid)
+        StepFunctionsParserBackend._validate_definition(definition=valid)
+        assert len(builds) == 1
+        refusals = []
+        for _ in range(2):
+            with pytest.raises(Exception) as refused:
+                StepFunctionsParserBackend._validate_definition(definition=invalid)
+            refusals.append((type(refused.value).__name__, str(refused.value)))
+    assert refusals[0] == refusals[1] and refusals[0][0] == "InvalidDefinition"
+    assert "_validate_definition" in vars(StepFunctionsParserBackend)  # moto's own again
+
+
+def test_engines_share_a_client_only_when_made_from_the_same_credentials_and_variables(monkeypatch):
+    import boto3
+
+    from gpufill.local.deployments import shared_client
+
+    def signing_key(client):
+        return client._request_signer._credentials.access_key
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "gpufill-local")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "gpufill-local")
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # as moto starts each engine
+    first = shared_client("sns", "us-west-2")
+    assert shared_client("sns", "us-west-2") is first
+    assert shared_client("sns", "us-east-1") is not first
+    assert shared_client("sqs", "us-west-2") is not first
+    # The session keeps the credentials it read first, and so does a client made in it meanwhile.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "someone-else")
+    assert signing_key(shared_client("sns", "us-west-2")) == signing_key(boto3.client("sns", region_name="us-west-2"))
+    # The next engine's session reads the variables again: another client, signing as someone else.
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    other = shared_client("sns", "us-west-2")
+    assert other is not first and signing_key(other) == "someone-else"
+
+
+def test_update_expressions_clauses_counted_once_are_refused_and_passed_as_moto_does():
+    from moto.dynamodb.exceptions import TooManyClauses
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+    from moto.dynamodb.parsing.validators import ActionCountValidator
+
+    expressions = [
+        "SET a = :a, b = if_not_exists(b, :b) REMOVE c ADD d :d",
+        "SET #s = :s, launched = list_append(if_not_exists(launched, :empty), :new), n = n + :one",
+        "SET a = :a SET b = :b",
+        "ADD a :a REMOVE b ADD c :c",
+        "REMOVE a SET b = :b REMOVE c SET d = :d",
+        "DELETE s :v ADD n :one",
+    ]
+
+    def outcome(text):
+        tree = UpdateExpressionParser.make(text)
+        try:
+            return ActionCountValidator().traverse(tree) is tree, None
+        except Exception as refused:  # noqa: BLE001 (which error, word for word, is what is compared)
+            return None, (type(refused).__name__, str(refused))
+
+    expected = [outcome(text) for text in expressions]
+    with speedups.one_clause_count_per_update_expression():
+        assert [outcome(text) for text in expressions] == expected
+    assert [e[1] is None for e in expected] == [True, True, False, False, False, True]
+    # The innermost node seen with two of a kind names the error: here the SET sections.
+    assert [expected[2][1][1], expected[3][1][1], expected[4][1][1]] == [str(TooManyClauses(kind)) for kind in ("SET", "ADD", "SET")]
+
+
+def test_handlers_are_inspected_once_and_judged_as_botocore_judges_them():
+    from unittest import mock
+
+    from botocore import hooks
+
+    def takes_kwargs(**kwargs):
+        return None
+
+    def takes_none(event_name):
+        return None
+
+    class Handler:
+        def on(self, **kwargs):
+            return None
+
+    inspected = []
+    original = hooks.accepts_kwargs
+
+    def counted(func):
+        inspected.append(func)
+        return original(func)
+
+    callables = [takes_kwargs, takes_none, Handler().on, Handler().on]
+    expected = [original(func) for func in callables]
+    with mock.patch.object(hooks, "accepts_kwargs", counted), speedups.handlers_inspected_once():
+        assert [hooks.accepts_kwargs(func) for func in callables * 2] == expected * 2
+        assert len(inspected) == 3  # a bound method is its function's answer
+        emitter = hooks.HierarchicalEmitter()
+        emitter.register("before-send", takes_kwargs)
+        try:
+            emitter.register("before-send", takes_none)
+        except ValueError as refused:
+            assert "must accept keyword arguments" in str(refused)
+        else:
+            raise AssertionError("a handler without **kwargs was registered")

@@ -40,6 +40,32 @@ ACCOUNT_ENV = {
 SCRUBBED_ENV = ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
 
 
+_SHARED_CLIENTS: dict[tuple, Any] = {}
+_SHARED_CLIENTS_LOCK = threading.Lock()
+
+
+def shared_client(service: str, region: str):
+    """A boto3 client made as `boto3.client(service, region_name=region)` would make it now, shared
+    by every engine of the process: each engine asks for about ten while it deploys, and making
+    one costs more than the calls it then sends. A client holds only what it was made from: the
+    credentials boto3's default session hands out (moto starts each engine with a new session,
+    which reads them from the AWS_* variables), those variables (region, retry settings) and, in
+    botocore's legacy retry mode these clients use, no state between calls. So the key is all of
+    that, and a client made under other credentials (a test signing as someone else) is another
+    client. moto answers every client made after it was imported (its stubber is one of
+    botocore's built-in handlers), and an engine only asks while its mock is on."""
+    import boto3
+
+    with _SHARED_CLIENTS_LOCK:
+        credentials = (boto3.DEFAULT_SESSION or boto3._get_default_session()).get_credentials()
+        frozen = None if credentials is None else tuple(credentials.get_frozen_credentials())
+        variables = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
+        key = (service, region, frozen, variables)
+        if key not in _SHARED_CLIENTS:
+            _SHARED_CLIENTS[key] = boto3.client(service, region_name=region)
+        return _SHARED_CLIENTS[key]
+
+
 @dataclass
 class Deployment:
     """One gpufill deployment (cdk context `env`) in the simulated account, as the CDK app made it."""
@@ -137,9 +163,7 @@ class Deployments:
         key = (service, region)
         with self._clients_lock:
             if key not in self._clients:
-                import boto3
-
-                self._clients[key] = boto3.client(service, region_name=region)
+                self._clients[key] = shared_client(service, region)
             return self._clients[key]
 
     def _deploy_account(self) -> None:

@@ -64,6 +64,10 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
     the CDK app synthesizes it (local/deploy/). `definition`: an ASL file to run instead of the
     app's own, its placeholders filled with the same substitutions."""
 
+    # Accounts of this process that have ended: from then on, what the process holds is mostly
+    # what lives as long as it (tests/conftest.py freezes it out of the garbage collector's walks).
+    accounts_ended = 0
+
     def __init__(
         self,
         scenario: MarketScenario,
@@ -216,6 +220,7 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self._stack.enter_context(speedups.one_alias_listing_per_member())
         self._stack.enter_context(speedups.json_copies_in_the_interpreter())
         self._stack.enter_context(speedups.one_node_type_listing_per_traverser())
+        self._stack.enter_context(speedups.one_clause_count_per_update_expression())
         self._stack.enter_context(self.calls.patches())
         self._stack.enter_context(self.embedded_metrics.patches())
         self._stack.enter_context(public_layers.patches())
@@ -241,6 +246,7 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
             self._record_iam_usage()
         finally:
             self._stack.close()
+            LocalEngine.accounts_ended += 1
 
     def _record_iam_usage(self) -> None:
         """With $GPUFILL_IAM_USAGE set to a folder, leave there which deployed role used which

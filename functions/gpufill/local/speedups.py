@@ -1,8 +1,9 @@
 """What makes moto fast enough for the suite, changing nothing it answers: botocore models loaded
 once per process, state machine definitions parsed once, one Lambda client per region for the
 interpreter, response classes' method listings kept, retry backoff that costs no wall time, each
-answer's member names listed once per shape, the interpreter's JSON copied as JSON, and DynamoDB's
-expression walkers' node types listed once per walker."""
+answer's member names listed once per shape, the interpreter's JSON copied as JSON, DynamoDB's
+expression walkers' node types listed once per walker and an update expression's clauses counted
+once per node."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import datetime
 import json
 import threading
 import time
+import weakref
 from contextlib import ExitStack
 from typing import Any
 from unittest import mock
@@ -119,6 +121,7 @@ def shared_botocore_models():
             return list(_MODELS[key])
 
     stack = ExitStack()
+    stack.enter_context(handlers_inspected_once())
     stack.enter_context(mock.patch.object(Loader, "load_service_model", load_service_model))
     stack.enter_context(mock.patch.object(Loader, "list_available_services", list_available_services))
     stack.enter_context(mock.patch.object(Loader, "load_data_with_path", load_data_with_path))
@@ -126,8 +129,41 @@ def shared_botocore_models():
     return stack
 
 
+_KWARGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def handlers_inspected_once():
+    """botocore checks that every handler registered on an event emitter takes **kwargs, with
+    inspect.getfullargspec: about 1,300 handlers for every new session (moto starts each engine
+    with one; Powertools and the interpreter make more) and a dozen for every client. The answer
+    depends only on the callable (a bound method's on its function), so it is kept for each one
+    while it lives; a callable that cannot be weakly referenced is inspected every time, and one
+    that cannot be inspected raises as before."""
+    from botocore import hooks
+
+    original = hooks.accepts_kwargs
+
+    def accepts_kwargs(func):
+        target = getattr(func, "__func__", func)
+        try:
+            with _MODELS_LOCK:
+                return _KWARGS[target]
+        except (KeyError, TypeError):  # not seen yet, or not weakly referable or hashable
+            pass
+        answer = original(func)
+        try:
+            with _MODELS_LOCK:
+                _KWARGS[target] = answer
+        except TypeError:
+            pass
+        return answer
+
+    return mock.patch.object(hooks, "accepts_kwargs", accepts_kwargs)
+
+
 _PARSE_TREES: dict[str, Any] = {}
 _PARSE_LOCK = threading.Lock()
+_VALID_DEFINITIONS: set[str] = set()
 
 
 def parse_definitions_once():
@@ -137,10 +173,18 @@ def parse_definitions_once():
     it (moto's Preprocessor reads the tree, never changes it), so no execution shares state
     with another. A text with syntax errors is parsed, and refused, every time. The text of
     each node of a kept tree is kept too: the Preprocessor asks for the whole program's text
-    (for an error message it raises only when StartAt or States is missing) on every build."""
+    (for an error message it raises only when StartAt or States is missing) on every build.
+
+    CreateStateMachine only checks that the definition builds (moto throws the program away), and
+    a build is the same for the same text, so a text that built once is not built again for that
+    check (0.05 to 0.2 s for gpufill's, at every engine's deploy); one that failed is tried, and
+    refused, every time."""
     from antlr4.RuleContext import RuleContext
     from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
     from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    original_validate = StepFunctionsParserBackend._validate_definition
 
     original = AmazonStateLanguageParser.parse
     original_text = RuleContext.getText
@@ -160,9 +204,18 @@ def parse_definitions_once():
         text = _TEXTS.get(id(context))  # only nodes of kept trees, which live as long as the process
         return text if text is not None else original_text(context)
 
+    def validate_definition(definition: str):
+        with _PARSE_LOCK:
+            if definition in _VALID_DEFINITIONS:
+                return
+        original_validate(definition=definition)  # raises InvalidDefinition for a text that does not build
+        with _PARSE_LOCK:
+            _VALID_DEFINITIONS.add(definition)
+
     stack = ExitStack()
     stack.enter_context(mock.patch.object(AmazonStateLanguageParser, "parse", staticmethod(parse)))
     stack.enter_context(mock.patch.object(RuleContext, "getText", get_text))
+    stack.enter_context(mock.patch.object(StepFunctionsParserBackend, "_validate_definition", staticmethod(validate_definition)))
     return stack
 
 
@@ -320,3 +373,47 @@ def one_node_type_listing_per_traverser():
         return listings[kind]
 
     return mock.patch.object(DepthFirstTraverser, "nodes_to_be_processed", nodes_to_be_processed)
+
+
+def one_clause_count_per_update_expression():
+    """moto refuses an UpdateExpression with two ADD, REMOVE or SET sections (ActionCountValidator)
+    by listing, at every node of the expression's tree, every clause below it: quadratic in the
+    tree, and gpufill's record writes set a dozen attributes each (about a fiftieth of a workflow
+    test's CPU). Here each node's three counts are summed once from its children's, counted as
+    moto's Node.find_clauses counts them (a clause of the kind counts one and is not looked into;
+    any other expression or function is looked into), and the nodes are checked in moto's order
+    (depth first, children before their parent) with its three checks in its order, so the same
+    expression is refused with the same error, and any other passes unchanged."""
+    from moto.dynamodb.exceptions import TooManyClauses
+    from moto.dynamodb.parsing import ast_nodes
+    from moto.dynamodb.parsing.validators import ActionCountValidator
+
+    kinds = (
+        ("ADD", ast_nodes.UpdateExpressionAddClause),
+        ("REMOVE", ast_nodes.UpdateExpressionRemoveClause),
+        ("SET", ast_nodes.UpdateExpressionSetClause),
+    )
+    looked_into = (ast_nodes.Expression, ast_nodes.UpdateExpressionFunction)
+
+    def counts(node) -> list[int]:
+        """The clauses of each kind node.find_clauses([kind]) would list, after checking the nodes below."""
+        found = [0] * len(kinds)
+        for child in node.children or []:
+            below = counts(child) if isinstance(child, ast_nodes.Node) else None
+            for number, (_, kind) in enumerate(kinds):
+                if type(child) is kind:
+                    found[number] += 1
+                elif below is not None and isinstance(child, looked_into):
+                    found[number] += below[number]
+        if isinstance(node, ast_nodes.UpdateExpression):
+            for (name, _), count in zip(kinds, found):
+                if count > 1:
+                    raise TooManyClauses(name)
+        return found
+
+    def traverse(validator, node):
+        if isinstance(node, ast_nodes.Node):
+            counts(node)
+        return node
+
+    return mock.patch.object(ActionCountValidator, "traverse", traverse)
