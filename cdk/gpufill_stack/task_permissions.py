@@ -667,6 +667,29 @@ def end_schedules(r: TaskResources) -> Grant:
     )
 
 
+def end_approval_reminders(r: TaskResources) -> Grant:
+    """scheduler:DeleteSchedule of an approval's reminders only: RemindApprovers deletes its own
+    schedule once the approval cannot be answered (adapters.schedules.cancel_reminders)."""
+    reminders = r.schedule_arn("remind-*")
+    return Grant(
+        [iam.PolicyStatement(actions=["scheduler:DeleteSchedule"], resources=[reminders])],
+        {nag.wildcard_resource(r.scope, reminders): _SCHEDULE_NAMES},
+    )
+
+
+def read_approval_items(r: TaskResources) -> Grant:
+    """dynamodb:GetItem of approval items only (adapters.approvals.get): whether a person answered."""
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem"],
+                resources=[r.table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{constants.APPROVAL_KEY_PREFIX}*"]}},
+            )
+        ]
+    )
+
+
 # --- the table ------------------------------------------------------------------------------
 
 
@@ -903,6 +926,17 @@ SWEEP_TASKS: dict[str, TaskSpec] = {
             publish_approval_request,
             start_teardown_runs,
         ),
+    ),
+}
+
+
+# The approval reminders (constants.REMINDER_FUNCTIONS): invoked by the reminders' schedule.
+REMINDER_TASKS: dict[str, TaskSpec] = {
+    constants.REMINDER_TASK: TaskSpec(
+        summary="Every hour while a teardown approval waits: publishes the reminder, or, once the approval is answered, expired or its run ended, deletes its own schedule",
+        memory_mb=256,
+        timeout_seconds=30,
+        grants=(read_approval_items, describe_own_executions, publish_approval_request, end_approval_reminders),
     ),
 }
 

@@ -18,6 +18,8 @@ from gpufill.policy import lifetime
 from tests.workflow.planting import MARKET
 
 GROUP = constants.schedule_group_name("local")
+# SNS's Publish as a universal target: the engine runs any universal target Scheduler can.
+PUBLISH_TARGET = "arn:aws:scheduler:::aws-sdk:sns:publish"
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +35,9 @@ def _publish(account, name: str, expression: str, *, end=None, start=None, once=
         "ScheduleExpression": expression,
         "FlexibleTimeWindow": {"Mode": "OFF"},
         "Target": {
-            "Arn": lifetime.PUBLISH_TARGET,
+            "Arn": PUBLISH_TARGET,
             "RoleArn": role or account.deployments["local"].app.scheduler_role.arn,
-            "Input": lifetime.publish_input(account.approval_topic_arn, f"subject {name}", f"message {name}"),
+            "Input": json.dumps({"TopicArn": account.approval_topic_arn, "Subject": f"subject {name}", "Message": f"message {name}"}),
         },
     }
     if once:

@@ -94,14 +94,25 @@ def test_a_lifetime_that_passes_while_a_launch_step_awaits_its_retry_asks_again_
 
 
 def test_an_approved_teardown_terminates_although_its_schedules_cannot_be_deleted(account):
+    """The decision's DeleteSchedule of the reminders fails: the teardown still terminates, and the
+    next reminder delivery finds the approval answered, sends nothing and deletes its schedule."""
     with account() as engine:
         execution = engine.run(GUARDED, name="guard-stuck")
         launched = live_instances("guard-stuck")
         engine.faults.aws("scheduler", "DeleteSchedule", error="InternalServerException", times=None)
         teardown = engine.run({"action": "teardown", "request_id": "guard-stuck"}, name="end-stuck", decision="approved")
         engine.faults.clear()
+        left = lifetime_schedules(engine)
+        published = len(engine.approval_messages())
+        engine.advance(3600 + 60)  # the first reminder comes due
+        reminders = [r for r in engine.schedule_runs if r["schedule"] == "remind-end-stuck"]
+        after = lifetime_schedules(engine)
+        sent_since = engine.approval_messages()[published:]
         seen = audit(engine, execution)
         assert engine.faults.injected
     assert (teardown.status, teardown.output["status"]) == ("SUCCEEDED", "TERMINATED"), teardown.cause
     assert {i["instance_id"] for i in teardown.output["instances"]} == launched
     assert not seen.in_ec2 and not seen.recorded and not seen.untracked_after_status
+    assert "remind-end-stuck" in left  # the decision could not delete it
+    assert [r["answer"] for r in reminders] == [{"sent": False, "why": "approval answered", "schedule_deleted": True}]
+    assert "remind-end-stuck" not in after and not sent_since

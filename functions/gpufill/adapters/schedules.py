@@ -1,5 +1,8 @@
 """EventBridge Scheduler: the lifetime's one-time schedule and an approval's reminders (policy/lifetime.py).
 
+The lifetime's schedule starts the teardown (a universal StartExecution target); the reminders'
+schedule invokes the RemindApprovers function, which publishes only while the approval waits.
+
 Every schedule is in the deployment's schedule group and is run by the deployment's scheduler
 role. A schedule's name is derived from what it is for, so creating it again (a retried step)
 meets ConflictException, which means it is already there; deleting one that is gone (it ran
@@ -15,7 +18,7 @@ from botocore.exceptions import ClientError
 
 from gpufill.adapters import clock
 from gpufill.adapters.aws import client
-from gpufill.constants import ENV_APPROVAL_TOPIC_ARN, ENV_SCHEDULE_GROUP, ENV_SCHEDULER_ROLE_ARN
+from gpufill.constants import ENV_REMINDER_FUNCTION_ARN, ENV_SCHEDULE_GROUP, ENV_SCHEDULER_ROLE_ARN
 from gpufill.policy import lifetime
 
 # Scheduler tries a failed target for up to a day (its default is 185 tries over 24 h); a
@@ -111,12 +114,13 @@ def cancel_expiry(request_id: str) -> bool:
 
 
 def schedule_reminders(execution_name: str, *, subject: str, message: str, first: datetime, until: datetime) -> bool:
-    """Publish the approval request again every APPROVAL_REMINDER_SECONDS from `first` until `until`."""
+    """Have the RemindApprovers function publish the approval request again every
+    APPROVAL_REMINDER_SECONDS from `first` until `until`, while the approval waits."""
     return _create(
         lifetime.reminder_schedule_name(execution_name),
         expression=lifetime.reminder_expression(),
-        target_arn=lifetime.PUBLISH_TARGET,
-        target_input=lifetime.publish_input(os.environ[ENV_APPROVAL_TOPIC_ARN], subject, message),
+        target_arn=os.environ[ENV_REMINDER_FUNCTION_ARN],
+        target_input=lifetime.reminder_input(execution_name, subject, message),
         once=False,
         start=first,
         end=until,

@@ -105,6 +105,14 @@ class ApprovalAnswerEvent(_Event):
     teardown: Teardown | None = None
 
 
+class ReminderEvent(_Event):
+    """RemindApprovers: sent by the reminders' schedule (policy.lifetime.reminder_input)."""
+
+    execution_name: str
+    subject: str
+    message: str
+
+
 class TerminateRegionEvent(_Event):
     teardown_id: str
     batch: RegionBatch

@@ -3,8 +3,9 @@
 A request with `max_lifetime` expires at a fixed moment, set once when it is accepted. When its
 provisioning run records its first instances, an EventBridge Scheduler one-time schedule is
 created for that moment; at it, Scheduler starts the teardown of the request, which asks a
-person, as every teardown does. While an approval waits, a rate schedule publishes it again
-every hour until its deadline. Pure: names, expressions and inputs only (adapters/schedules.py
+person, as every teardown does. While an approval waits, a rate schedule has the RemindApprovers
+function publish it again every hour until its deadline, unless the approval was answered or its
+run ended (reminder_ends), in which case the function deletes the schedule instead. Pure: names, expressions and inputs only (adapters/schedules.py
 makes the calls).
 """
 
@@ -25,9 +26,8 @@ _NOT_IN_SCHEDULE_NAME = re.compile(r"[^0-9A-Za-z_.-]")
 MAX_EXECUTION_NAME = 80
 _NOT_IN_EXECUTION_NAME = re.compile(r"[^0-9A-Za-z_-]")
 EXPIRY_SUFFIX = "-expired"
-# The universal targets Scheduler calls: Step Functions' StartExecution, SNS's Publish.
+# The universal target Scheduler calls for the lifetime: Step Functions' StartExecution.
 START_EXECUTION_TARGET = "arn:aws:scheduler:::aws-sdk:sfn:startExecution"
-PUBLISH_TARGET = "arn:aws:scheduler:::aws-sdk:sns:publish"
 REQUESTED_BY = "gpufill spend guard (max_lifetime)"
 # A launch recorded this close to the expiry, or after it, may be missed by the teardown the expiry
 # starts (that teardown lists the request's instances once, from an index read a moment later):
@@ -142,8 +142,34 @@ def reminder_expression() -> str:
     return f"rate({hours} hour{'s' if hours != 1 else ''})" if not rest else f"rate({APPROVAL_REMINDER_SECONDS // 60} minutes)"
 
 
-def publish_input(topic_arn: str, subject: str, message: str) -> str:
-    return json.dumps({"TopicArn": topic_arn, "Subject": subject, "Message": message}, separators=(",", ":"))
+def reminder_input(execution_name: str, subject: str, message: str) -> str:
+    """The event the reminders' schedule sends the RemindApprovers function: which approval, and
+    the reminder to publish while it waits."""
+    return json.dumps({"execution_name": execution_name, "subject": subject, "message": message}, separators=(",", ":"))
+
+
+# Why a reminder is not sent (and its schedule is deleted): the approval cannot be answered any more.
+REMINDER_APPROVAL_GONE = "approval gone"
+REMINDER_ANSWERED = "approval answered"
+REMINDER_EXPIRED = "approval expired"
+REMINDER_RUN_ENDED = "teardown run no longer running"
+
+
+def reminder_ends(approval_item: dict | None, execution_status: str | None, now: datetime) -> str | None:
+    """Why the reminder due `now` must not be sent, or None to send it. A reminder asks for an answer
+    that only a waiting task token can take: none once the approval was decided (or claimed by an
+    answer under way), past its deadline, or once its execution stopped, failed or was never there,
+    even when the decision could not delete the schedule."""
+    if approval_item is None:
+        return REMINDER_APPROVAL_GONE
+    if approval_item.get("decided_at") or approval_item.get("answered_at") or approval_item.get("status", "PENDING") != "PENDING":
+        return REMINDER_ANSWERED
+    deadline = approval_item.get("deadline")
+    if deadline and now >= datetime.fromisoformat(deadline):
+        return REMINDER_EXPIRED
+    if execution_status != "RUNNING":
+        return REMINDER_RUN_ENDED
+    return None
 
 
 def requests_ended(teardown: Teardown) -> list[str]:
