@@ -124,13 +124,14 @@ def test_schedules_are_made_and_ended_only_in_this_deployments_group(synthesized
                 assert f":schedule/{group}/" in json.dumps(resource), resource
 
 
-def test_the_scheduler_role_may_only_start_this_state_machine_publish_to_the_approval_topic_and_run_the_sweep(synthesized):
+def test_the_scheduler_role_may_only_start_this_state_machine_and_run_the_sweep_and_the_reminders(synthesized):
     role_id = _role_trusting(synthesized, "scheduler.amazonaws.com")
     trust = synthesized.resources("AWS::IAM::Role")[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
     assert "aws:SourceAccount" in trust["Condition"]["StringEquals"]
     policies = [p for p in synthesized.resources("AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"]["Roles"]]
     actions = sorted(a for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
-    assert actions == ["kms:Decrypt", "kms:GenerateDataKey", "lambda:InvokeFunction", "sns:Publish", "states:StartExecution"]
+    # The reminders are published by RemindApprovers, which reads the approval first: never by Scheduler itself.
+    assert actions == ["lambda:InvokeFunction", "lambda:InvokeFunction", "states:StartExecution"]
 
 
 def test_dynamodb_actions_are_scoped_to_the_table_and_its_index(synthesized, task_functions):
