@@ -604,6 +604,18 @@ def start_refill_runs(r: TaskResources) -> Grant:
     )
 
 
+def start_refills_again(r: TaskResources) -> Grant:
+    """states:StartExecution of this deployment's state machine, spelt from its name (a task of the
+    state machine cannot depend on it), and DescribeExecution of its executions: a rejected teardown
+    starts again the refills it stopped (adapters.executions.start)."""
+    stack = Stack.of(r.scope)
+    machine = f"arn:{stack.partition}:states:{stack.region}:{stack.account}:stateMachine:{constants.state_machine_name(r.env)}"
+    return Grant(
+        [iam.PolicyStatement(actions=["states:StartExecution"], resources=[machine]), *describe_own_executions(r).statements],
+        describe_own_executions(r).wildcards,
+    )
+
+
 def start_teardown_runs(r: TaskResources) -> Grant:
     """states:StartExecution of this deployment's state machine (the sweep's teardown requests, each
     behind the approval) and DescribeExecution of its executions (whether a run ended, and a
@@ -828,10 +840,11 @@ TASKS: dict[str, TaskSpec] = {
         grants=(put_instance_records, publish_approval_request, schedule_approval_reminders),
     ),
     "RecordApprovalDecisionFunctionArn": TaskSpec(
-        summary="Records the approval decision on the approval item; ends its reminders, a torn-down request's lifetime; tells the topic of an expiry",
+        summary="Records the approval decision on the approval item; ends its reminders, a torn-down request's lifetime; tells the topic of an expiry; after a rejection starts again the refills the teardown stopped",
         memory_mb=256,
         timeout_seconds=15,
-        grants=(update_instance_records, end_schedules, publish_approval_request),
+        grants=(update_instance_records, end_schedules, publish_approval_request,
+                read_instance_record, query_request_instances, start_refills_again),
     ),
     "TerminateRegionInstancesFunctionArn": TaskSpec(
         summary="Terminates one region's approved instances, only those still tagged for this deployment and request",

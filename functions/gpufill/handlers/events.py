@@ -99,6 +99,8 @@ class ApprovalAnswerEvent(_Event):
     """RecordApprovalDecision: the answer sent with the task token, or `expired` when none came."""
 
     execution_name: str
+    # $$.Execution.Id: a rejection starts refills again on this execution's state machine.
+    execution_arn: str | None = None
     answer: Any = None
     expired: bool = False
     # What was asked (FindTeardownInstances' answer): whose lifetime to end, what the expiry notice says.
