@@ -840,11 +840,11 @@ TASKS: dict[str, TaskSpec] = {
         grants=(put_instance_records, publish_approval_request, schedule_approval_reminders),
     ),
     "RecordApprovalDecisionFunctionArn": TaskSpec(
-        summary="Records the approval decision on the approval item; ends its reminders, a torn-down request's lifetime; tells the topic of an expiry; after a rejection starts again the refills the teardown stopped",
+        summary="Records the approval decision; ends its reminders and a torn-down request's lifetime; tells the topic of an expiry; brings the next late round forward; after a rejection restarts the refills the teardown stopped",
         memory_mb=256,
         timeout_seconds=15,
         grants=(update_instance_records, end_schedules, publish_approval_request,
-                read_instance_record, query_request_instances, start_refills_again),
+                read_instance_record, query_request_instances, start_refills_again, move_lifetime_end),
     ),
     "TerminateRegionInstancesFunctionArn": TaskSpec(
         summary="Terminates one region's approved instances, only those still tagged for this deployment and request",

@@ -69,34 +69,36 @@ def delete(name: str) -> bool:
     return True
 
 
-def schedule_expiry(request_id: str, expires_at: str, state_machine_arn: str, late: str | None = None) -> bool:
-    """At `expires_at` (or a minute from now, for a late round), start the teardown of `request_id`
+def schedule_expiry(request_id: str, expires_at: str, state_machine_arn: str, late: str | None = None,
+                    at: str | None = None) -> bool:
+    """At `expires_at` (or at `at`, a late round's moment), start the teardown of `request_id`
     (behind its approval)."""
     return _create(
         lifetime.lifetime_schedule_name(request_id, late),
-        expression=lifetime.at_expression(lifetime.due_moment(expires_at, clock.now())),
+        expression=lifetime.at_expression(lifetime.due_moment(at or expires_at, clock.now())),
         target_arn=lifetime.START_EXECUTION_TARGET,
         target_input=lifetime.expiry_target_input(state_machine_arn, request_id, late),
         once=True,
     )
 
 
-def move_expiry(request_id: str, expires_at: str, state_machine_arn: str) -> bool:
-    """Move the request's lifetime schedule to `expires_at` (earlier: a Capacity Block's end), in
-    one call, so the request is never without one. UpdateSchedule replaces the whole definition,
-    so everything create sets is sent again. False when there is none (nothing launched yet: the
-    first launch makes it, at the moved moment)."""
+def move_expiry(request_id: str, expires_at: str, state_machine_arn: str, late: str | None = None) -> bool:
+    """Move the request's lifetime schedule (or its late round's) to `expires_at` (earlier: a
+    Capacity Block's end, or the round before was answered), in one call, so the request is never
+    without one. UpdateSchedule replaces the whole definition, so everything create sets is sent
+    again. False when there is none (nothing launched yet: the first launch makes it, at the moved
+    moment; a late round's already ran)."""
     try:
         client("scheduler").update_schedule(
             GroupName=os.environ[ENV_SCHEDULE_GROUP],
-            Name=lifetime.lifetime_schedule_name(request_id),
+            Name=lifetime.lifetime_schedule_name(request_id, late),
             ScheduleExpression=lifetime.at_expression(lifetime.due_moment(expires_at, clock.now())),
             ScheduleExpressionTimezone="UTC",
             FlexibleTimeWindow={"Mode": "OFF"},
             Target={
                 "Arn": lifetime.START_EXECUTION_TARGET,
                 "RoleArn": os.environ[ENV_SCHEDULER_ROLE_ARN],
-                "Input": lifetime.expiry_target_input(state_machine_arn, request_id),
+                "Input": lifetime.expiry_target_input(state_machine_arn, request_id, late),
                 "RetryPolicy": RETRY_POLICY,
             },
             State="ENABLED",

@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import BotoCoreError, ClientError
 
-from gpufill.adapters import approvals, clock, executions, instances_table, run_store, schedules
+from gpufill.adapters import approvals, clock, executions, instances_table, late_rounds, run_store, schedules
 from gpufill.handlers.events import ApprovalAnswerEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.teardown import ApprovalDecision, Teardown
@@ -53,6 +53,8 @@ def handler(event: dict, context: LambdaContext) -> dict:
         for request_id in lifetime.requests_ended(step.teardown):
             if end_schedule(schedules.cancel_expiry, request_id, kind="lifetime"):
                 logger.info("lifetime schedule removed", extra={"request": request_id})
+    if step.teardown is not None and step.teardown.trigger and step.execution_arn:
+        next_late_round_sooner(step.teardown, execution_name=step.execution_name, state_machine=executions.state_machine_of(step.execution_arn))
     if step.teardown is not None and decided.decision == "rejected" and step.execution_arn:
         restart_refills(step.teardown, by=step.teardown.request_id, state_machine=executions.state_machine_of(step.execution_arn))
     if step.teardown is not None and decided.decision == "expired":
@@ -61,6 +63,25 @@ def handler(event: dict, context: LambdaContext) -> dict:
     logger.info("teardown decision", extra=decided.model_dump())
     metrics.add_metric(name=f"Teardown{decided.decision.capitalize()}", unit="Count", value=1)
     return decided.model_dump(mode="json")
+
+
+def next_late_round_sooner(teardown: Teardown, *, execution_name: str, state_machine: str) -> None:
+    """A late round of the spend guard is answered: a round a later launch opened behind it (due
+    at this one's deadline) comes due in a minute, since this one no longer asks. Never fails the
+    decision: left as it is, that round still asks at this one's deadline."""
+    request_id = teardown.target.request_id
+    number = lifetime.late_round_of(request_id, execution_name) if request_id else None
+    if number is None:
+        return
+    try:
+        if late_rounds.mark_answered(request_id, number=number):
+            return
+        behind = late_rounds.read(request_id)
+        if behind and int(behind["round"]) > number and behind["phase"] == lifetime.LATE_OPEN:
+            schedules.move_expiry(request_id, clock.iso_now(), state_machine, str(behind["round"]))
+            logger.info("next late round moved sooner", extra={"late_round": behind["round"]})
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("next late round not moved", extra={"error": str(error)})
 
 
 def restart_refills(teardown: Teardown, *, by: str, state_machine: str) -> list[str]:

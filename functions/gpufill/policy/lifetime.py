@@ -74,6 +74,61 @@ def late_round(expires_at: str, now: datetime, launch_token: str) -> str | None:
     return _digest(launch_token)
 
 
+# --- late rounds: one asking at a time per request ------------------------------------------
+# A request's late rounds are numbered 1, 2, ... and kept on one item ("late#<request id>"):
+# the current round, its phase, when its schedule is due, until when its approval may wait, and
+# the launches (their late_round digests) it already holds. A round is "open" from its schedule's
+# creation until its teardown lists the request's instances ("asked"), then "answered" once its
+# approval is decided. A late launch joins the open round (the listing, after its records, will
+# include it); a launch that finds the round already listed opens the next round, due once the
+# listed one can no longer be waiting (its deadline; sooner when it is answered), so a request
+# never has two late rounds asking at once, and every launch after the expiry is in one.
+LATE_OPEN = "open"
+LATE_ASKED = "asked"
+LATE_ANSWERED = "answered"
+# An open round whose teardown has not listed this long after its schedule was due was lost (its
+# start failed for good, Scheduler gave up): a launch opens the next round instead of joining it.
+LATE_ROUND_LOST_SECONDS = 15 * 60
+_LATE_NAME = re.compile(r"-r(\d+)" + re.escape(EXPIRY_SUFFIX) + "$")
+
+
+def late_step(item: dict | None, launch: str, now: datetime) -> dict:
+    """What a late launch (digest `launch`, recorded at `now`) does with its request's late rounds,
+    given their item (None: no late round yet):
+    - {"do": "nothing"}: it is already in a round that listed it (a retried step);
+    - {"do": "ensure", "round", "due"}: it opened the current round; its schedule is made again
+      (a retried step: the schedule may never have been made);
+    - {"do": "join", "round"}: the open round will list it;
+    - {"do": "open", "round", "due", "expect"}: it opens the next round, due at `due`; the item
+      must still be `expect` (round and phase) when it is written."""
+    due_soon = (now + timedelta(seconds=LATE_LAUNCH_SECONDS)).astimezone(UTC).replace(microsecond=0)
+    if item is None:
+        return {"do": "open", "round": 1, "due": due_soon.isoformat(), "expect": None}
+    number, phase = int(item["round"]), item["phase"]
+    expect = {"round": number, "phase": phase}
+    if launch in (item.get("launches") or ()):
+        if phase == LATE_OPEN and item.get("opened_by") == launch:
+            return {"do": "ensure", "round": number, "due": item["due"]}
+        return {"do": "nothing"}
+    if phase == LATE_OPEN:
+        if now <= datetime.fromisoformat(item["due"]) + timedelta(seconds=LATE_ROUND_LOST_SECONDS):
+            return {"do": "join", "round": number}
+        return {"do": "open", "round": number + 1, "due": due_soon.isoformat(), "expect": expect}
+    if phase == LATE_ASKED and item.get("until"):
+        # The listed round may still be waiting for its answer: the next asks once it cannot be.
+        later = datetime.fromisoformat(item["until"]) + timedelta(seconds=LATE_LAUNCH_SECONDS)
+        return {"do": "open", "round": number + 1, "due": max(later, due_soon).isoformat(), "expect": expect}
+    return {"do": "open", "round": number + 1, "due": due_soon.isoformat(), "expect": expect}
+
+
+def late_round_of(request_id: str, execution_name: str) -> int | None:
+    """The late round a teardown execution is (its name, expiry_execution_name), or None."""
+    found = _LATE_NAME.search(execution_name)
+    if found is None or expiry_execution_name(request_id, found.group(1)) != execution_name:
+        return None
+    return int(found.group(1))
+
+
 def lifetime_schedule_name(request_id: str, late: str | None = None) -> str:
     """One per request (a retried step, a refill run or a continued execution finds it taken), and
     one per late round. A request id never holds a '.', so no request's name is another's round."""
