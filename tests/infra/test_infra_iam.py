@@ -96,14 +96,17 @@ def test_pass_role_only_for_the_instance_role_to_ec2_and_the_scheduler_role_to_s
     by_task = _all_function_statements(synthesized, task_functions)
     passing = {p for p, s in by_task.items() if statements_with(s, "iam:PassRole")}
     # PlanBlockLaunch moves a request's lifetime schedule to its Capacity Block's end.
-    assert passing == {"LaunchBatchFunctionArn", "AwaitTeardownApprovalFunctionArn", "PlanBlockLaunchFunctionArn"}
+    # RecordApprovalDecision moves a late round forward (UpdateSchedule passes the role again).
+    assert passing == {"LaunchBatchFunctionArn", "AwaitTeardownApprovalFunctionArn", "PlanBlockLaunchFunctionArn",
+                       "RecordApprovalDecisionFunctionArn"}
     to_ec2, to_scheduler = sorted(
         statements_with(by_task["LaunchBatchFunctionArn"], "iam:PassRole"), key=lambda s: json.dumps(s["Condition"])
     )
     assert resources(to_ec2) == [get_att(instance_role)]
     assert to_ec2["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
     for statement in (to_scheduler, *statements_with(by_task["AwaitTeardownApprovalFunctionArn"], "iam:PassRole"),
-                      *statements_with(by_task["PlanBlockLaunchFunctionArn"], "iam:PassRole")):
+                      *statements_with(by_task["PlanBlockLaunchFunctionArn"], "iam:PassRole"),
+                      *statements_with(by_task["RecordApprovalDecisionFunctionArn"], "iam:PassRole")):
         assert resources(statement) == [get_att(scheduler_role)]
         assert statement["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
 
@@ -115,7 +118,7 @@ def test_schedules_are_made_and_ended_only_in_this_deployments_group(synthesized
     movers = {p for p, s in by_task.items() if statements_with(s, "scheduler:UpdateSchedule")}
     assert makers == {"LaunchBatchFunctionArn", "AwaitTeardownApprovalFunctionArn"}
     assert enders == {"RecordApprovalDecisionFunctionArn"}
-    assert movers == {"PlanBlockLaunchFunctionArn"}
+    assert movers == {"PlanBlockLaunchFunctionArn", "RecordApprovalDecisionFunctionArn"}
     group = constants.schedule_group_name(_env(synthesized))
     for task in makers | enders | movers:
         for statement in (statements_with(by_task[task], "scheduler:CreateSchedule") + statements_with(by_task[task], "scheduler:DeleteSchedule")
