@@ -24,7 +24,15 @@ PUBLISH_TARGET = "arn:aws:scheduler:::aws-sdk:sns:publish"
 
 @pytest.fixture(scope="module")
 def account():
+    from tests.support.grants import with_grant
+
     with LocalEngine(MarketScenario.model_validate(MARKET)) as engine:
+        # gpufill's scheduler role publishes nothing itself (the reminders go through a function);
+        # these tests run a universal SNS target, so the role gets that one call here.
+        role = engine.deployments["local"].app.scheduler_role
+        engine.roles[role.arn] = with_grant(
+            role, {"Effect": "Allow", "Action": "sns:Publish", "Resource": engine.approval_topic_arn}
+        )
         yield engine
 
 
