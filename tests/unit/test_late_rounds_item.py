@@ -55,3 +55,16 @@ def test_other_refusals_are_raised(table, monkeypatch):
     monkeypatch.setattr(late_rounds, "_table", lambda: Refusing())
     with pytest.raises(ClientError):
         late_rounds.join("req-1", number=1, launch="b")
+
+
+def test_the_item_is_read_strongly_consistent(monkeypatch):
+    asked = []
+
+    class Recording:
+        def get_item(self, **kwargs):
+            asked.append(kwargs)
+            return {}
+
+    monkeypatch.setattr(late_rounds, "_table", lambda: Recording())
+    assert late_rounds.read("req-1") is None
+    assert asked == [{"Key": {"instance_id": "late#req-1"}, "ConsistentRead": True}]

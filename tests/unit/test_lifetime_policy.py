@@ -141,6 +141,7 @@ def test_a_request_expires_in_utc_whatever_the_machines_time_zone(monkeypatch):
         assert lifetime.at_expression("2026-03-01T13:00:00+00:00") == "at(2026-03-01T13:00:00)"
         now = datetime(2026, 3, 1, 12, tzinfo=UTC)
         assert lifetime.due_moment("2026-03-01T11:00:00+00:00", now) == "2026-03-01T12:01:00+00:00"
+        assert lifetime.late_step(None, "a", now)["due"] == "2026-03-01T12:01:00+00:00"
     finally:
         monkeypatch.undo()
         time.tzset()

@@ -88,6 +88,12 @@ def test_an_open_round_that_never_listed_is_given_up_after_a_quarter_hour():
         "do": "open", "round": 2, "due": "2026-03-01T20:22:01+00:00", "expect": {"round": 1, "phase": "open"}}
 
 
+def test_a_long_request_id_is_cut_so_its_late_round_s_name_is_80_characters_exactly():
+    assert lifetime.expiry_execution_name("r" * 80, "1") == "r" * 69 + "-r1-expired"
+    assert lifetime.expiry_execution_name("r" * 80, "12") == "r" * 68 + "-r12-expired"
+    assert lifetime.late_round_of("r" * 80, "r" * 68 + "-r12-expired") == 12
+
+
 def test_a_teardown_is_a_late_round_only_by_its_exact_name():
     assert lifetime.late_round_of("my-run", "my-run-r3-expired") == 3
     assert lifetime.late_round_of("my-run", "my-run-expired") is None
