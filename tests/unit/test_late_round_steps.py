@@ -92,3 +92,20 @@ def test_an_answered_late_round_brings_the_next_forward_and_only_then(calls):
     record_approval_decision.next_late_round_sooner(teardown(), execution_name="req-expired", state_machine="arn:sm")
     record_approval_decision.next_late_round_sooner(teardown(None), execution_name="req-r1-expired", state_machine="arn:sm")
     assert len(done) == 3  # the request's own round, or no request: no late round
+
+
+def test_a_late_round_that_cannot_be_moved_never_fails_the_decision(calls, monkeypatch, caplog):
+    import logging
+
+    from botocore.exceptions import ClientError
+
+    done, held = calls
+    caplog.set_level(logging.WARNING)
+    held["writes"], held["items"] = [False], [{**OPEN, "round": 2}]
+
+    def refused(*args):
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "UpdateSchedule")
+
+    monkeypatch.setattr(schedules, "move_expiry", refused)
+    record_approval_decision.next_late_round_sooner(teardown(), execution_name="req-r1-expired", state_machine="arn:sm")
+    assert "next late round not moved" in [r.message for r in caplog.records]
