@@ -211,6 +211,15 @@ def test_the_lifetime_schedule_starts_the_requests_teardown_once_at_its_expiry_a
     assert json.loads(started["Input"])["action"] == "teardown"
 
 
+def test_a_late_round_is_scheduled_at_its_own_moment_under_its_own_name(scheduler):
+    assert schedules.schedule_expiry("r1", "2026-12-01T00:00:00+00:00", "arn:sm", "3", at="2026-12-05T09:00:00+00:00") is True
+    [made] = scheduler.called("create_schedule")
+    assert (made["Name"], made["ScheduleExpression"]) == ("life-r1.3", "at(2026-12-05T09:00:00)")
+    assert json.loads(made["Target"]["Input"])["Name"] == "r1-r3-expired"
+    schedules.schedule_expiry("r1", "2026-12-01T00:00:00+00:00", "arn:sm", "4", at="2026-12-01T00:00:00+00:00")
+    assert scheduler.called("create_schedule")[1]["ScheduleExpression"] == "at(2026-12-04T12:01:00)"  # past: a minute from now
+
+
 def test_a_lifetime_already_past_is_asked_about_a_minute_from_now(scheduler):
     schedules.schedule_expiry("r1", "2026-12-01T00:00:00+00:00", "arn:sm")
     assert scheduler.called("create_schedule")[0]["ScheduleExpression"] == "at(2026-12-04T12:01:00)"
