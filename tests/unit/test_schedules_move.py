@@ -15,7 +15,7 @@ def scheduler(monkeypatch):
     monkeypatch.setenv("SCHEDULE_GROUP", "gpufill-prod")
     monkeypatch.setenv("SCHEDULER_ROLE_ARN", "arn:aws:iam::123456789012:role/scheduler")
     made = boto3.client("scheduler", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
-    monkeypatch.setattr(schedules, "client", lambda service: made)
+    monkeypatch.setattr(schedules, "client", lambda service: {"scheduler": made}[service])
     with Stubber(made) as stub:
         yield stub
 
