@@ -5,8 +5,9 @@ accepted); this construct deploys where they live and who runs them:
 - a schedule group per deployment (`gpufill-<env>`), so every scheduler grant names this
   deployment's group only, and deleting the stack deletes its schedules with it;
 - the role Scheduler assumes to run them: StartExecution of this deployment's state machine
-  (the lifetime's teardown) and Publish to its approval topic (the reminders); the Sweep
-  construct adds the invocation of the sweep, nothing else.
+  (the lifetime's teardown) and the invocation of the RemindApprovers function (the reminders,
+  which it publishes only while the approval waits); the Sweep construct adds the invocation of
+  the sweep, nothing else.
 """
 
 from __future__ import annotations
@@ -14,15 +15,12 @@ from __future__ import annotations
 from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_scheduler as scheduler
-from aws_cdk import aws_sns as sns
 from constructs import Construct
 from gpufill import constants
 
-from gpufill_stack.notifications import publish_statements
-
 
 class SpendGuard(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, env: str, approval_topic: sns.ITopic) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, env: str) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.group_name = constants.schedule_group_name(env)
@@ -50,8 +48,15 @@ class SpendGuard(Construct):
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
         self.role.add_to_policy(iam.PolicyStatement(actions=["states:StartExecution"], resources=[state_machine]))
-        for statement in publish_statements(approval_topic):  # the topic's key, too
-            self.role.add_to_policy(statement)
+        # Spelt from its name too: the approval step, which makes the reminders, names it by ARN,
+        # and the function is built after the state machine.
+        self.reminder_function_arn = stack.format_arn(
+            service="lambda",
+            resource="function",
+            resource_name=constants.function_name(env, constants.REMINDER_TASK),
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.role.add_to_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.reminder_function_arn]))
 
     @property
     def group_arn(self) -> str:

@@ -20,7 +20,7 @@ from gpufill_stack.settings import DeploySettings
 from gpufill_stack.spend_guard import SpendGuard
 from gpufill_stack.storage import Storage
 from gpufill_stack.sweep import Sweep
-from gpufill_stack.task_permissions import EVENT_TASKS, SWEEP_TASKS, TaskResources
+from gpufill_stack.task_permissions import EVENT_TASKS, REMINDER_TASKS, SWEEP_TASKS, TaskResources
 from gpufill_stack.workflow import Workflow
 
 
@@ -37,7 +37,7 @@ class GpufillStack(Stack):
         storage = Storage(self, "Storage", settings=settings)
         instance_access = InstanceAccess(self, "InstanceAccess", startup_bucket=storage.startup_bucket, env=settings.env)
         notifications = Notifications(self, "Notifications", env=settings.env, approval_email=settings.approval_email)
-        spend_guard = SpendGuard(self, "SpendGuard", env=settings.env, approval_topic=notifications.approval_topic)
+        spend_guard = SpendGuard(self, "SpendGuard", env=settings.env)
         resources = TaskResources(
             scope=self,
             table=storage.table,
@@ -60,6 +60,7 @@ class GpufillStack(Stack):
             constants.ENV_DEPLOYMENT: settings.env,
             constants.ENV_SCHEDULE_GROUP: spend_guard.group_name,
             constants.ENV_SCHEDULER_ROLE_ARN: spend_guard.role.role_arn,
+            constants.ENV_REMINDER_FUNCTION_ARN: spend_guard.reminder_function_arn,
             **({constants.ENV_EBS_KMS_KEY_ARN: settings.ebs_kms_key_arn} if settings.ebs_kms_key_arn else {}),
             **settings.wait_environment(),
             "POWERTOOLS_SERVICE_NAME": constants.SERVICE_NAME,
@@ -104,6 +105,8 @@ class GpufillStack(Stack):
         )
         # `sweep_every: off`: no Sweep function, no schedule, no alarm on its findings.
         sweep_functions = None
+        # The approval reminders' target: publishes a reminder only while the approval waits.
+        reminder_functions = outside_the_workflow("ReminderFunctions", constants.REMINDER_FUNCTIONS, REMINDER_TASKS)
         if settings.sweep_every_minutes is not None:
             sweep_functions = outside_the_workflow("SweepFunctions", constants.SWEEP_FUNCTIONS, SWEEP_TASKS)
             Sweep(
@@ -121,7 +124,10 @@ class GpufillStack(Stack):
             env=settings.env,
             topic=notifications.approval_topic,
             state_machine=workflow.state_machine,
-            functions={**functions.functions, **event_functions.functions, **(sweep_functions.functions if sweep_functions else {})},
+            functions={
+                **functions.functions, **event_functions.functions,
+                **(sweep_functions.functions if sweep_functions else {}), **reminder_functions.functions,
+            },
             sweep_every_minutes=settings.sweep_every_minutes,
             alarm_spend_per_hour=settings.alarm_spend_per_hour,
         )

@@ -604,6 +604,18 @@ def start_refill_runs(r: TaskResources) -> Grant:
     )
 
 
+def start_refills_again(r: TaskResources) -> Grant:
+    """states:StartExecution of this deployment's state machine, spelt from its name (a task of the
+    state machine cannot depend on it), and DescribeExecution of its executions: a rejected teardown
+    starts again the refills it stopped (adapters.executions.start)."""
+    stack = Stack.of(r.scope)
+    machine = f"arn:{stack.partition}:states:{stack.region}:{stack.account}:stateMachine:{constants.state_machine_name(r.env)}"
+    return Grant(
+        [iam.PolicyStatement(actions=["states:StartExecution"], resources=[machine]), *describe_own_executions(r).statements],
+        describe_own_executions(r).wildcards,
+    )
+
+
 def start_teardown_runs(r: TaskResources) -> Grant:
     """states:StartExecution of this deployment's state machine (the sweep's teardown requests, each
     behind the approval) and DescribeExecution of its executions (whether a run ended, and a
@@ -664,6 +676,29 @@ def end_schedules(r: TaskResources) -> Grant:
     return Grant(
         [iam.PolicyStatement(actions=["scheduler:DeleteSchedule"], resources=[lives, reminders])],
         {nag.wildcard_resource(r.scope, lives): _SCHEDULE_NAMES, nag.wildcard_resource(r.scope, reminders): _SCHEDULE_NAMES},
+    )
+
+
+def end_approval_reminders(r: TaskResources) -> Grant:
+    """scheduler:DeleteSchedule of an approval's reminders only: RemindApprovers deletes its own
+    schedule once the approval cannot be answered (adapters.schedules.cancel_reminders)."""
+    reminders = r.schedule_arn("remind-*")
+    return Grant(
+        [iam.PolicyStatement(actions=["scheduler:DeleteSchedule"], resources=[reminders])],
+        {nag.wildcard_resource(r.scope, reminders): _SCHEDULE_NAMES},
+    )
+
+
+def read_approval_items(r: TaskResources) -> Grant:
+    """dynamodb:GetItem of approval items only (adapters.approvals.get): whether a person answered."""
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem"],
+                resources=[r.table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{constants.APPROVAL_KEY_PREFIX}*"]}},
+            )
+        ]
     )
 
 
@@ -805,10 +840,11 @@ TASKS: dict[str, TaskSpec] = {
         grants=(put_instance_records, publish_approval_request, schedule_approval_reminders),
     ),
     "RecordApprovalDecisionFunctionArn": TaskSpec(
-        summary="Records the approval decision on the approval item; ends its reminders, a torn-down request's lifetime; tells the topic of an expiry",
+        summary="Records the approval decision; ends its reminders and a torn-down request's lifetime; tells the topic of an expiry; brings the next late round forward; after a rejection restarts the refills the teardown stopped",
         memory_mb=256,
         timeout_seconds=15,
-        grants=(update_instance_records, end_schedules, publish_approval_request),
+        grants=(update_instance_records, end_schedules, publish_approval_request,
+                read_instance_record, query_request_instances, start_refills_again, move_lifetime_end),
     ),
     "TerminateRegionInstancesFunctionArn": TaskSpec(
         summary="Terminates one region's approved instances, only those still tagged for this deployment and request",
@@ -904,6 +940,17 @@ SWEEP_TASKS: dict[str, TaskSpec] = {
             publish_approval_request,
             start_teardown_runs,
         ),
+    ),
+}
+
+
+# The approval reminders (constants.REMINDER_FUNCTIONS): invoked by the reminders' schedule.
+REMINDER_TASKS: dict[str, TaskSpec] = {
+    constants.REMINDER_TASK: TaskSpec(
+        summary="Every hour while a teardown approval waits: publishes the reminder, or, once the approval is answered, expired or its run ended, deletes its own schedule",
+        memory_mb=256,
+        timeout_seconds=30,
+        grants=(read_approval_items, describe_own_executions, publish_approval_request, end_approval_reminders),
     ),
 }
 

@@ -386,6 +386,19 @@ ENV_SCHEDULE_GROUP = "SCHEDULE_GROUP"
 ENV_SCHEDULER_ROLE_ARN = "SCHEDULER_ROLE_ARN"
 # While a teardown approval waits, it is published again this often, until its deadline.
 APPROVAL_REMINDER_SECONDS = 3600
+# The reminders' schedule invokes this function (outside the state machine), which reads the
+# approval item and its execution first: it publishes the reminder only while a person can still
+# answer, and otherwise deletes its own schedule. The approval step names it by ARN (ENV_REMINDER_FUNCTION_ARN).
+REMINDER_TASK = "RemindApprovers"
+REMINDER_FUNCTIONS = {REMINDER_TASK: "gpufill.handlers.remind_approvers.handler"}
+ENV_REMINDER_FUNCTION_ARN = "REMINDER_FUNCTION_ARN"
+# A request's late rounds of the spend guard (policy/lifetime.py, late_step): one item per
+# request, key "late#<request id>", kind KIND_LATE_ROUNDS, no request_id attribute (the by-request
+# index never returns it). Kept past any name Step Functions could still hold (90 days): a round
+# number used again would start nothing (ExecutionAlreadyExists).
+LATE_ROUNDS_KEY_PREFIX = "late#"
+KIND_LATE_ROUNDS = "late-rounds"
+LATE_ROUNDS_RETENTION_SECONDS = 120 * 24 * 3600
 # On an instance record: when its request expires. Not `expires_at`, the table's TTL attribute
 # (epoch seconds): DynamoDB would delete the record of a live instance when its request expires.
 LIFETIME_ATTRIBUTE = "lifetime_expires_at"

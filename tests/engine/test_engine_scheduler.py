@@ -18,11 +18,21 @@ from gpufill.policy import lifetime
 from tests.workflow.planting import MARKET
 
 GROUP = constants.schedule_group_name("local")
+# SNS's Publish as a universal target: the engine runs any universal target Scheduler can.
+PUBLISH_TARGET = "arn:aws:scheduler:::aws-sdk:sns:publish"
 
 
 @pytest.fixture(scope="module")
 def account():
+    from tests.support.grants import with_grant
+
     with LocalEngine(MarketScenario.model_validate(MARKET)) as engine:
+        # gpufill's scheduler role publishes nothing itself (the reminders go through a function);
+        # these tests run a universal SNS target, so the role gets that one call here.
+        role = engine.deployments["local"].app.scheduler_role
+        engine.roles[role.arn] = with_grant(
+            role, {"Effect": "Allow", "Action": "sns:Publish", "Resource": engine.approval_topic_arn}
+        )
         yield engine
 
 
@@ -33,9 +43,9 @@ def _publish(account, name: str, expression: str, *, end=None, start=None, once=
         "ScheduleExpression": expression,
         "FlexibleTimeWindow": {"Mode": "OFF"},
         "Target": {
-            "Arn": lifetime.PUBLISH_TARGET,
+            "Arn": PUBLISH_TARGET,
             "RoleArn": role or account.deployments["local"].app.scheduler_role.arn,
-            "Input": lifetime.publish_input(account.approval_topic_arn, f"subject {name}", f"message {name}"),
+            "Input": json.dumps({"TopicArn": account.approval_topic_arn, "Subject": f"subject {name}", "Message": f"message {name}"}),
         },
     }
     if once:

@@ -14,6 +14,13 @@ def lifetime_schedules(engine) -> list[str]:
     return [s["Name"] for s in engine.client("scheduler").list_schedules(GroupName=GROUP)["Schedules"]]
 
 
+def late_rounds(request_id: str) -> dict:
+    import boto3
+
+    table = boto3.resource("dynamodb", region_name="us-east-1").Table(constants.instances_table_name("local"))
+    return table.get_item(Key={"instance_id": f"{constants.LATE_ROUNDS_KEY_PREFIX}{request_id}"})["Item"]
+
+
 def create_calls(engine) -> int:
     return sum(1 for j in engine.iam.seen if j.action == "scheduler:CreateSchedule" and "/life-" in j.resource)
 
@@ -71,6 +78,9 @@ def test_a_lifetime_that_passes_while_a_launch_step_awaits_its_retry_asks_again_
         launched = live_instances("guard-raced")
         assert launched, "the retried step launched nothing"
         late_schedules = set(lifetime_schedules(engine)) - {"life-guard-raced"}
+        rounds = late_rounds("guard-raced")
+        # Every launch call after the expiry joined one late round, not one round each.
+        assert late_schedules == {"life-guard-raced.1"} and len(rounds["launches"]) >= 2, rounds
         for name in late_schedules:
             engine.faults.schedule_twice(name)
         engine.advance(120)  # the late rounds come due
@@ -90,18 +100,30 @@ def test_a_lifetime_that_passes_while_a_launch_step_awaits_its_retry_asks_again_
     assert launched <= listed  # every instance the retried step launched was asked about
     assert all(run.output["trigger"] == "max_lifetime" for run in asked.values())
     assert sorted(started) == sorted(asked)  # the second deliveries started nothing new
+    assert len(asked) == 2  # the request's own round and one late round: two approvals, not one per launch
     assert not seen.in_ec2 and not seen.recorded and not seen.untracked_after_status
 
 
 def test_an_approved_teardown_terminates_although_its_schedules_cannot_be_deleted(account):
+    """The decision's DeleteSchedule of the reminders fails: the teardown still terminates, and the
+    next reminder delivery finds the approval answered, sends nothing and deletes its schedule."""
     with account() as engine:
         execution = engine.run(GUARDED, name="guard-stuck")
         launched = live_instances("guard-stuck")
         engine.faults.aws("scheduler", "DeleteSchedule", error="InternalServerException", times=None)
         teardown = engine.run({"action": "teardown", "request_id": "guard-stuck"}, name="end-stuck", decision="approved")
         engine.faults.clear()
+        left = lifetime_schedules(engine)
+        published = len(engine.approval_messages())
+        engine.advance(3600 + 60)  # the first reminder comes due
+        reminders = [r for r in engine.schedule_runs if r["schedule"] == "remind-end-stuck"]
+        after = lifetime_schedules(engine)
+        sent_since = engine.approval_messages()[published:]
         seen = audit(engine, execution)
         assert engine.faults.injected
     assert (teardown.status, teardown.output["status"]) == ("SUCCEEDED", "TERMINATED"), teardown.cause
     assert {i["instance_id"] for i in teardown.output["instances"]} == launched
     assert not seen.in_ec2 and not seen.recorded and not seen.untracked_after_status
+    assert "remind-end-stuck" in left  # the decision could not delete it
+    assert [r["answer"] for r in reminders] == [{"sent": False, "why": "approval answered", "schedule_deleted": True}]
+    assert "remind-end-stuck" not in after and not sent_since

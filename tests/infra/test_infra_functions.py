@@ -80,6 +80,7 @@ def test_environment_names_the_deployment(synthesized, task_functions):
         constants.ENV_DEPLOYMENT,
         constants.ENV_SCHEDULE_GROUP,
         constants.ENV_SCHEDULER_ROLE_ARN,
+        constants.ENV_REMINDER_FUNCTION_ARN,
         "POWERTOOLS_SERVICE_NAME",
         "POWERTOOLS_METRICS_NAMESPACE",
     }

@@ -96,14 +96,17 @@ def test_pass_role_only_for_the_instance_role_to_ec2_and_the_scheduler_role_to_s
     by_task = _all_function_statements(synthesized, task_functions)
     passing = {p for p, s in by_task.items() if statements_with(s, "iam:PassRole")}
     # PlanBlockLaunch moves a request's lifetime schedule to its Capacity Block's end.
-    assert passing == {"LaunchBatchFunctionArn", "AwaitTeardownApprovalFunctionArn", "PlanBlockLaunchFunctionArn"}
+    # RecordApprovalDecision moves a late round forward (UpdateSchedule passes the role again).
+    assert passing == {"LaunchBatchFunctionArn", "AwaitTeardownApprovalFunctionArn", "PlanBlockLaunchFunctionArn",
+                       "RecordApprovalDecisionFunctionArn"}
     to_ec2, to_scheduler = sorted(
         statements_with(by_task["LaunchBatchFunctionArn"], "iam:PassRole"), key=lambda s: json.dumps(s["Condition"])
     )
     assert resources(to_ec2) == [get_att(instance_role)]
     assert to_ec2["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
     for statement in (to_scheduler, *statements_with(by_task["AwaitTeardownApprovalFunctionArn"], "iam:PassRole"),
-                      *statements_with(by_task["PlanBlockLaunchFunctionArn"], "iam:PassRole")):
+                      *statements_with(by_task["PlanBlockLaunchFunctionArn"], "iam:PassRole"),
+                      *statements_with(by_task["RecordApprovalDecisionFunctionArn"], "iam:PassRole")):
         assert resources(statement) == [get_att(scheduler_role)]
         assert statement["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
 
@@ -115,7 +118,7 @@ def test_schedules_are_made_and_ended_only_in_this_deployments_group(synthesized
     movers = {p for p, s in by_task.items() if statements_with(s, "scheduler:UpdateSchedule")}
     assert makers == {"LaunchBatchFunctionArn", "AwaitTeardownApprovalFunctionArn"}
     assert enders == {"RecordApprovalDecisionFunctionArn"}
-    assert movers == {"PlanBlockLaunchFunctionArn"}
+    assert movers == {"PlanBlockLaunchFunctionArn", "RecordApprovalDecisionFunctionArn"}
     group = constants.schedule_group_name(_env(synthesized))
     for task in makers | enders | movers:
         for statement in (statements_with(by_task[task], "scheduler:CreateSchedule") + statements_with(by_task[task], "scheduler:DeleteSchedule")
@@ -124,13 +127,14 @@ def test_schedules_are_made_and_ended_only_in_this_deployments_group(synthesized
                 assert f":schedule/{group}/" in json.dumps(resource), resource
 
 
-def test_the_scheduler_role_may_only_start_this_state_machine_publish_to_the_approval_topic_and_run_the_sweep(synthesized):
+def test_the_scheduler_role_may_only_start_this_state_machine_and_run_the_sweep_and_the_reminders(synthesized):
     role_id = _role_trusting(synthesized, "scheduler.amazonaws.com")
     trust = synthesized.resources("AWS::IAM::Role")[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
     assert "aws:SourceAccount" in trust["Condition"]["StringEquals"]
     policies = [p for p in synthesized.resources("AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"]["Roles"]]
     actions = sorted(a for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
-    assert actions == ["kms:Decrypt", "kms:GenerateDataKey", "lambda:InvokeFunction", "sns:Publish", "states:StartExecution"]
+    # The reminders are published by RemindApprovers, which reads the approval first: never by Scheduler itself.
+    assert actions == ["lambda:InvokeFunction", "lambda:InvokeFunction", "states:StartExecution"]
 
 
 def test_dynamodb_actions_are_scoped_to_the_table_and_its_index(synthesized, task_functions):

@@ -182,7 +182,11 @@ def test_the_sweep_runs_every_15_minutes_as_the_scheduler_role_of_the_deployment
     assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert _text(trust["Condition"]["ArnEquals"]["aws:SourceArn"]).endswith(f":schedule-group/{constants.schedule_group_name(env)}")
     invokes = [s for s in statements_of_role(template, role_id) if "lambda:InvokeFunction" in as_list(s["Action"])]
-    assert [as_list(s["Resource"]) for s in invokes] == [[get_att(function_id)]]
+    # The sweep, and the approval reminders' function (spelt from its name: the approval step names it).
+    reminders = constants.function_name(env, constants.REMINDER_TASK)
+    targets = sorted((_text(r) if not isinstance(r, dict) or "Fn::GetAtt" not in r else json.dumps(r)) for s in invokes for r in as_list(s["Resource"]))
+    assert len(targets) == 2 and json.dumps(get_att(function_id)) in targets
+    assert any(t.endswith(f":function:{reminders}") for t in targets)
 
 
 def test_the_sweep_role_holds_exactly_the_calls_its_handler_makes(synthesized):
@@ -215,3 +219,22 @@ def test_the_dashboard_picture_in_the_docs_is_what_the_synthesized_dashboard_dra
     every = {name for widget in body["widgets"] for name in metric_names(widget)}
     assert f"{constants.METRICS_NAMESPACE}/{constants.METRIC_TIME_TO_FILL} (median, p90)" in every
     assert f"SEARCH {constants.METRIC_CAPACITY_ANSWERS}" in every
+
+
+def test_the_reminders_role_holds_exactly_the_calls_its_handler_makes(synthesized):
+    """RemindApprovers reads the approval and its run, publishes, or deletes its own schedule."""
+    from infra_aws_calls import reachable
+    from infra_helpers import all_actions
+
+    env = synthesized.stack.node.try_get_context("env")
+    [function] = [
+        r for r in synthesized.resources("AWS::Lambda::Function").values()
+        if r["Properties"].get("FunctionName") == constants.function_name(env, constants.REMINDER_TASK)
+    ]
+    reach = reachable(constants.REMINDER_FUNCTIONS[constants.REMINDER_TASK])
+    assert not reach.unknown
+    platform = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+    statements = statements_of_role(synthesized.json, function["Properties"]["Role"]["Fn::GetAtt"][0])
+    assert all_actions(statements) - platform == reach.actions
+    deletes = [r for s in statements if "scheduler:DeleteSchedule" in as_list(s["Action"]) for r in as_list(s["Resource"])]
+    assert [_text(r).rsplit("/", 1)[-1] for r in deletes] == ["remind-*"]  # never a lifetime schedule

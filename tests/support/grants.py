@@ -35,3 +35,9 @@ def without_grant(role: Role, action: str, resource_part: str = "") -> Role:
 
     named = [(name, narrowed(document)) for name, document in role.named_policies]
     return replace(role, named_policies=named, policies=[document for _, document in named])
+
+
+def with_grant(role: Role, statement: dict) -> Role:
+    """The role with one more statement, as a test's own role for a call gpufill never makes."""
+    named = [*role.named_policies, ("TestGrant", {"Version": "2012-10-17", "Statement": [statement]})]
+    return replace(role, named_policies=named, policies=[document for _, document in named])

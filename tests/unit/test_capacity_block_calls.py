@@ -12,7 +12,7 @@ from aws_fakes import FakeEC2, client_error
 from botocore.exceptions import ReadTimeoutError
 
 from gpufill.adapters import capacity_blocks, schedules
-from gpufill.constants import ENV_APPROVAL_TOPIC_ARN, ENV_SCHEDULE_GROUP, ENV_SCHEDULER_ROLE_ARN
+from gpufill.constants import ENV_APPROVAL_TOPIC_ARN, ENV_REMINDER_FUNCTION_ARN, ENV_SCHEDULE_GROUP, ENV_SCHEDULER_ROLE_ARN
 from gpufill.policy.capacity_blocks import Offering
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
@@ -188,6 +188,7 @@ def scheduler(account, monkeypatch):
     monkeypatch.setenv(ENV_SCHEDULE_GROUP, "gpufill-prod")
     monkeypatch.setenv(ENV_SCHEDULER_ROLE_ARN, "arn:aws:iam::1:role/scheduler")
     monkeypatch.setenv(ENV_APPROVAL_TOPIC_ARN, "arn:aws:sns:us-east-1:1:approvals")
+    monkeypatch.setenv(ENV_REMINDER_FUNCTION_ARN, "arn:aws:lambda:us-east-1:1:function:gpufill-prod-RemindApprovers")
     monkeypatch.setattr(schedules.clock, "now", lambda: NOW)
     fake = account("scheduler", None)
     fake.answers["create_schedule"] = [{}]
@@ -210,6 +211,15 @@ def test_the_lifetime_schedule_starts_the_requests_teardown_once_at_its_expiry_a
     assert json.loads(started["Input"])["action"] == "teardown"
 
 
+def test_a_late_round_is_scheduled_at_its_own_moment_under_its_own_name(scheduler):
+    assert schedules.schedule_expiry("r1", "2026-12-01T00:00:00+00:00", "arn:sm", "3", at="2026-12-05T09:00:00+00:00") is True
+    [made] = scheduler.called("create_schedule")
+    assert (made["Name"], made["ScheduleExpression"]) == ("life-r1.3", "at(2026-12-05T09:00:00)")
+    assert json.loads(made["Target"]["Input"])["Name"] == "r1-r3-expired"
+    schedules.schedule_expiry("r1", "2026-12-01T00:00:00+00:00", "arn:sm", "4", at="2026-12-01T00:00:00+00:00")
+    assert scheduler.called("create_schedule")[1]["ScheduleExpression"] == "at(2026-12-04T12:01:00)"  # past: a minute from now
+
+
 def test_a_lifetime_already_past_is_asked_about_a_minute_from_now(scheduler):
     schedules.schedule_expiry("r1", "2026-12-01T00:00:00+00:00", "arn:sm")
     assert scheduler.called("create_schedule")[0]["ScheduleExpression"] == "at(2026-12-04T12:01:00)"
@@ -229,8 +239,9 @@ def test_reminders_publish_the_approval_again_every_hour_from_the_first_until_th
     [made] = scheduler.called("create_schedule")
     assert (made["Name"], made["ScheduleExpression"], made["StartDate"], made["EndDate"]) == ("remind-t-1", "rate(1 hour)", NOW, until)
     assert "ActionAfterCompletion" not in made
-    assert made["Target"]["Arn"] == "arn:aws:scheduler:::aws-sdk:sns:publish"
-    assert json.loads(made["Target"]["Input"]) == {"TopicArn": "arn:aws:sns:us-east-1:1:approvals", "Subject": "S", "Message": "M"}
+    assert made["Target"]["Arn"] == "arn:aws:lambda:us-east-1:1:function:gpufill-prod-RemindApprovers"
+    assert json.loads(made["Target"]["Input"]) == {"execution_name": "t-1", "subject": "S", "message": "M"}
+    assert made["Target"]["RoleArn"] == "arn:aws:iam::1:role/scheduler"
     schedules.schedule_expiry("r1", "2026-12-05T12:00:00+00:00", "arn:sm")  # a one-time schedule: no window
     assert "StartDate" not in scheduler.called("create_schedule")[1] and "EndDate" not in scheduler.called("create_schedule")[1]
 

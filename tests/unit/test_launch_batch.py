@@ -7,6 +7,7 @@ what the handler asks the adapters for."""
 import base64
 import json
 import logging
+from datetime import UTC, datetime
 
 import pytest
 
@@ -443,6 +444,7 @@ def test_a_request_with_a_lifetime_records_its_end_and_schedules_its_teardown_on
 
     caplog.set_level(logging.INFO)
     made = [True]
+    monkeypatch.setattr(launch_batch.clock, "now", lambda: datetime(2026, 12, 4, 12, tzinfo=UTC))  # before the expiry
     monkeypatch.setattr(schedules, "schedule_expiry", lambda rid, at, sm, late=None: aws.append(("schedule", rid, at, sm)) or made.pop(0))
     timed = request(maintain=True).model_copy(update={"expires_at": "2026-12-04T14:00:00+00:00"})
     launch_batch.keep([instance("i-1")], timed, "tok", "arn:sm")
@@ -677,6 +679,7 @@ def test_a_step_that_launches_for_a_request_with_a_lifetime_schedules_its_teardo
     from gpufill.models.run import PlanRef
 
     monkeypatch.setattr(schedules, "schedule_expiry", lambda rid, at, sm, late=None: aws.append(("schedule", rid, at, sm)) or True)
+    monkeypatch.setattr(launch_batch.clock, "now", lambda: datetime(2026, 12, 4, 12, tzinfo=UTC))  # before the expiry
     monkeypatch.setattr(run_store, "save_attempts", lambda rid, attempts: None)
     monkeypatch.setattr(launch_batch, "launch", lambda *a: LaunchResult(outcome="launched", instances=[instance("i-1")]))
     monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: FleetAnswer(answers=[

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -97,8 +97,7 @@ def test_the_expiry_schedule_starts_the_teardown_of_the_request_by_a_name_it_can
     }
     assert lifetime.teardown_request("my-run")["trigger"] == "max_lifetime"
     assert lifetime.START_EXECUTION_TARGET == "arn:aws:scheduler:::aws-sdk:sfn:startExecution"
-    assert lifetime.PUBLISH_TARGET == "arn:aws:scheduler:::aws-sdk:sns:publish"
-    assert lifetime.publish_input("arn:t", "S", "M") == '{"TopicArn":"arn:t","Subject":"S","Message":"M"}'
+    assert lifetime.reminder_input("run-expired", "S", "M") == '{"execution_name":"run-expired","subject":"S","message":"M"}'
 
 
 def test_times_are_utc_whole_seconds_whatever_zone_they_come_in():
@@ -142,6 +141,38 @@ def test_a_request_expires_in_utc_whatever_the_machines_time_zone(monkeypatch):
         assert lifetime.at_expression("2026-03-01T13:00:00+00:00") == "at(2026-03-01T13:00:00)"
         now = datetime(2026, 3, 1, 12, tzinfo=UTC)
         assert lifetime.due_moment("2026-03-01T11:00:00+00:00", now) == "2026-03-01T12:01:00+00:00"
+        assert lifetime.late_step(None, "a", now)["due"] == "2026-03-01T12:01:00+00:00"
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+ASKED = {"status": "PENDING", "deadline": "2026-03-02T12:00:00+00:00"}
+DUE = datetime(2026, 3, 1, 13, tzinfo=UTC)
+
+
+def test_a_reminder_is_sent_only_while_its_approval_waits_and_its_run_runs():
+    assert lifetime.reminder_ends(ASKED, "RUNNING", DUE) is None
+    assert lifetime.reminder_ends({"deadline": ASKED["deadline"]}, "RUNNING", DUE) is None  # no status yet: pending
+    assert lifetime.reminder_ends(None, "RUNNING", DUE) == "approval gone"
+    assert lifetime.reminder_ends({**ASKED, "decided_at": "2026-03-01T12:30:00+00:00"}, "RUNNING", DUE) == "approval answered"
+    assert lifetime.reminder_ends({**ASKED, "answered_at": "2026-03-01T12:30:00+00:00"}, "RUNNING", DUE) == "approval answered"
+    assert lifetime.reminder_ends({**ASKED, "status": "APPROVED"}, "RUNNING", DUE) == "approval answered"
+    assert lifetime.reminder_ends(ASKED, "RUNNING", datetime(2026, 3, 2, 12, tzinfo=UTC)) == "approval expired"
+    assert lifetime.reminder_ends(ASKED, "RUNNING", datetime(2026, 3, 2, 11, 59, 59, tzinfo=UTC)) is None
+    assert lifetime.reminder_ends({"status": "PENDING"}, "RUNNING", DUE) is None  # no deadline read: the run decides
+    for ended in ("ABORTED", "FAILED", "TIMED_OUT", "SUCCEEDED", None):
+        assert lifetime.reminder_ends(ASKED, ended, DUE) == "teardown run no longer running"
+
+
+@given(
+    st.sampled_from(["PENDING", "APPROVED", "REJECTED", "EXPIRED"]),
+    st.booleans(),
+    st.sampled_from(["RUNNING", "ABORTED", "FAILED", "SUCCEEDED", None]),
+    st.integers(min_value=-48, max_value=48),
+)
+def test_a_reminder_goes_out_only_for_an_approval_a_person_can_still_answer(status, decided, run, hours):
+    item = {"status": status, "deadline": ASKED["deadline"], **({"decided_at": "x"} if decided else {})}
+    now = datetime(2026, 3, 2, 12, tzinfo=UTC) + timedelta(hours=hours)
+    answerable = status == "PENDING" and not decided and run == "RUNNING" and hours < 0
+    assert (lifetime.reminder_ends(item, run, now) is None) == answerable

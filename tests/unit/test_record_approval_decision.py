@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from datetime import UTC, datetime
 
@@ -71,3 +72,61 @@ def test_the_schedules_deleted_are_the_reminders_and_with_a_yes_the_lifetime(aws
     record_approval_decision.handler(answer("no"), Context())
     deleted = [d for d in aws if d[0] in ("reminders", "lifetime")]
     assert deleted == [("reminders", "td-1"), ("lifetime", "req-1"), ("reminders", "td-1")]
+
+
+MACHINE = "arn:aws:states:us-east-1:1:stateMachine:gpufill-dev"
+OLD = "i-0123456789abcdef0"
+RECLAIMED = {"instance_id": OLD, "request_id": "req-1", "region": "us-east-1", "availability_zone": "us-east-1a",
+             "instance_type": "g6.xlarge", "market": "spot", "state": "interrupted", "refill_run": f"req-1-refill-{OLD}"}
+
+
+@pytest.fixture
+def refills(aws, monkeypatch):
+    from gpufill.adapters import executions, instances_table, run_store
+
+    held = {"marked": {"req-1"}, "fail": None}
+    monkeypatch.setattr(schedules, "cancel_reminders", lambda name: True)
+    monkeypatch.setattr(schedules, "cancel_expiry", lambda name: True)
+
+    def give_back(request_id, by):
+        aws.append(("give back", request_id, by))
+        if held["fail"]:
+            raise held["fail"]
+        found = request_id in held["marked"]
+        held["marked"].discard(request_id)
+        return found
+
+    monkeypatch.setattr(run_store, "give_back_maintenance", give_back)
+    monkeypatch.setattr(run_store, "load_request", lambda request_id: {"count": 1, "maintain": True})
+    monkeypatch.setattr(instances_table, "request_holdings",
+                        lambda request_id: instances_table.Holdings(records={OLD: RECLAIMED}))
+    monkeypatch.setattr(executions, "start", lambda name, body, machine: aws.append(("start", name, machine, body["refill"]["replaces"])) or "arn")
+    return held
+
+
+def with_arn(event: dict) -> dict:
+    return {**event, "execution_arn": "arn:aws:states:us-east-1:1:execution:gpufill-dev:td-1"}
+
+
+def test_a_rejection_gives_the_request_its_maintenance_back_and_starts_its_stopped_refill_once(aws, refills):
+    record_approval_decision.handler(with_arn(answer("no")), Context())
+    record_approval_decision.handler(with_arn(answer("no")), Context())  # a retried decision
+    starts = [d for d in aws if d[0] == "start"]
+    assert starts == [("start", f"req-1-refill-{OLD}-after-r{hashlib.sha256(b'td-1').hexdigest()[:8]}", MACHINE, [OLD])]
+    assert ("give back", "req-1", "td-1") in aws
+    assert ("metric", "RefillsRestarted", 1) in aws
+
+
+def test_an_approval_or_an_expiry_starts_no_refill(aws, refills):
+    record_approval_decision.handler(with_arn(answer("approved")), Context())
+    record_approval_decision.handler(with_arn({**answer("no"), "expired": True}), Context())
+    record_approval_decision.handler(answer("no"), Context())  # no execution ARN: nothing to start on
+    assert not [d for d in aws if d[0] in ("give back", "start")]
+
+
+def test_a_refill_that_cannot_be_started_again_never_fails_the_decision(aws, refills, caplog):
+    refills["fail"] = refused("UpdateItem")
+    caplog.set_level(logging.WARNING)
+    out = record_approval_decision.handler(with_arn(answer("no")), Context())
+    assert out["decision"] == "rejected" and ("metric", "RefillsNotRestarted", 1) in aws
+    assert "refill not started again" in [r.message for r in caplog.records]

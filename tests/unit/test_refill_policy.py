@@ -378,3 +378,48 @@ def test_a_teardown_asked_and_not_yet_approved_already_stops_the_refill():
     decision = refill.decide(WARNING, dict(RECORD), STORED, [], None, stopped_by="end-serve")
     assert (decision.refill, decision.reason) == (False, "torn-down")
     assert "end-serve" in decision.detail
+
+
+# --- a rejected teardown starts again the refills it stopped ------------------------------
+
+NEW, LATER = "i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2"
+RECLAIMED = {**RECORD, "state": "interrupted", "refill_run": f"serve-refill-{OLD}"}
+
+
+def test_a_refill_that_was_stopped_is_started_again_and_one_that_stands_is_not():
+    rolled_back = {**RECORD, "instance_id": NEW, "state": "terminated", "rolled_back": True, "terminated_at": "t"}
+    # Stopped before it launched (no replacement), or after (its replacement terminated unused).
+    assert refill.refills_to_restart({OLD: RECLAIMED}) == [OLD]
+    assert refill.refills_to_restart({OLD: {**RECLAIMED, "replaced_by": [NEW]}, NEW: rolled_back}) == [OLD]
+    for ended in ({"state": "terminated"}, {"state": "shutting-down"}, {"terminated_at": "t"}, {"rolled_back": True}):
+        assert refill.refills_to_restart({OLD: {**RECLAIMED, "replaced_by": [NEW]}, NEW: {**RECORD, "instance_id": NEW, **ended}}) == [OLD]
+    # A replacement that runs, was reclaimed in its turn (its own refill stands for it), or is unknown: nothing.
+    assert refill.refills_to_restart({OLD: {**RECLAIMED, "replaced_by": [NEW]}, NEW: {**RECORD, "instance_id": NEW}}) == []
+    assert refill.refills_to_restart({OLD: {**RECLAIMED, "replaced_by": [NEW]}, NEW: {**RECLAIMED, "instance_id": NEW, "state": "terminated"}}) == [NEW]
+    assert refill.refills_to_restart({OLD: {**RECLAIMED, "replaced_by": [NEW]}}) == []
+    # One of two replacements stands: the instance is replaced.
+    assert refill.refills_to_restart({OLD: {**RECLAIMED, "replaced_by": [NEW, LATER]}, NEW: rolled_back,
+                                      LATER: {**RECORD, "instance_id": LATER}}) == []
+    # Never reclaimed, or ended by a teardown: nothing to refill.
+    assert refill.refills_to_restart({OLD: RECORD}) == []
+    assert refill.refills_to_restart({OLD: {**RECLAIMED, "terminated_by": "serve-down"}}) == []
+    assert refill.refills_to_restart({LATER: RECLAIMED, OLD: RECLAIMED}) == [OLD, LATER]
+
+
+def test_the_requests_a_rejected_teardown_gives_back_are_the_one_it_names_and_those_it_listed():
+    assert refill.requests_to_resume("serve", ["b", "a", "serve"]) == ["a", "b", "serve"]
+    assert refill.requests_to_resume(None, ["b", "a"]) == ["a", "b"]
+    assert refill.requests_to_resume(None, []) == []
+
+
+@given(st.text(min_size=1, max_size=80).filter(lambda s: REQUEST_ID_PATTERN.match(s) is not None), st.text(min_size=1, max_size=80))
+def test_a_refill_started_again_has_a_name_of_its_own_per_teardown_within_the_limit(request_id, teardown):
+    from gpufill.policy import execution_names, waiting
+
+    first = refill.execution_name(request_id, OLD)
+    again = refill.execution_name(request_id, OLD, after=teardown)
+    assert again != first and again == refill.execution_name(request_id, OLD, after=teardown)
+    assert again != refill.execution_name(request_id, OLD, after=teardown + "x")
+    assert len(again) <= 80 and not waiting.is_successor_name(again)
+    assert execution_names.reserved_problem(again, {"action": "provision", "refill": {}}) is None
+    assert f"-refill-{OLD}-after-r" in again

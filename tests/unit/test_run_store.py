@@ -190,6 +190,13 @@ def test_a_maintained_request_is_kept_and_its_maintenance_ended_once(table):
     assert run_store.maintenance_stopped_by("req-1") == "teardown:t1"
     run_store.save_request("req-1", {"count": 4, "maintain": True})  # a later step of the run keeps the mark
     assert run_store.maintenance_stopped_by("req-1") == "teardown:t1"
+    # A rejected teardown gives back only its own mark, once.
+    assert run_store.give_back_maintenance("req-1", by="teardown:t2") is False
+    assert run_store.maintenance_stopped_by("req-1") == "teardown:t1"
+    assert run_store.give_back_maintenance("req-1", by="teardown:t1") is True
+    assert run_store.maintenance_stopped_by("req-1") is None and run_store.load_request("req-1") == {"count": 4, "maintain": True}
+    assert run_store.give_back_maintenance("req-1", by="teardown:t1") is False
+    assert run_store.give_back_maintenance("never-kept", by="teardown:t1") is False
 
 
 def test_a_plan_is_read_once_per_container(table, monkeypatch):

@@ -15,7 +15,7 @@ def scheduler(monkeypatch):
     monkeypatch.setenv("SCHEDULE_GROUP", "gpufill-prod")
     monkeypatch.setenv("SCHEDULER_ROLE_ARN", "arn:aws:iam::123456789012:role/scheduler")
     made = boto3.client("scheduler", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
-    monkeypatch.setattr(schedules, "client", lambda service: made)
+    monkeypatch.setattr(schedules, "client", lambda service: {"scheduler": made}[service])
     with Stubber(made) as stub:
         yield stub
 
@@ -38,3 +38,14 @@ def test_no_schedule_yet_is_not_an_error_and_other_refusals_are(scheduler):
     scheduler.add_client_error("update_schedule", service_error_code="AccessDeniedException", http_status_code=403)
     with pytest.raises(schedules.ClientError):
         schedules.move_expiry("r1", "2099-01-02T10:30:00+00:00", MACHINE)
+
+
+def test_a_late_round_moves_under_its_own_name_and_starts_its_own_teardown(scheduler):
+    scheduler.add_response("update_schedule", {"ScheduleArn": "arn:aws:scheduler:us-east-1:1:schedule/g/life-r1.2"}, {
+        "GroupName": "gpufill-prod", "Name": "life-r1.2", "ScheduleExpression": "at(2099-01-02T10:30:00)",
+        "ScheduleExpressionTimezone": "UTC", "FlexibleTimeWindow": {"Mode": "OFF"}, "State": "ENABLED",
+        "ActionAfterCompletion": "DELETE",
+        "Target": {"Arn": "arn:aws:scheduler:::aws-sdk:sfn:startExecution", "RoleArn": "arn:aws:iam::123456789012:role/scheduler",
+                   "Input": schedules.lifetime.expiry_target_input(MACHINE, "r1", "2"), "RetryPolicy": schedules.RETRY_POLICY},
+    })
+    assert schedules.move_expiry("r1", "2099-01-02T10:30:00+00:00", MACHINE, "2") is True

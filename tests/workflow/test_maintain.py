@@ -289,7 +289,7 @@ def test_a_replacement_is_guarded_by_the_requests_own_lifetime():
         assert names == ["life-guarded"]
 
 
-def _teardown_asked_as(account, when):
+def _teardown_asked_as(account, when, by="serve-teardown"):
     """A teardown of the request asked at a chosen moment of its refill: the mark FindTeardownInstances
     writes first, written by the test where the two runs can interleave on AWS."""
     from unittest import mock
@@ -300,7 +300,7 @@ def _teardown_asked_as(account, when):
         original = executions.start
 
         def start(name, body):
-            run_store.end_maintenance(body["refill"]["request_id"], by="serve-teardown")
+            run_store.end_maintenance(body["refill"]["request_id"], by=by)
             return original(name, body)
 
         return mock.patch.object(executions, "start", start)
@@ -309,7 +309,7 @@ def _teardown_asked_as(account, when):
     def record_launched(instances, **kwargs):
         original(instances, **kwargs)
         if kwargs.get("replaces"):
-            run_store.end_maintenance(kwargs["request_id"], by="serve-teardown")
+            run_store.end_maintenance(kwargs["request_id"], by=by)
 
     return mock.patch.object(instances_table, "record_launched", record_launched)
 
@@ -357,3 +357,39 @@ def test_a_refill_cannot_end_its_own_instances_without_the_grant():
         assert refill.status == "FAILED" and refill.error == "PROVISIONING_FAILED"
         new = account.market.launched_instance(2)[2].id
         assert new in json.dumps(refill.cause) and record(new)["request_id"] == "serve"
+
+
+
+def test_a_rejected_teardown_lets_the_request_refill_what_its_stopped_refill_terminated():
+    """maintain → a reclaim starts a refill → the request's teardown is asked while the refill runs
+    (its mark, written where FindTeardownInstances writes it first) → the refill terminates what it
+    launched → the teardown is rejected: the request gets its maintenance back and the refill is
+    started again, once, and the request holds its count."""
+    from gpufill.policy import refill as refill_policy
+    from tests.support.audit import audit, live_instances, recorded_instances
+
+    with engine([{"at_seconds": 600, "instance": 1}]) as account:
+        [old] = account.run(REQUEST, name="serve").output["instances"]
+        with _teardown_asked_as(account, "after-recording", by="serve-down"):
+            account.advance(600)
+            account.settle()
+            [name] = refills(account)
+            stopped = account.follow(name)
+        short = live_instances("serve", regions=(EAST, WEST))
+
+        teardown = account.run({"action": "teardown", "request_id": "serve"}, name="serve-down", decision="rejected")
+        again = [n for n in refills(account) if n != name]
+        refilled = account.follow(again[0]) if again else None
+        seen = audit(account, refilled, request_id="serve", regions=(EAST, WEST))
+        # A reclaimed instance's record keeps the word "interrupted" (its history, not a holding).
+        recorded = {i for i in recorded_instances("serve") if record(i)["state"] != "interrupted"}
+        replaced_by = record(old["instance_id"])["replaced_by"]
+
+    # The request was short: its replacement terminated, the reclaimed instance in its last minutes.
+    assert stopped.output["status"] == "REFILL_STOPPED" and short == {old["instance_id"]}
+    assert teardown.output["status"] == "REJECTED"
+    assert again == [refill_policy.execution_name("serve", old["instance_id"], after="serve-down")]
+    assert refilled.status == "SUCCEEDED" and refilled.output["status"] == "FULFILLED", refilled.cause
+    [new] = refilled.output["instances"]
+    assert seen.in_ec2 == recorded == seen.reported == {new["instance_id"]}  # its count again, each once
+    assert new["instance_id"] in replaced_by and len(replaced_by) == 2  # the stopped one, then this one

@@ -129,9 +129,9 @@ def test_an_unanswered_lifetime_approval_is_sent_again_every_hour_and_terminates
     assert len(reminders) == 3
     assert all("still waits for an answer" in m["message"] and "gpufill approve arn:" in m["message"] for m in reminders)
     assert set(states(engine, WEST, ids).values()) == {"running"}
-    assert [r["target"] for r in engine.schedule_runs if r["schedule"] == "remind-guard-quiet-expired"] == [
-        "arn:aws:scheduler:::aws-sdk:sns:publish"
-    ] * 3
+    runs = [r for r in engine.schedule_runs if r["schedule"] == "remind-guard-quiet-expired"]
+    assert [r["target"].rsplit(":", 1)[-1] for r in runs] == [constants.function_name("local", constants.REMINDER_TASK)] * 3
+    assert all(r["answer"]["sent"] for r in runs)
 
     engine.expire_approval("guard-quiet-expired")
     expired = engine.follow("guard-quiet-expired")
@@ -161,3 +161,26 @@ def test_a_rejected_early_teardown_keeps_the_lifetime(engine):
     execution, _ = provision(engine, "guard-kept")
     engine.run({"action": "teardown", "request_id": "guard-kept"}, name="guard-kept-down", decision="rejected")
     assert "life-guard-kept" in schedules(engine)
+
+
+def test_reminders_of_a_stopped_teardown_stop_and_their_schedule_goes(engine):
+    """Nobody answered and the teardown run was stopped: its task token can take no answer, so the
+    next reminder delivery sends nothing and deletes the schedule."""
+    _, ids = provision(engine, "guard-stopped")
+    sfn = engine.client("stepfunctions")
+    started = sfn.start_execution(
+        stateMachineArn=engine.state_machine_arn, name="guard-stopped-down",
+        input='{"action": "teardown", "request_id": "guard-stopped"}',
+    )
+    engine.wait_for_approval("guard-stopped-down")
+    wait_for_schedule(engine, "remind-guard-stopped-down")
+    assert len(wait_for_messages(engine, "guard-stopped-down", 1)) == 1  # the request itself
+    sfn.stop_execution(executionArn=started["executionArn"], error="Stopped", cause="stopped by hand")
+
+    engine.advance(2 * HOUR + 60)
+
+    runs = [r for r in engine.schedule_runs if r["schedule"] == "remind-guard-stopped-down"]
+    assert [r["answer"] for r in runs] == [{"sent": False, "why": "teardown run no longer running", "schedule_deleted": True}]
+    assert "remind-guard-stopped-down" not in schedules(engine)
+    assert len(messages_for(engine, "guard-stopped-down")) == 1  # no reminder
+    assert set(states(engine, WEST, ids).values()) == {"running"}

@@ -51,7 +51,7 @@ MUTATED = ["src/gpufill/models/request.py", "src/gpufill/models/capacity_block_r
            "src/gpufill/handlers/answer_approval.py",
            # Capacity Blocks for ML and the spend guard: non-refundable purchases and the schedule
            # that asks for a teardown.
-           "src/gpufill/adapters/capacity_blocks.py", "src/gpufill/adapters/schedules.py",
+           "src/gpufill/adapters/capacity_blocks.py", "src/gpufill/adapters/schedules.py", "src/gpufill/adapters/late_rounds.py",
            "src/gpufill/handlers/describe_capacity_block_offerings.py", "src/gpufill/handlers/choose_capacity_block.py",
            "src/gpufill/handlers/purchase_capacity_block.py", "src/gpufill/handlers/plan_block_launch.py",
            "src/gpufill/handlers/await_purchase_approval.py"]

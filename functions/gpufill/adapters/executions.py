@@ -25,9 +25,15 @@ def execution_arn(state_machine_arn: str, name: str) -> str:
     return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{name}"
 
 
-def start(name: str, execution_input: dict) -> str:
-    """Start (or find already started) execution `name`; returns its ARN."""
-    state_machine = os.environ[ENV_STATE_MACHINE_ARN]
+def state_machine_of(execution_arn: str) -> str:
+    """arn:…:execution:<machine>:<name> -> arn:…:stateMachine:<machine>."""
+    return execution_arn.replace(":execution:", ":stateMachine:", 1).rsplit(":", 1)[0]
+
+
+def start(name: str, execution_input: dict, state_machine: str | None = None) -> str:
+    """Start (or find already started) execution `name` of `state_machine` (by default this
+    function's, ENV_STATE_MACHINE_ARN); returns its ARN."""
+    state_machine = state_machine or os.environ[ENV_STATE_MACHINE_ARN]
     body = json.dumps(execution_input, sort_keys=True, separators=(",", ":"))
     sfn = client("stepfunctions")
     try:

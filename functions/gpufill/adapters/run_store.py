@@ -272,6 +272,21 @@ def end_maintenance(request_id: str, *, by: str) -> bool:
     return True
 
 
+def give_back_maintenance(request_id: str, *, by: str) -> bool:
+    """A rejected teardown gives the request its maintenance back: its stop mark goes, only if it
+    is that teardown's (a mark another teardown wrote stays). False when there was none of its."""
+    try:
+        _table().update_item(
+            Key={INSTANCES_TABLE_KEY: f"{REQUEST_KEY_PREFIX}{request_id}"},
+            UpdateExpression="REMOVE maintenance_stopped_by",
+            ConditionExpression="maintenance_stopped_by = :by",
+            ExpressionAttributeValues={":by": by},
+        )
+    except _table().meta.client.exceptions.ConditionalCheckFailedException:
+        return False
+    return True
+
+
 def maintenance_stopped_by(request_id: str) -> str | None:
     """The teardown that stopped the request's maintenance, or None while it is maintained."""
     item = _load_request_item(request_id)

@@ -1,5 +1,8 @@
 """EventBridge Scheduler: the lifetime's one-time schedule and an approval's reminders (policy/lifetime.py).
 
+The lifetime's schedule starts the teardown (a universal StartExecution target); the reminders'
+schedule invokes the RemindApprovers function, which publishes only while the approval waits.
+
 Every schedule is in the deployment's schedule group and is run by the deployment's scheduler
 role. A schedule's name is derived from what it is for, so creating it again (a retried step)
 meets ConflictException, which means it is already there; deleting one that is gone (it ran
@@ -15,7 +18,7 @@ from botocore.exceptions import ClientError
 
 from gpufill.adapters import clock
 from gpufill.adapters.aws import client
-from gpufill.constants import ENV_APPROVAL_TOPIC_ARN, ENV_SCHEDULE_GROUP, ENV_SCHEDULER_ROLE_ARN
+from gpufill.constants import ENV_REMINDER_FUNCTION_ARN, ENV_SCHEDULE_GROUP, ENV_SCHEDULER_ROLE_ARN
 from gpufill.policy import lifetime
 
 # Scheduler tries a failed target for up to a day (its default is 185 tries over 24 h); a
@@ -66,34 +69,36 @@ def delete(name: str) -> bool:
     return True
 
 
-def schedule_expiry(request_id: str, expires_at: str, state_machine_arn: str, late: str | None = None) -> bool:
-    """At `expires_at` (or a minute from now, for a late round), start the teardown of `request_id`
+def schedule_expiry(request_id: str, expires_at: str, state_machine_arn: str, late: str | None = None,
+                    at: str | None = None) -> bool:
+    """At `expires_at` (or at `at`, a late round's moment), start the teardown of `request_id`
     (behind its approval)."""
     return _create(
         lifetime.lifetime_schedule_name(request_id, late),
-        expression=lifetime.at_expression(lifetime.due_moment(expires_at, clock.now())),
+        expression=lifetime.at_expression(lifetime.due_moment(at or expires_at, clock.now())),
         target_arn=lifetime.START_EXECUTION_TARGET,
         target_input=lifetime.expiry_target_input(state_machine_arn, request_id, late),
         once=True,
     )
 
 
-def move_expiry(request_id: str, expires_at: str, state_machine_arn: str) -> bool:
-    """Move the request's lifetime schedule to `expires_at` (earlier: a Capacity Block's end), in
-    one call, so the request is never without one. UpdateSchedule replaces the whole definition,
-    so everything create sets is sent again. False when there is none (nothing launched yet: the
-    first launch makes it, at the moved moment)."""
+def move_expiry(request_id: str, expires_at: str, state_machine_arn: str, late: str | None = None) -> bool:
+    """Move the request's lifetime schedule (or its late round's) to `expires_at` (earlier: a
+    Capacity Block's end, or the round before was answered), in one call, so the request is never
+    without one. UpdateSchedule replaces the whole definition, so everything create sets is sent
+    again. False when there is none (nothing launched yet: the first launch makes it, at the moved
+    moment; a late round's already ran)."""
     try:
         client("scheduler").update_schedule(
             GroupName=os.environ[ENV_SCHEDULE_GROUP],
-            Name=lifetime.lifetime_schedule_name(request_id),
+            Name=lifetime.lifetime_schedule_name(request_id, late),
             ScheduleExpression=lifetime.at_expression(lifetime.due_moment(expires_at, clock.now())),
             ScheduleExpressionTimezone="UTC",
             FlexibleTimeWindow={"Mode": "OFF"},
             Target={
                 "Arn": lifetime.START_EXECUTION_TARGET,
                 "RoleArn": os.environ[ENV_SCHEDULER_ROLE_ARN],
-                "Input": lifetime.expiry_target_input(state_machine_arn, request_id),
+                "Input": lifetime.expiry_target_input(state_machine_arn, request_id, late),
                 "RetryPolicy": RETRY_POLICY,
             },
             State="ENABLED",
@@ -111,12 +116,13 @@ def cancel_expiry(request_id: str) -> bool:
 
 
 def schedule_reminders(execution_name: str, *, subject: str, message: str, first: datetime, until: datetime) -> bool:
-    """Publish the approval request again every APPROVAL_REMINDER_SECONDS from `first` until `until`."""
+    """Have the RemindApprovers function publish the approval request again every
+    APPROVAL_REMINDER_SECONDS from `first` until `until`, while the approval waits."""
     return _create(
         lifetime.reminder_schedule_name(execution_name),
         expression=lifetime.reminder_expression(),
-        target_arn=lifetime.PUBLISH_TARGET,
-        target_input=lifetime.publish_input(os.environ[ENV_APPROVAL_TOPIC_ARN], subject, message),
+        target_arn=os.environ[ENV_REMINDER_FUNCTION_ARN],
+        target_input=lifetime.reminder_input(execution_name, subject, message),
         once=False,
         start=first,
         end=until,

@@ -99,10 +99,20 @@ class ApprovalAnswerEvent(_Event):
     """RecordApprovalDecision: the answer sent with the task token, or `expired` when none came."""
 
     execution_name: str
+    # $$.Execution.Id: a rejection starts refills again on this execution's state machine.
+    execution_arn: str | None = None
     answer: Any = None
     expired: bool = False
     # What was asked (FindTeardownInstances' answer): whose lifetime to end, what the expiry notice says.
     teardown: Teardown | None = None
+
+
+class ReminderEvent(_Event):
+    """RemindApprovers: sent by the reminders' schedule (policy.lifetime.reminder_input)."""
+
+    execution_name: str
+    subject: str
+    message: str
 
 
 class TerminateRegionEvent(_Event):

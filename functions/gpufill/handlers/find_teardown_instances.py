@@ -5,13 +5,18 @@ from __future__ import annotations
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import approvals, clock, instances_table, inventory, managed_instances, run_store
+from datetime import timedelta
+
+from gpufill.adapters import approvals, clock, instances_table, inventory, late_rounds, managed_instances, run_store
 from gpufill.constants import LIFETIME_ATTRIBUTE
 from gpufill.handlers.events import RequestEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.request import MAX_TEARDOWN_IDS
 from gpufill.models.teardown import LiveInstance, TeardownTarget
-from gpufill.policy import answers, teardown
+from gpufill.policy import answers, lifetime, teardown
+
+# How much later than this listing the round's approval may still be asked (its step retried).
+APPROVAL_ASKED_WITHIN_SECONDS = 300
 
 
 @logger.inject_lambda_context(correlation_id_path="request.request_id")
@@ -22,6 +27,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
     request = parse(event=event, model=RequestEvent).request
     target = TeardownTarget(request_id=request.target_request_id, instance_ids=request.instance_ids, all=request.all)
     listing = target
+    late = None
     if target.all:
         # Every region this deployment ever launched in, every record, every tagged instance.
         # Refills pause before the records are read and each maintained request is marked before
@@ -41,6 +47,12 @@ def handler(event: dict, context: LambdaContext) -> dict:
         # recorded its instances before this (they are listed below) or reads this mark after
         # recording them, and terminates what it launched (handlers/launch_batch.py).
         run_store.end_maintenance(target.request_id, by=request.request_id)
+        # A late round of the spend guard lists now: a launch recorded from here on opens the next
+        # round (due once this one's approval can no longer wait), never a second one asking at once.
+        late = lifetime.late_round_of(target.request_id, request.request_id) if request.trigger else None
+        if late is not None:
+            until = clock.now() + timedelta(seconds=request.approval_timeout_seconds + APPROVAL_ASKED_WITHIN_SECONDS)
+            late_rounds.mark_asked(target.request_id, number=late, until=until.isoformat(timespec="seconds"))
         # Every region the request could have launched in: an instance tagged for it whose record
         # was never written is still its own (and is recorded now).
         found = inventory.gather(
@@ -74,6 +86,8 @@ def handler(event: dict, context: LambdaContext) -> dict:
     result = teardown.found(
         request_id=request.request_id, target=target, requested_by=request.requested_by, allowed=allowed, refused=refused
     )
+    if late is not None and not allowed:
+        late_rounds.mark_answered(target.request_id, number=late)  # it asks nobody: the next may ask soon
     if request.trigger:
         # The spend guard asked: the approval says so, and when the request expired.
         expiries = sorted(r[LIFETIME_ATTRIBUTE] for r in records.values() if isinstance(r, dict) and r.get(LIFETIME_ATTRIBUTE))

@@ -24,6 +24,7 @@ from gpufill.adapters import (
     clock,
     ec2,
     instances_table,
+    late_rounds,
     managed_instances,
     placement_groups,
     run_store,
@@ -168,11 +169,40 @@ def keep(instances: list[Instance], request: ResolvedRequest, token: str, state_
         # the step, whose launches answer with the same instances, and the schedule's name is
         # the request's (or, at or past the expiry, the launch's round), so it is made once
         # however often this runs.
-        late = lifetime.late_round(request.expires_at, clock.now(), token)
-        made = schedules.schedule_expiry(request.owner_id, request.expires_at, state_machine, late)
-        if made:
-            logger.info("lifetime scheduled", extra={"expires_at": request.expires_at, "late_round": late})
+        launch = lifetime.late_round(request.expires_at, clock.now(), token)
+        if launch is None:
+            if schedules.schedule_expiry(request.owner_id, request.expires_at, state_machine):
+                logger.info("lifetime scheduled", extra={"expires_at": request.expires_at})
+        else:
+            join_late_round(request.owner_id, request.expires_at, state_machine, launch)
     metrics.add_metric(name="InstancesLaunched", unit="Count", value=len(instances))
+
+
+LATE_ROUND_TRIES = 5
+
+
+def join_late_round(request_id: str, expires_at: str, state_machine: str, launch: str) -> None:
+    """A launch at or after the expiry is asked about in the request's one late round: it joins
+    the open round, or opens the next (policy.lifetime.late_step). Each write is conditional on the
+    item it was decided from; one that lost a race is decided again from the item as it is now."""
+    for _ in range(LATE_ROUND_TRIES):
+        step = lifetime.late_step(late_rounds.read(request_id), launch, clock.now())
+        if step["do"] == "nothing":
+            return
+        if step["do"] == "join":
+            if late_rounds.join(request_id, number=step["round"], launch=launch):
+                logger.info("late launch joins the open late round", extra={"late_round": step["round"]})
+                return
+            continue
+        if step["do"] == "open" and not late_rounds.open_round(
+            request_id, number=step["round"], due=step["due"], launch=launch, expect=step["expect"]
+        ):
+            continue
+        # Opened now, or by this launch before (a retried step): its schedule, made once.
+        if schedules.schedule_expiry(request_id, expires_at, state_machine, str(step["round"]), at=step["due"]):
+            logger.info("late round scheduled", extra={"late_round": step["round"], "due": step["due"]})
+        return
+    raise TransientAwsError(f"the late rounds of {request_id} changed {LATE_ROUND_TRIES} times while this launch joined them")
 
 
 def launch_fleet(step: LoopEvent, request: ResolvedRequest, pools: list[Pool], run: Run, grouped: set[str]) -> Run:

@@ -4,7 +4,9 @@ Only {"decision": "approved"} approves; anything else sent with the token is a r
 With `expired` (the approval timed out) the decision is recorded as expired, and the approval
 topic is told: nothing was terminated and the instances keep running. Either way the approval's
 reminders end; an approved teardown of a request (or of everything) also ends the max_lifetime
-schedule of each request it ends, so a later expiry asks nobody about instances already gone.
+schedule of each request it ends, so a later expiry asks nobody about instances already gone; a
+rejected one gives back the maintenance it stopped and starts again the refills it stopped, so a
+request with `maintain` returns to its count.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import BotoCoreError, ClientError
 
-from gpufill.adapters import approvals, clock, schedules
+from gpufill.adapters import approvals, clock, executions, instances_table, late_rounds, run_store, schedules
 from gpufill.handlers.events import ApprovalAnswerEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
-from gpufill.models.teardown import ApprovalDecision
-from gpufill.policy import approval, lifetime
+from gpufill.models.teardown import ApprovalDecision, Teardown
+from gpufill.policy import approval, lifetime, refill
 
 NOBODY = "nobody: no answer came before the deadline"
 
@@ -51,12 +53,62 @@ def handler(event: dict, context: LambdaContext) -> dict:
         for request_id in lifetime.requests_ended(step.teardown):
             if end_schedule(schedules.cancel_expiry, request_id, kind="lifetime"):
                 logger.info("lifetime schedule removed", extra={"request": request_id})
+    if step.teardown is not None and step.teardown.trigger and step.execution_arn:
+        next_late_round_sooner(step.teardown, execution_name=step.execution_name, state_machine=executions.state_machine_of(step.execution_arn))
+    if step.teardown is not None and decided.decision == "rejected" and step.execution_arn:
+        restart_refills(step.teardown, by=step.teardown.request_id, state_machine=executions.state_machine_of(step.execution_arn))
     if step.teardown is not None and decided.decision == "expired":
         subject, body = approval.expired_notice(step.teardown, execution_name=step.execution_name, deadline=item.get("deadline"))
         approvals.publish(subject, body)
     logger.info("teardown decision", extra=decided.model_dump())
     metrics.add_metric(name=f"Teardown{decided.decision.capitalize()}", unit="Count", value=1)
     return decided.model_dump(mode="json")
+
+
+def next_late_round_sooner(teardown: Teardown, *, execution_name: str, state_machine: str) -> None:
+    """A late round of the spend guard is answered: a round a later launch opened behind it (due
+    at this one's deadline) comes due in a minute, since this one no longer asks. Never fails the
+    decision: left as it is, that round still asks at this one's deadline."""
+    request_id = teardown.target.request_id
+    number = lifetime.late_round_of(request_id, execution_name) if request_id else None
+    if number is None:
+        return
+    try:
+        if late_rounds.mark_answered(request_id, number=number):
+            return
+        behind = late_rounds.read(request_id)
+        if behind and int(behind["round"]) > number and behind["phase"] == lifetime.LATE_OPEN:
+            schedules.move_expiry(request_id, clock.iso_now(), state_machine, str(behind["round"]))
+            logger.info("next late round moved sooner", extra={"late_round": behind["round"]})
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("next late round not moved", extra={"error": str(error)})
+
+
+def restart_refills(teardown: Teardown, *, by: str, state_machine: str) -> list[str]:
+    """A rejected teardown ends nothing, so the requests it stopped keep their maintenance: their
+    stop mark (this teardown's only) goes, and each refill it stopped (one that launched nothing
+    or terminated what it launched) is started again, under a name of its own per teardown, so a
+    retried decision starts it once. Never fails the decision: a refill not started is logged."""
+    started = []
+    for request_id in refill.requests_to_resume(teardown.target.request_id, [o for b in teardown.regions for o in b.requests]):
+        try:
+            if not run_store.give_back_maintenance(request_id, by=by):
+                continue
+            stored = run_store.load_request(request_id)
+            records = instances_table.request_holdings(request_id).records
+            for instance_id in refill.refills_to_restart(records) if stored else []:
+                name = refill.execution_name(request_id, instance_id, after=by)
+                body = refill.refill_input(stored, request_id=request_id, instance_id=instance_id,
+                                           pool=refill.reclaimed_pool(records[instance_id]))
+                executions.start(name, body, state_machine)
+                started.append(name)
+        except (ClientError, BotoCoreError, executions.ExecutionNameTaken) as error:
+            logger.warning("refill not started again", extra={"request": request_id, "error": str(error)})
+            metrics.add_metric(name="RefillsNotRestarted", unit="Count", value=1)
+    if started:
+        logger.info("refills started again", extra={"runs": started})
+        metrics.add_metric(name="RefillsRestarted", unit="Count", value=len(started))
+    return started
 
 
 def end_schedule(cancel: Callable[[str], bool], name: str, *, kind: str) -> bool:

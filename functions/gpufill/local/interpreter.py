@@ -100,6 +100,7 @@ def stop_execution_at_any_moment():
 
     from moto.stepfunctions.parser.asl.eval.environment import Environment
     from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+    from moto.stepfunctions.parser.api import ExecutionStatus
     from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
     original = ExecutionWorker.stop
@@ -109,7 +110,17 @@ def stop_execution_at_any_moment():
         until = time.monotonic() + STOP_WAIT_SECONDS
         while worker.env is None and time.monotonic() < until:
             time.sleep(0.001)
-        return original(worker, *args, **kwargs)
+        answer = original(worker, *args, **kwargs)
+        # A run parked on a task token (an approval) would stay RUNNING in moto until the token's
+        # timeout; Step Functions shows it ABORTED as soon as StopExecution returns. Wake its waits
+        # and give it the moment it needs to unwind.
+        waits = list(worker.env.callback_pool_manager._pool.values()) if worker.env is not None else []
+        for endpoint in waits:
+            endpoint.interrupt_all()
+        execution = getattr(worker._execution_communication, "execution", None)
+        while waits and execution is not None and execution.exec_status in (None, ExecutionStatus.RUNNING) and time.monotonic() < until:
+            time.sleep(0.001)
+        return answer
 
     def set_error(env, *args, **kwargs):
         # A state still running when the stop came fails on its way out; the execution stays

@@ -3,8 +3,9 @@
 A request with `max_lifetime` expires at a fixed moment, set once when it is accepted. When its
 provisioning run records its first instances, an EventBridge Scheduler one-time schedule is
 created for that moment; at it, Scheduler starts the teardown of the request, which asks a
-person, as every teardown does. While an approval waits, a rate schedule publishes it again
-every hour until its deadline. Pure: names, expressions and inputs only (adapters/schedules.py
+person, as every teardown does. While an approval waits, a rate schedule has the RemindApprovers
+function publish it again every hour until its deadline, unless the approval was answered or its
+run ended (reminder_ends), in which case the function deletes the schedule instead. Pure: names, expressions and inputs only (adapters/schedules.py
 makes the calls).
 """
 
@@ -25,9 +26,8 @@ _NOT_IN_SCHEDULE_NAME = re.compile(r"[^0-9A-Za-z_.-]")
 MAX_EXECUTION_NAME = 80
 _NOT_IN_EXECUTION_NAME = re.compile(r"[^0-9A-Za-z_-]")
 EXPIRY_SUFFIX = "-expired"
-# The universal targets Scheduler calls: Step Functions' StartExecution, SNS's Publish.
+# The universal target Scheduler calls for the lifetime: Step Functions' StartExecution.
 START_EXECUTION_TARGET = "arn:aws:scheduler:::aws-sdk:sfn:startExecution"
-PUBLISH_TARGET = "arn:aws:scheduler:::aws-sdk:sns:publish"
 REQUESTED_BY = "gpufill spend guard (max_lifetime)"
 # A launch recorded this close to the expiry, or after it, may be missed by the teardown the expiry
 # starts (that teardown lists the request's instances once, from an index read a moment later):
@@ -72,6 +72,61 @@ def late_round(expires_at: str, now: datetime, launch_token: str) -> str | None:
     if now < datetime.fromisoformat(expires_at) - timedelta(seconds=LATE_LAUNCH_SECONDS):
         return None
     return _digest(launch_token)
+
+
+# --- late rounds: one asking at a time per request ------------------------------------------
+# A request's late rounds are numbered 1, 2, ... and kept on one item ("late#<request id>"):
+# the current round, its phase, when its schedule is due, until when its approval may wait, and
+# the launches (their late_round digests) it already holds. A round is "open" from its schedule's
+# creation until its teardown lists the request's instances ("asked"), then "answered" once its
+# approval is decided. A late launch joins the open round (the listing, after its records, will
+# include it); a launch that finds the round already listed opens the next round, due once the
+# listed one can no longer be waiting (its deadline; sooner when it is answered), so a request
+# never has two late rounds asking at once, and every launch after the expiry is in one.
+LATE_OPEN = "open"
+LATE_ASKED = "asked"
+LATE_ANSWERED = "answered"
+# An open round whose teardown has not listed this long after its schedule was due was lost (its
+# start failed for good, Scheduler gave up): a launch opens the next round instead of joining it.
+LATE_ROUND_LOST_SECONDS = 15 * 60
+_LATE_NAME = re.compile(r"-r(\d+)" + re.escape(EXPIRY_SUFFIX) + "$")
+
+
+def late_step(item: dict | None, launch: str, now: datetime) -> dict:
+    """What a late launch (digest `launch`, recorded at `now`) does with its request's late rounds,
+    given their item (None: no late round yet):
+    - {"do": "nothing"}: it is already in a round that listed it (a retried step);
+    - {"do": "ensure", "round", "due"}: it opened the current round; its schedule is made again
+      (a retried step: the schedule may never have been made);
+    - {"do": "join", "round"}: the open round will list it;
+    - {"do": "open", "round", "due", "expect"}: it opens the next round, due at `due`; the item
+      must still be `expect` (round and phase) when it is written."""
+    due_soon = (now + timedelta(seconds=LATE_LAUNCH_SECONDS)).astimezone(UTC).replace(microsecond=0)
+    if item is None:
+        return {"do": "open", "round": 1, "due": due_soon.isoformat(), "expect": None}
+    number, phase = int(item["round"]), item["phase"]
+    expect = {"round": number, "phase": phase}
+    if launch in (item.get("launches") or ()):
+        if phase == LATE_OPEN and item.get("opened_by") == launch:
+            return {"do": "ensure", "round": number, "due": item["due"]}
+        return {"do": "nothing"}
+    if phase == LATE_OPEN:
+        if now <= datetime.fromisoformat(item["due"]) + timedelta(seconds=LATE_ROUND_LOST_SECONDS):
+            return {"do": "join", "round": number}
+        return {"do": "open", "round": number + 1, "due": due_soon.isoformat(), "expect": expect}
+    if phase == LATE_ASKED and item.get("until"):
+        # The listed round may still be waiting for its answer: the next asks once it cannot be.
+        later = datetime.fromisoformat(item["until"]) + timedelta(seconds=LATE_LAUNCH_SECONDS)
+        return {"do": "open", "round": number + 1, "due": max(later, due_soon).isoformat(), "expect": expect}
+    return {"do": "open", "round": number + 1, "due": due_soon.isoformat(), "expect": expect}
+
+
+def late_round_of(request_id: str, execution_name: str) -> int | None:
+    """The late round a teardown execution is (its name, expiry_execution_name), or None."""
+    found = _LATE_NAME.search(execution_name)
+    if found is None or expiry_execution_name(request_id, found.group(1)) != execution_name:
+        return None
+    return int(found.group(1))
 
 
 def lifetime_schedule_name(request_id: str, late: str | None = None) -> str:
@@ -142,8 +197,34 @@ def reminder_expression() -> str:
     return f"rate({hours} hour{'s' if hours != 1 else ''})" if not rest else f"rate({APPROVAL_REMINDER_SECONDS // 60} minutes)"
 
 
-def publish_input(topic_arn: str, subject: str, message: str) -> str:
-    return json.dumps({"TopicArn": topic_arn, "Subject": subject, "Message": message}, separators=(",", ":"))
+def reminder_input(execution_name: str, subject: str, message: str) -> str:
+    """The event the reminders' schedule sends the RemindApprovers function: which approval, and
+    the reminder to publish while it waits."""
+    return json.dumps({"execution_name": execution_name, "subject": subject, "message": message}, separators=(",", ":"))
+
+
+# Why a reminder is not sent (and its schedule is deleted): the approval cannot be answered any more.
+REMINDER_APPROVAL_GONE = "approval gone"
+REMINDER_ANSWERED = "approval answered"
+REMINDER_EXPIRED = "approval expired"
+REMINDER_RUN_ENDED = "teardown run no longer running"
+
+
+def reminder_ends(approval_item: dict | None, execution_status: str | None, now: datetime) -> str | None:
+    """Why the reminder due `now` must not be sent, or None to send it. A reminder asks for an answer
+    that only a waiting task token can take: none once the approval was decided (or claimed by an
+    answer under way), past its deadline, or once its execution stopped, failed or was never there,
+    even when the decision could not delete the schedule."""
+    if approval_item is None:
+        return REMINDER_APPROVAL_GONE
+    if approval_item.get("decided_at") or approval_item.get("answered_at") or approval_item.get("status", "PENDING") != "PENDING":
+        return REMINDER_ANSWERED
+    deadline = approval_item.get("deadline")
+    if deadline and now >= datetime.fromisoformat(deadline):
+        return REMINDER_EXPIRED
+    if execution_status != "RUNNING":
+        return REMINDER_RUN_ENDED
+    return None
 
 
 def requests_ended(teardown: Teardown) -> list[str]:

@@ -96,18 +96,52 @@ def read_event(event: dict) -> InstanceEvent | None:
     return None
 
 
-def execution_name(request_id: str, instance_id: str) -> str:
+def execution_name(request_id: str, instance_id: str, after: str | None = None) -> str:
     """One name per (request, instance): EC2's warning and state change start the same run.
+    With `after` (a rejected teardown), the refill started again once that teardown is rejected:
+    one more name per (instance, teardown), so a retried decision starts it once.
 
     A request id long enough to push the name past 80 characters is cut and a hash of the
     whole id keeps names of different requests apart."""
     suffix = f"{REFILL_NAME_INFIX}{instance_id}"
+    if after is not None:
+        # "-after-r<digest>": never ends like a continued execution's "-c<n>".
+        suffix += f"-after-r{hashlib.sha256(after.encode()).hexdigest()[:8]}"
     name = f"{request_id}{suffix}"
     if len(name) <= EXECUTION_NAME_MAX:
         return name
     digest = hashlib.sha256(request_id.encode()).hexdigest()[:8]
     keep = EXECUTION_NAME_MAX - len(suffix) - len(digest) - 1
     return f"{request_id[:keep]}-{digest}{suffix}"
+
+
+def requests_to_resume(target_request_id: str | None, batch_requests: list[str]) -> list[str]:
+    """The requests whose maintenance a rejected teardown gives back: the one it names and every
+    request whose instances it listed (its mark is removed only where it is that teardown's)."""
+    return sorted({*batch_requests, *([target_request_id] if target_request_id else [])})
+
+
+def _replacement_holds(record: dict | None) -> bool:
+    """A replacement still stands for the instance it replaced: running or booting, or reclaimed
+    in its turn (then its own refill stands for it). Unknown (no record) counts as standing: a
+    refill started again for an instance that is in fact replaced would leave the request over
+    its count."""
+    if record is None or record.get("refill_run"):
+        return True
+    return not (record.get("rolled_back") or record.get("terminated_at") or record.get("state") in ENDING_STATES)
+
+
+def refills_to_restart(records: dict[str, dict]) -> list[str]:
+    """The reclaimed instances of a request (a refill run was started for each) that nothing
+    replaces now: their refill was stopped by a teardown (it launched nothing, or terminated what
+    it launched), and no teardown ended them. Oldest id first."""
+    return sorted(
+        instance_id
+        for instance_id, record in records.items()
+        if record.get("refill_run")
+        and not record.get("terminated_by")
+        and not any(_replacement_holds(records.get(r)) for r in record.get("replaced_by") or [])
+    )
 
 
 def reclaimed_pool(record: dict) -> str:
