@@ -5,8 +5,8 @@ The static bench runs these two on the local engine. Over 12 modelled hours a ru
 of tries, which on the engine costs seconds of wall time each; the replay calls the same
 decisions in process, as bench.replay does for region orders:
 
-- each try scores every region again (DescribeInstanceTypeOfferings and DescribeSpotPriceHistory
-  per region, side by side) and ranks the pools with policy.ranking: price-capacity regions with
+- each try scores every region again (DescribeInstanceTypeOfferings, DescribeSpotPriceHistory
+  and DescribeCapacityReservations per region, side by side, as RankPools reads them) and ranks the pools with policy.ranking: price-capacity regions with
   AWS's region-level placement scores for gpufill's default, which it asks once per request and
   keeps (GetSpotPlacementScores); classic points for `classic`;
 - pools another try found empty in the capacity cache's window (DEFAULT_CAPACITY_CACHE_SECONDS)
@@ -14,6 +14,9 @@ decisions in process, as bench.replay does for region orders:
 - gpufill launches one CreateFleet per policy.fill.fleet_key (a region's fresh pools, then its
   deferred ones apart) for everything still missing, each with its launch template version
   made, its image resolved and the version deleted (three calls the engine counts per fleet);
+  the first fleet of a deployment in a region also finds its network and launch template
+  (DescribeVpcs, DescribeSecurityGroups, CreateSecurityGroup, CreateLaunchTemplate) and the
+  first in a zone its subnet (DescribeSubnets): the adapters keep these per region and zone;
   `classic` probes pool by pool with RunInstances of exactly the batch (at most 4), halving
   the batch on a capacity error, as the static bench's classic request does;
 - a try that ends short waits policy.waiting.next_try's delay (60 s doubling to the cap, 2 min
@@ -44,7 +47,11 @@ from bench.dynamic.generate import HORIZON_SECONDS, DynamicCase
 from bench.dynamic.market import SPOT_NOTICE_SECONDS, Ec2
 
 REQUEST_ID = "bench-dynamic"
+SCORING_PER_REGION = ("DescribeInstanceTypeOfferings", "DescribeSpotPriceHistory", "DescribeCapacityReservations")
 FLEET_OVERHEAD = ("DescribeImages", "CreateLaunchTemplateVersion", "DeleteLaunchTemplateVersions")
+# A deployment's first launch in a region or a zone: the adapters cache what these find (adapters.network).
+REGION_SETUP = ("DescribeVpcs", "DescribeSecurityGroups", "CreateSecurityGroup", "CreateLaunchTemplate")
+ZONE_SETUP = ("DescribeSubnets",)
 CLASSIC_BATCH = 4
 
 
@@ -97,8 +104,8 @@ def _wait_loop(
         int(min(HORIZON_SECONDS - started, HORIZON_SECONDS)), started, first_delay=asked.first_delay, max_delay=asked.max_delay
     )
     while True:
-        ec2.calls["DescribeInstanceTypeOfferings"] += len(regions)
-        ec2.calls["DescribeSpotPriceHistory"] += len(regions)
+        for api in SCORING_PER_REGION:
+            ec2.calls[api] += len(regions)
         ec2.wait(scoring_seconds())
         scores = ranking.score_all(facts, request)
         if strategy == "gpufill":
@@ -134,7 +141,8 @@ def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int
     for group in groups.values():
         if got >= missing:
             break
-        for api in FLEET_OVERHEAD:
+        region = group[0].region
+        for api in _setup(ec2, region, [p.availability_zone for p in group]) + FLEET_OVERHEAD:
             ec2.call(api)
         answer = ec2.create_fleet(group[0].region, [(p.availability_zone, p.instance_type) for p in group], missing - got)
         calls += 1
@@ -145,11 +153,24 @@ def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int
     return got, calls
 
 
+def _setup(ec2: Ec2, region: str, zones: list[str]) -> tuple[str, ...]:
+    """The one-off calls of a deployment's first launch in `region` and in each of `zones`."""
+    known = ec2.set_up
+    calls: tuple[str, ...] = ()
+    for key, apis in [(region, REGION_SETUP), *((zone, ZONE_SETUP) for zone in zones)]:
+        if key not in known:
+            known.add(key)
+            calls += apis
+    return calls
+
+
 def _probe(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int, int]:
     got, calls = 0, 0
     for pool in pools:
         batch = min(CLASSIC_BATCH, missing - got)
         while batch > 0 and got < missing:
+            for api in _setup(ec2, pool.region, [pool.availability_zone]):
+                ec2.call(api)
             answer = ec2.run_instances(pool.region, pool.instance_type, batch, min_count=batch, zone=pool.availability_zone)
             calls += 1
             if answer.count:

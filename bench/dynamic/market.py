@@ -68,6 +68,7 @@ class Ec2:
         self.calls: Counter[str] = Counter()
         self.instances: list[Instance] = []  # this account's, in launch order
         self.reclaims: list[Instance] = []  # the interruption notices EC2 sent this account, in order
+        self.set_up: set[str] = set()  # regions and zones the account's launches have prepared (network, template)
         self.__prices: dict[tuple[str, str, str], float] = {}
         self.__free: dict[tuple[str, str, str], int] = {}
         self.__tiers: dict[tuple[str, str], int] = {}
