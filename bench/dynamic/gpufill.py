@@ -26,7 +26,8 @@ decisions in process, as bench.replay does for region orders:
   again) and the run waits holding nothing;
 - the request has `maintain: true`: every instance EC2 reclaims starts a refill run of one
   instance with the same wait (policy.refill.refill_input carries wait_for_capacity), from the
-  interruption notice; the capacity cache is shared by every run, as its table is.
+  interruption notice, also after the fleet is complete, through its billed hour of work (a
+  notice then is seen within WATCH_STEP_SECONDS); the capacity cache is shared by every run, as its table is.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from bench import leak, replay
 from bench.costs import scoring_seconds
 from bench.dynamic.generate import HORIZON_SECONDS, DynamicCase
 from bench.dynamic.market import SPOT_NOTICE_SECONDS, Ec2
+from bench.dynamic.measure import WORK_SECONDS, time_to_n
 
 REQUEST_ID = "bench-dynamic"
 SCORING_PER_REGION = ("DescribeInstanceTypeOfferings", "DescribeSpotPriceHistory", "DescribeCapacityReservations")
@@ -53,6 +55,8 @@ FLEET_OVERHEAD = ("DescribeImages", "CreateLaunchTemplateVersion", "DeleteLaunch
 REGION_SETUP = ("DescribeVpcs", "DescribeSecurityGroups", "CreateSecurityGroup", "CreateLaunchTemplate")
 ZONE_SETUP = ("DescribeSubnets",)
 CLASSIC_BATCH = 4
+# While no run waits, how often the replay looks for reclaims: a refill starts at most this late.
+WATCH_STEP_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -74,20 +78,29 @@ def run(case: DynamicCase, strategy: str = "gpufill", request_id: str = REQUEST_
     cache: dict[str, float] = {}  # the capacity cache's table: pool key -> when a run found it empty
     runs: list[tuple[float, int, object]] = [(0.0, 0, _wait_loop(ec2, cache, case, strategy, case.count, request_id, asked=asked))]
     refills = 0
-    while runs:
-        runs.sort(key=lambda r: r[:2])
-        at, n, loop = runs.pop(0)
-        ec2.wait_until(at)
-        delay = next(loop, None)
-        if delay is not None:
-            runs.append((ec2.now + delay, n, loop))
+    while True:
+        if runs:
+            runs.sort(key=lambda r: r[:2])
+            at, n, loop = runs.pop(0)
+            ec2.wait_until(at)
+            delay = next(loop, None)
+            if delay is not None:
+                runs.append((ec2.now + delay, n, loop))
+        else:
+            # No run is waiting: the fleet works and maintenance watches it through the billed hour
+            # of work (bench.dynamic.measure), so a reclaim then starts a refill as on EC2.
+            reached = time_to_n(ec2.instances, case.count)
+            end = HORIZON_SECONDS if reached is None else min(HORIZON_SECONDS, reached + WORK_SECONDS)
+            if ec2.now >= end:
+                return ec2
+            ec2.wait(min(WATCH_STEP_SECONDS, end - ec2.now))
         for reclaimed in ec2.reclaims[refills:]:
             refills += 1
             notice = reclaimed.ended_at - SPOT_NOTICE_SECONDS
             if notice < HORIZON_SECONDS:
-                refill = _wait_loop(ec2, cache, case, strategy, 1, f"{request_id}-refill-{refills}", notice, asked=asked)
-                runs.append((notice, refills, refill))
-    return ec2
+                started = max(notice, ec2.now) if not runs else notice
+                refill = _wait_loop(ec2, cache, case, strategy, 1, f"{request_id}-refill-{refills}", started, asked=asked)
+                runs.append((started, refills, refill))
 
 
 def _wait_loop(
