@@ -7,7 +7,7 @@ decisions in process, as bench.replay does for region orders:
 
 - each try scores every region again (DescribeInstanceTypeOfferings, DescribeSpotPriceHistory
   and DescribeCapacityReservations per region, side by side, as RankPools reads them) and ranks the pools with policy.ranking: price-capacity regions with
-  AWS's region-level placement scores for gpufill's default, which it asks once per request and
+  AWS's region-level placement scores for gpufill's default, which each run asks once and
   keeps (GetSpotPlacementScores); classic points for `classic`;
 - pools another try found empty in the capacity cache's window (DEFAULT_CAPACITY_CACHE_SECONDS)
   go last, through policy.ranking.defer_recently_full;
@@ -73,8 +73,6 @@ def run(case: DynamicCase, strategy: str = "gpufill", request_id: str = REQUEST_
     """The request's run, and a refill run (count 1, the same wait) for every instance EC2 reclaims
     (`maintain: true`). Runs take turns by their next try's modelled second; a try is not interleaved."""
     ec2 = Ec2(case)
-    if strategy == "gpufill":
-        ec2.call("GetSpotPlacementScores")  # once per request, kept for every run of it
     cache: dict[str, float] = {}  # the capacity cache's table: pool key -> when a run found it empty
     runs: list[tuple[float, int, object]] = [(0.0, 0, _wait_loop(ec2, cache, case, strategy, case.count, request_id, asked=asked))]
     refills = 0
@@ -112,6 +110,8 @@ def _wait_loop(
     facts, request = replay._facts(start), replay._request(start)
     regions = start.regions()
     region_scores = leak.returned_region_scores(start) if strategy == "gpufill" else {}
+    if strategy == "gpufill":
+        ec2.call("GetSpotPlacementScores")  # once per run (the request's and each refill), kept for its tries
     launched, attempts = 0, 0
     wait = waiting.begin(
         int(min(HORIZON_SECONDS - started, HORIZON_SECONDS)), started, first_delay=asked.first_delay, max_delay=asked.max_delay
