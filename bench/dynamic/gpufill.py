@@ -26,7 +26,7 @@ decisions in process, as bench.replay does for region orders:
   again) and the run waits holding nothing;
 - the request has `maintain: true`: every instance EC2 reclaims starts a refill run of one
   instance with the same wait (policy.refill.refill_input carries wait_for_capacity), from the
-  interruption notice, also after the fleet is complete, through its billed hour of work (a
+  interruption notice (StartRefill marks the reclaimed pool full in the capacity cache), also after the fleet is complete, through its billed hour of work (a
   notice then is seen within WATCH_STEP_SECONDS); the capacity cache is shared by every run, as its table is.
 """
 
@@ -96,6 +96,8 @@ def run(case: DynamicCase, strategy: str = "gpufill", request_id: str = REQUEST_
             refills += 1
             notice = reclaimed.ended_at - SPOT_NOTICE_SECONDS
             if notice < HORIZON_SECONDS:
+                # StartRefill marks the reclaimed pool full in the capacity cache, so it goes last.
+                cache[f"spot/{reclaimed.region}/{reclaimed.zone}/{reclaimed.instance_type}"] = notice
                 started = max(notice, ec2.now) if not runs else notice
                 refill = _wait_loop(ec2, cache, case, strategy, 1, f"{request_id}-refill-{refills}", started, asked=asked)
                 runs.append((started, refills, refill))
