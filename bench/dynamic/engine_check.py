@@ -45,9 +45,9 @@ def on_engine(case: DynamicCase) -> tuple[Counter, float | None, int]:
     with contextlib.redirect_stdout(io.StringIO()), LocalEngine(MarketScenario.model_validate(scenario)) as engine:
         admit = engine.market.admit
 
-        def counted(backend, region, zone, itype, market, instances):
+        def counted(backend, region, zone, itype, market, instances, **options):
             launches.append((engine.elapsed, len(instances)))
-            return admit(backend, region, zone, itype, market, instances)
+            return admit(backend, region, zone, itype, market, instances, **options)
 
         engine.market.admit = counted
         execution = engine.run(request, name=f"check-{case.name}")

@@ -5,15 +5,18 @@ The static bench runs these two on the local engine. Over 12 modelled hours a ru
 of tries, which on the engine costs seconds of wall time each; the replay calls the same
 decisions in process, as bench.replay does for region orders:
 
-- each try scores every region again (DescribeInstanceTypeOfferings and DescribeSpotPriceHistory
-  per region, side by side) and ranks the pools with policy.ranking: price-capacity regions with
-  AWS's region-level placement scores for gpufill's default, which it asks once per request and
+- each try scores every region again (DescribeInstanceTypeOfferings, DescribeSpotPriceHistory
+  and DescribeCapacityReservations per region, side by side, as RankPools reads them) and ranks the pools with policy.ranking: price-capacity regions with
+  AWS's region-level placement scores for gpufill's default, which each run asks once and
   keeps (GetSpotPlacementScores); classic points for `classic`;
 - pools another try found empty in the capacity cache's window (DEFAULT_CAPACITY_CACHE_SECONDS)
   go last, through policy.ranking.defer_recently_full;
 - gpufill launches one CreateFleet per policy.fill.fleet_key (a region's fresh pools, then its
   deferred ones apart) for everything still missing, each with its launch template version
   made, its image resolved and the version deleted (three calls the engine counts per fleet);
+  the first fleet of a deployment in a region also finds its network and launch template
+  (DescribeVpcs, DescribeSecurityGroups, CreateSecurityGroup, CreateLaunchTemplate) and the
+  first in a zone its subnet (DescribeSubnets): the adapters keep these per region and zone;
   `classic` probes pool by pool with RunInstances of exactly the batch (at most 4), halving
   the batch on a capacity error, as the static bench's classic request does;
 - a try that ends short waits policy.waiting.next_try's delay (60 s doubling to the cap, 2 min
@@ -23,7 +26,8 @@ decisions in process, as bench.replay does for region orders:
   again) and the run waits holding nothing;
 - the request has `maintain: true`: every instance EC2 reclaims starts a refill run of one
   instance with the same wait (policy.refill.refill_input carries wait_for_capacity), from the
-  interruption notice; the capacity cache is shared by every run, as its table is.
+  interruption notice (StartRefill marks the reclaimed pool full in the capacity cache), also after the fleet is complete, through its billed hour of work (a
+  notice then is seen within WATCH_STEP_SECONDS); the capacity cache is shared by every run, as its table is.
 """
 
 from __future__ import annotations
@@ -42,10 +46,17 @@ from bench import leak, replay
 from bench.costs import scoring_seconds
 from bench.dynamic.generate import HORIZON_SECONDS, DynamicCase
 from bench.dynamic.market import SPOT_NOTICE_SECONDS, Ec2
+from bench.dynamic.measure import WORK_SECONDS, time_to_n
 
 REQUEST_ID = "bench-dynamic"
+SCORING_PER_REGION = ("DescribeInstanceTypeOfferings", "DescribeSpotPriceHistory", "DescribeCapacityReservations")
 FLEET_OVERHEAD = ("DescribeImages", "CreateLaunchTemplateVersion", "DeleteLaunchTemplateVersions")
+# A deployment's first launch in a region or a zone: the adapters cache what these find (adapters.network).
+REGION_SETUP = ("DescribeVpcs", "DescribeSecurityGroups", "CreateSecurityGroup", "CreateLaunchTemplate")
+ZONE_SETUP = ("DescribeSubnets",)
 CLASSIC_BATCH = 4
+# While no run waits, how often the replay looks for reclaims: a refill starts at most this late.
+WATCH_STEP_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -62,25 +73,34 @@ def run(case: DynamicCase, strategy: str = "gpufill", request_id: str = REQUEST_
     """The request's run, and a refill run (count 1, the same wait) for every instance EC2 reclaims
     (`maintain: true`). Runs take turns by their next try's modelled second; a try is not interleaved."""
     ec2 = Ec2(case)
-    if strategy == "gpufill":
-        ec2.call("GetSpotPlacementScores")  # once per request, kept for every run of it
     cache: dict[str, float] = {}  # the capacity cache's table: pool key -> when a run found it empty
     runs: list[tuple[float, int, object]] = [(0.0, 0, _wait_loop(ec2, cache, case, strategy, case.count, request_id, asked=asked))]
     refills = 0
-    while runs:
-        runs.sort(key=lambda r: r[:2])
-        at, n, loop = runs.pop(0)
-        ec2.wait_until(at)
-        delay = next(loop, None)
-        if delay is not None:
-            runs.append((ec2.now + delay, n, loop))
+    while True:
+        if runs:
+            runs.sort(key=lambda r: r[:2])
+            at, n, loop = runs.pop(0)
+            ec2.wait_until(at)
+            delay = next(loop, None)
+            if delay is not None:
+                runs.append((ec2.now + delay, n, loop))
+        else:
+            # No run is waiting: the fleet works and maintenance watches it through the billed hour
+            # of work (bench.dynamic.measure), so a reclaim then starts a refill as on EC2.
+            reached = time_to_n(ec2.instances, case.count)
+            end = HORIZON_SECONDS if reached is None else min(HORIZON_SECONDS, reached + WORK_SECONDS)
+            if ec2.now >= end:
+                return ec2
+            ec2.wait(min(WATCH_STEP_SECONDS, end - ec2.now))
         for reclaimed in ec2.reclaims[refills:]:
             refills += 1
             notice = reclaimed.ended_at - SPOT_NOTICE_SECONDS
             if notice < HORIZON_SECONDS:
-                refill = _wait_loop(ec2, cache, case, strategy, 1, f"{request_id}-refill-{refills}", notice, asked=asked)
-                runs.append((notice, refills, refill))
-    return ec2
+                # StartRefill marks the reclaimed pool full in the capacity cache, so it goes last.
+                cache[f"spot/{reclaimed.region}/{reclaimed.zone}/{reclaimed.instance_type}"] = notice
+                started = max(notice, ec2.now) if not runs else notice
+                refill = _wait_loop(ec2, cache, case, strategy, 1, f"{request_id}-refill-{refills}", started, asked=asked)
+                runs.append((started, refills, refill))
 
 
 def _wait_loop(
@@ -92,13 +112,15 @@ def _wait_loop(
     facts, request = replay._facts(start), replay._request(start)
     regions = start.regions()
     region_scores = leak.returned_region_scores(start) if strategy == "gpufill" else {}
+    if strategy == "gpufill":
+        ec2.call("GetSpotPlacementScores")  # once per run (the request's and each refill), kept for its tries
     launched, attempts = 0, 0
     wait = waiting.begin(
         int(min(HORIZON_SECONDS - started, HORIZON_SECONDS)), started, first_delay=asked.first_delay, max_delay=asked.max_delay
     )
     while True:
-        ec2.calls["DescribeInstanceTypeOfferings"] += len(regions)
-        ec2.calls["DescribeSpotPriceHistory"] += len(regions)
+        for api in SCORING_PER_REGION:
+            ec2.calls[api] += len(regions)
         ec2.wait(scoring_seconds())
         scores = ranking.score_all(facts, request)
         if strategy == "gpufill":
@@ -134,7 +156,8 @@ def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int
     for group in groups.values():
         if got >= missing:
             break
-        for api in FLEET_OVERHEAD:
+        region = group[0].region
+        for api in _setup(ec2, region, [p.availability_zone for p in group]) + FLEET_OVERHEAD:
             ec2.call(api)
         answer = ec2.create_fleet(group[0].region, [(p.availability_zone, p.instance_type) for p in group], missing - got)
         calls += 1
@@ -145,11 +168,24 @@ def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int
     return got, calls
 
 
+def _setup(ec2: Ec2, region: str, zones: list[str]) -> tuple[str, ...]:
+    """The one-off calls of a deployment's first launch in `region` and in each of `zones`."""
+    known = ec2.set_up
+    calls: tuple[str, ...] = ()
+    for key, apis in [(region, REGION_SETUP), *((zone, ZONE_SETUP) for zone in zones)]:
+        if key not in known:
+            known.add(key)
+            calls += apis
+    return calls
+
+
 def _probe(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int, int]:
     got, calls = 0, 0
     for pool in pools:
         batch = min(CLASSIC_BATCH, missing - got)
         while batch > 0 and got < missing:
+            for api in _setup(ec2, pool.region, [pool.availability_zone]):
+                ec2.call(api)
             answer = ec2.run_instances(pool.region, pool.instance_type, batch, min_count=batch, zone=pool.availability_zone)
             calls += 1
             if answer.count:

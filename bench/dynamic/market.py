@@ -13,10 +13,19 @@ Interruptions: a drain larger than the pool's free capacity makes EC2 take capac
 running spot instances. EC2 spreads that over every account in the pool, so one drain reclaims
 at most one of this account's instances there (the newest), which ends two minutes later, after
 the interruption notice; it is billed until then.
+
+Besides drains, EC2 reclaims each running spot instance at its pool's Spot Advisor rate: the
+advisor's "frequency of interruption" is the share of a type's spot capacity in a region EC2
+reclaimed over the trailing month, in bands of <5 %, 5-10 %, 10-15 %, 15-20 % and >20 % (tiers
+0 to 4). Each instance's reclaim time is drawn at launch from an exponential lifetime at its
+band's middle (25 % for the open top band) spread over a month of 730 hours, from a stream
+seeded by the market, the pool and how many launched there before it, so every strategy that
+launches its n-th instance in a pool meets the same fate there.
 """
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from dataclasses import dataclass
 
@@ -30,6 +39,9 @@ from bench.dynamic.generate import DynamicCase
 from bench.market import Launched
 
 SPOT_NOTICE_SECONDS = 120  # EC2's interruption notice for spot instances
+# Spot Advisor tier -> the share of capacity reclaimed in a month (the band's middle; 25 % for >20 %).
+MONTHLY_RECLAIM_SHARE = {0: 0.025, 1: 0.075, 2: 0.125, 3: 0.175, 4: 0.25}
+MONTH_SECONDS = 730 * 3600
 
 
 @dataclass
@@ -41,6 +53,8 @@ class Instance:
     launched_at: float
     ended_at: float | None = None
     interrupted: bool = False
+    tier: int = 4  # its pool's Spot Advisor tier (public), 4 when the advisor lists none
+    reclaim_at: float | None = None  # when its pool's advisor rate has EC2 reclaim it, if it still runs
 
     def running(self, at: float) -> bool:
         return self.launched_at <= at and (self.ended_at is None or self.ended_at > at)
@@ -54,9 +68,15 @@ class Ec2:
         self.calls: Counter[str] = Counter()
         self.instances: list[Instance] = []  # this account's, in launch order
         self.reclaims: list[Instance] = []  # the interruption notices EC2 sent this account, in order
+        self.set_up: set[str] = set()  # regions and zones the account's launches have prepared (network, template)
         self.__prices: dict[tuple[str, str, str], float] = {}
         self.__free: dict[tuple[str, str, str], int] = {}
+        self.__tiers: dict[tuple[str, str], int] = {}
+        self.__launched: Counter[tuple[str, str, str]] = Counter()
+        self.__market = case.name
         for region, market in case.start.scenario["regions"].items():
+            for itype, tier in market.get("advisor_tier", {}).items():
+                self.__tiers[(region, itype)] = tier
             for zone, types in market["zones"].items():
                 for itype, stock in types.items():
                     key = (region, zone, itype)
@@ -80,6 +100,10 @@ class Ec2:
         self.wait(api_seconds(f"ec2:{api}") * times)
 
     def __catch_up(self) -> None:
+        for instance in self.instances:
+            if instance.ended_at is None and instance.reclaim_at is not None and instance.reclaim_at <= self.now:
+                instance.ended_at, instance.interrupted = instance.reclaim_at + SPOT_NOTICE_SECONDS, True
+                self.reclaims.append(instance)
         while self.__applied < len(self.__changes) and self.__changes[self.__applied].at <= self.now:
             change = self.__changes[self.__applied]
             self.__applied += 1
@@ -106,8 +130,17 @@ class Ec2:
     def _launch(self, region: str, zone: str, itype: str, count: int) -> float:
         self.__free[(region, zone, itype)] -= count
         price = self.__prices[(region, zone, itype)]
-        self.instances += [Instance(region, zone, itype, price, self.now) for _ in range(count)]
+        for _ in range(count):
+            self.instances.append(Instance(region, zone, itype, price, self.now, tier=self.__tiers.get((region, itype), 4),
+                                           reclaim_at=self.now + self.__lifetime(region, zone, itype)))
         return count * price
+
+    def __lifetime(self, region: str, zone: str, itype: str) -> float:
+        """Seconds until EC2 reclaims the pool's next instance at its advisor tier's rate."""
+        nth = self.__launched[(region, zone, itype)]
+        self.__launched[(region, zone, itype)] += 1
+        share = MONTHLY_RECLAIM_SHARE.get(self.__tiers.get((region, itype), 4), MONTHLY_RECLAIM_SHARE[4])
+        return random.Random(f"reclaim-{self.__market}-{zone}-{itype}-{nth}").expovariate(share / MONTH_SECONDS)
 
     def run_instances(
         self, region: str, instance_type: str, max_count: int, min_count: int = 1, zone: str | None = None

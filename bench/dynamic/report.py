@@ -56,7 +56,7 @@ def all_filled(outcomes: list[Outcome]) -> set[str]:
 def headline(outcomes: list[Outcome]) -> tuple[list[str], list[list[str]]]:
     grouped, common = by_strategy(outcomes), all_filled(outcomes)
     header = ["strategy", "filled", "median time to N", "p75", "p90", "Σ $ (all)", f"Σ $ ({len(common)} all filled)",
-              "of it idle", "wasted inst-h", "EC2 calls Σ", "launch calls Σ", "reclaimed"]
+              "of it idle", "+ $ lost to reclaims", "+ $ a month of reclaims", "wasted inst-h", "EC2 calls Σ", "launch calls Σ", "reclaimed"]
     rows = []
     for s, mine in grouped.items():
         times = [_time(o) for o in mine]
@@ -70,6 +70,8 @@ def headline(outcomes: list[Outcome]) -> tuple[list[str], list[list[str]]]:
             f"{sum(o.dollars for o in mine):.2f}",
             f"{sum(o.dollars for o in both):.2f}",
             f"{sum(o.idle_dollars for o in both):.2f}",
+            f"{sum(o.reclaim_dollars for o in both):.2f}",
+            f"{sum(o.month_reclaim_dollars for o in both):.2f}",
             f"{sum(o.wasted_hours for o in mine):.1f}",
             str(sum(o.ec2_calls for o in mine)),
             str(sum(o.launch_calls for o in mine)),
@@ -97,7 +99,8 @@ def paired_table(outcomes: list[Outcome]) -> tuple[list[str], list[list[str]]]:
     index = {(o.case, o.strategy): o for o in outcomes}
     cases = sorted({o.case for o in outcomes})
     header = ["gpufill against", "time to N, h: Σ mine vs theirs (faster / slower / equal, p)",
-              "$: Σ mine vs theirs (cheaper / dearer / equal, p)", "EC2 calls (fewer / more / equal, p)"]
+              "$: Σ mine vs theirs (cheaper / dearer / equal, p)",
+              "$ with reclaims priced (cheaper / dearer / equal, p)", "EC2 calls (fewer / more / equal, p)"]
     rows = []
     for s in STRATEGIES[:-1]:
         pairs = [(index[(c, "gpufill")], index[(c, s)]) for c in cases if (c, s) in index and (c, "gpufill") in index]
@@ -105,6 +108,7 @@ def paired_table(outcomes: list[Outcome]) -> tuple[list[str], list[list[str]]]:
         for value in (
             lambda o: min(_time(o), HORIZON_SECONDS) / 3600,
             lambda o: o.dollars,
+            lambda o: o.priced_dollars,
             lambda o: o.ec2_calls,
         ):
             p = paired([(value(a), value(b)) for a, b in pairs], tolerance=1e-6)

@@ -15,7 +15,7 @@ from bench import leak
 from bench.cases import TIERS, Case
 from bench.dynamic import broker, generate, gpufill, karpenter, measure, skypilot
 from bench.dynamic.generate import HORIZON_SECONDS, Change, DynamicCase, capacity_at
-from bench.dynamic.market import SPOT_NOTICE_SECONDS, Ec2, Instance
+from bench.dynamic.market import MONTH_SECONDS, SPOT_NOTICE_SECONDS, Ec2, Instance
 
 
 def stock(price, spot):
@@ -142,7 +142,7 @@ def test_no_strategy_moves_on_hidden_capacity(strategy):
 def test_the_market_keeps_capacity_out_of_reach():
     ec2 = Ec2(dynamic(TWO_REGIONS, 4))
     public = {k for k in vars(ec2) if not k.startswith("_")}
-    assert public == {"now", "calls", "instances", "reclaims"}
+    assert public == {"now", "calls", "instances", "reclaims", "set_up"}
 
 
 # --- the baselines keep their project's rules ------------------------------------------------
@@ -323,3 +323,39 @@ def test_quick_run_writes_the_report_and_plots_with_every_target_judged(tmp_path
     assert report.count("**MET**") + report.count("**MISSED**") == 3
     assert (tmp_path / "time-to-n.png").stat().st_size > 0 and (tmp_path / "dollars.png").stat().st_size > 0
     assert SPOT_NOTICE_SECONDS == 120
+
+
+def test_ec2_reclaims_at_the_advisor_tiers_monthly_rate_and_the_same_launch_meets_the_same_fate():
+    deep = {
+        "us-west-2": {"advisor_tier": {"g6.xlarge": 0}, "zones": {"us-west-2b": stock(0.42, 400)}},
+        "us-east-1": {"advisor_tier": {"g6.xlarge": 4}, "zones": {"us-east-1a": stock(0.45, 400)}},
+    }
+    case = dynamic(deep, 400)
+    first, again = Ec2(case), Ec2(case)
+    for ec2 in (first, again):
+        ec2.run_instances("us-west-2", "g6.xlarge", 400, zone="us-west-2b")
+        ec2.run_instances("us-east-1", "g6.xlarge", 400, zone="us-east-1a")
+    assert [i.reclaim_at for i in first.instances] == [i.reclaim_at for i in again.instances]
+    mean = lambda tier: sum(i.reclaim_at - i.launched_at for i in first.instances if i.tier == tier) / 400  # noqa: E731
+    month = MONTH_SECONDS
+    assert 0.7 < mean(0) / (month / 0.025) < 1.3 and 0.7 < mean(4) / (month / 0.25) < 1.3
+    soonest = min(first.instances, key=lambda i: i.reclaim_at)
+    first.wait_until(soonest.reclaim_at)
+    assert first.reclaims == [soonest] and soonest.interrupted
+    assert soonest.ended_at == soonest.reclaim_at + SPOT_NOTICE_SECONDS
+
+
+def test_measures_price_a_working_fleets_reclaims_with_the_reload_and_the_time_short():
+    reload_h = measure.RELOAD_MINUTES / 60
+    working = Instance("us-west-2", "us-west-2b", "g6.xlarge", 1.0, 0.0, tier=4)
+    gone = Instance("us-west-2", "us-west-2b", "g6.xlarge", 2.0, 0.0, ended_at=1800.0, interrupted=True, tier=0)
+    early = Instance("us-west-2", "us-west-2b", "g6.xlarge", 4.0, 0.0, ended_at=-1.0, interrupted=True)  # before the fleet
+    replacement = Instance("us-west-2", "us-west-2b", "g6.xlarge", 1.0, 2700.0, tier=4)
+    instances = [early, working, gone, replacement]
+    # Reclaimed at 1800 s, replaced at 2700 s: 15 minutes short plus the reload, at $2/h; the early one lost no work.
+    assert measure.reclaim_dollars(instances, 0.0, 3600.0) == pytest.approx(2.0 * (reload_h + 0.25))
+    assert measure.reclaim_dollars([working, gone], 0.0, 3600.0) == pytest.approx(2.0 * (reload_h + 0.5))  # short to the end
+    assert measure.reclaim_dollars(instances, None, 3600.0) == 0.0
+    # A month of the fleet running at 0 s: each instance at its tier's share, reload plus the measured 15 minutes.
+    lost_h = reload_h + 0.25
+    assert measure.month_reclaim_dollars([working, gone, replacement], 0.0) == pytest.approx((0.25 * 1.0 + 0.025 * 2.0) * lost_h)
