@@ -173,6 +173,10 @@ def test_a_teardown_stops_a_wait_only_while_it_waits_or_tries(table):
     assert run_store.mark_wait_stopped("req-2", by="teardown:t2") is True
     run_store.save_wait("req-3", {"phase": "expired"})
     assert run_store.mark_wait_stopped("req-3", by="teardown:t3") is False
+    # A run holding a Capacity Block waits too: for its payment, its start, and between launches into it.
+    for phase in ("capacity-block-payment", "capacity-block", "capacity-block-in-use"):
+        run_store.save_wait(f"block-{phase}", {"phase": phase})
+        assert run_store.mark_wait_stopped(f"block-{phase}", by="teardown:t4") is True, phase
     run_store.save_wait("req-1", {"phase": "trying", "tries": 4})
     assert run_store.load_wait("req-1")["stopped_by"] == "teardown:t1"  # a later view keeps the stop mark
 
@@ -262,5 +266,9 @@ def test_a_teardown_of_everything_pauses_every_refill_while_it_lists_and_only_it
 
 def test_a_pause_left_by_a_step_that_died_ends_on_its_own(table, monkeypatch):
     run_store.pause_maintenance(by="td-all")
+    monkeypatch.setattr(clock, "epoch", lambda: NOW + 899.9)
+    assert run_store.refills_stopped_by("req-1") == "td-all"
+    monkeypatch.setattr(clock, "epoch", lambda: NOW + 900)  # its `until`, to the second: over
+    assert run_store.refills_stopped_by("req-1") is None
     monkeypatch.setattr(clock, "epoch", lambda: NOW + 0.7 + 901)
     assert run_store.refills_stopped_by("req-1") is None
