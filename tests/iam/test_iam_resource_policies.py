@@ -85,3 +85,28 @@ def test_a_bucket_policy_denying_the_instance_role_refuses_its_read(app, evaluat
                 "us-west-2", ACCOUNT)
     refused = refusal(instance, read, PoliciesOnly({f"arn:aws:s3:::{bucket}": document}), Judgements(), evaluator)
     assert refused is not None and refused.result == "ExplicitlyDenied"
+
+
+def test_a_bucket_policy_edited_to_deny_the_instance_role_stops_its_startup(judged_account):
+    import json
+
+    import boto3
+    from gpufill.local.iam.world import engine_world
+    from tests.iam.test_iam_runs import ONE_REGION, request
+
+    with judged_account(ONE_REGION) as (engine, judgements):
+        app = engine.deployments["local"].app
+        world = engine_world(engine)
+        [(topics, topic_policy)] = app.home.topic_policies
+        assert world.resource_policy(topics[0]) == topic_policy  # deployed as synthesized
+        bucket = app.home.functions["LaunchBatch"].environment[constants.ENV_STARTUP_BUCKET]
+        [document] = [copy.deepcopy(d) for name, d in app.home.bucket_policies if name == bucket]
+        assert world.resource_policy(f"arn:aws:s3:::{bucket}/scripts/startup.sh") == document
+        document["Statement"].append(_deny("s3:GetObject", f"arn:aws:s3:::{bucket}/*", app.instance_role.arn))
+        boto3.client("s3", region_name="us-east-1").put_bucket_policy(Bucket=bucket, Policy=json.dumps(document))
+        execution = engine.run(request(launch_mode="fleet", ready_timeout="PT3M"), name="bucket-denies")
+    # Launched and recorded, but startup.sh could not be read: it never ran, nothing serves.
+    assert execution.output["status"] == "FULFILLED", execution.cause
+    assert execution.output["instances_serving"] == 0
+    refused = [j for j in judgements.refusals if j.action == "s3:GetObject"]
+    assert refused and all(j.principal == app.instance_role.name for j in refused)
