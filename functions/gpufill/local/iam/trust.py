@@ -142,8 +142,8 @@ def refusal(engine, role: Role | None, service: str, source_arn: str | None = No
 def state_machine_starts(engine):
     """StartExecution as Step Functions takes it: the state machine's role must trust
     states.amazonaws.com for that state machine (aws:SourceArn = its ARN), or no execution starts.
-    AWS checks the same at CreateStateMachine; the engine checks at every start, so a role whose
-    trust changed after deploying is caught too."""
+    AWS checks the same at CreateStateMachine (`creations`, below); the engine checks again at
+    every start, so a role whose trust changed after deploying is caught too."""
     from unittest import mock
 
     from moto.core.exceptions import AWSError
