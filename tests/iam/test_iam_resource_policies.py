@@ -87,7 +87,7 @@ def test_a_bucket_policy_denying_the_instance_role_refuses_its_read(app, evaluat
     assert refused is not None and refused.result == "ExplicitlyDenied"
 
 
-def test_a_bucket_policy_edited_to_deny_the_instance_role_stops_its_startup(judged_account):
+def test_resource_policies_edited_in_the_account_are_judged_and_a_denying_bucket_stops_startup(judged_account):
     import json
 
     import boto3
@@ -99,6 +99,16 @@ def test_a_bucket_policy_edited_to_deny_the_instance_role_stops_its_startup(judg
         world = engine_world(engine)
         [(topics, topic_policy)] = app.home.topic_policies
         assert world.resource_policy(topics[0]) == topic_policy  # deployed as synthesized
+        # The topic's policy edited as SetTopicAttributes would: the reminders' publish is refused.
+        reminders = principal(app.home.functions["RemindApprovers"].role, "RemindApprovers", ACCOUNT)
+        publish = Call("sns", "Publish", {"TopicArn": topics[0], "Message": "m"}, "us-east-1", ACCOUNT)
+        assert refusal(reminders, publish, world, Judgements()) is None
+        denying = copy.deepcopy(topic_policy)
+        denying["Statement"].append(_deny("sns:Publish", topics[0], reminders.role_arn))
+        boto3.client("sns", region_name="us-east-1").set_topic_attributes(
+            TopicArn=topics[0], AttributeName="Policy", AttributeValue=json.dumps(denying))
+        refused = refusal(reminders, publish, world, Judgements())
+        assert refused is not None and refused.result == "ExplicitlyDenied"
         bucket = app.home.functions["LaunchBatch"].environment[constants.ENV_STARTUP_BUCKET]
         [document] = [copy.deepcopy(d) for name, d in app.home.bucket_policies if name == bucket]
         assert world.resource_policy(f"arn:aws:s3:::{bucket}/scripts/startup.sh") == document
