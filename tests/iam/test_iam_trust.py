@@ -113,10 +113,12 @@ def test_a_scheduler_role_trusting_schedule_arns_never_starts_the_teardown(judge
     with judged_account(ONE_REGION) as (engine, _):
         deployment = engine.deployments["local"]
         role = old_scheduler_trust(deployment.app.scheduler_role, "local")
-        engine.roles[role.arn] = role
         with engine.as_deployment("local"):  # the lifetime schedule a launch makes for request "untrusted"
             expires = (clock.now() + timedelta(minutes=5)).isoformat()
             schedules.schedule_expiry("untrusted", expires, deployment.state_machine_arn)
+        # Trust changed after the schedule was made (CreateSchedule itself refuses such a role):
+        # each run is judged again.
+        engine.roles[role.arn] = role
         engine.advance(600)
         executions = engine.executions()
         [run] = [r for r in engine.schedule_runs if r["schedule"] == "life-untrusted"]
@@ -151,3 +153,52 @@ def test_a_function_whose_role_does_not_trust_lambda_fails_the_run_naming_the_re
     assert execution.cause["failed_with"]["error"] == "Lambda.AccessDeniedException"
     assert role.name in execution.cause["failed_with"]["cause"] and "does not name lambda.amazonaws.com" in execution.cause["failed_with"]["cause"]
     assert "Nothing was launched" in execution.cause["message"]
+
+
+# --- trust judged at creation, as each service validates the role it is given ---------------------
+
+
+def _create(service: str, role_arn: str):
+    import boto3
+
+    if service == trust.LAMBDA:
+        boto3.client("lambda", region_name=REGION).create_function(
+            FunctionName="never-made", Runtime="python3.12", Role=role_arn, Handler="x.handler",
+            Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18})
+    elif service == trust.STATES:
+        boto3.client("stepfunctions", region_name=REGION).create_state_machine(
+            name="never-made", roleArn=role_arn,
+            definition='{"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}')
+    else:
+        boto3.client("scheduler", region_name=REGION).create_schedule(
+            Name="never-made", ScheduleExpression="at(2030-01-01T00:00:00)", FlexibleTimeWindow={"Mode": "OFF"},
+            Target={"Arn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:f", "RoleArn": role_arn})
+
+
+@pytest.mark.parametrize(
+    ("service", "code", "message"),
+    [
+        (trust.LAMBDA, "InvalidParameterValueException", trust.LAMBDA_CREATE_REFUSED),
+        (trust.STATES, "AccessDeniedException", trust.STATES_CREATE_REFUSED),
+        (trust.SCHEDULER, "ValidationException", trust.SCHEDULER_CREATE_REFUSED),
+    ],
+)
+def test_a_creation_with_a_role_the_service_may_not_assume_is_refused(judged_account, service, code, message):
+    import json
+
+    import boto3
+
+    other = trust.EC2
+    document = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"Service": other}, "Action": "sts:AssumeRole"}]}
+    with judged_account(ONE_REGION) as (engine, _):
+        iam = boto3.client("iam", region_name=REGION)
+        role_arn = iam.create_role(RoleName="trusts-ec2-only", AssumeRolePolicyDocument=json.dumps(document))["Role"]["Arn"]
+        with pytest.raises(ClientError) as refused:
+            _create(service, role_arn)
+        # The same role, trusting the service, is accepted.
+        document["Statement"][0]["Principal"]["Service"] = service
+        iam.update_assume_role_policy(RoleName="trusts-ec2-only", PolicyDocument=json.dumps(document))
+        _create(service, role_arn)
+    assert refused.value.response["Error"]["Code"] == code
+    assert refused.value.response["Error"]["Message"].startswith(message)

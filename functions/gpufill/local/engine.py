@@ -203,6 +203,9 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
 
         # Every start judged: the state machine's role must trust Step Functions (local/iam/trust.py).
         self._stack.enter_context(trust.state_machine_starts(self))
+        # ...and every creation: a function, state machine or schedule whose role the service may
+        # not assume is refused, as AWS refuses it.
+        self._stack.enter_context(trust.creations(self))
         self._stack.enter_context(speedups.no_sleeping_retries())
         # After the free retries: botocore's backoff after a throttle lets modelled time pass.
         self._stack.enter_context(throttling.backoff_on_the_modelled_clock(self))

@@ -2,8 +2,8 @@
 the roles with their policies, the instance profile, storage, the topic, the functions, the state
 machine and the EventBridge rules (the home stack's, and the forwarding stack in every other region).
 
-Only what a run meets is deployed: log groups, bucket policies, the topic's key and CDK's own
-deploy-time custom resources (BucketDeployment) are left out, since nothing in a run calls them.
+Only what a run meets is deployed: the topic's and buckets' policies are (the IAM judge reads
+them); log groups, the topic's key and CDK's own deploy-time custom resources (BucketDeployment) are left out, since nothing in a run calls them.
 What the engine owns stays the engine's: the regions parameter's value (the scenario's regions)
 and each function's code (the handler runs in-process; the zip is a stub).
 """
@@ -60,6 +60,10 @@ def deploy_app(
     for topic in home.topics:
         display = topic.properties.get("DisplayName")
         client("sns").create_topic(Name=topic.name, Attributes={"DisplayName": display} if display else {})
+    # The topic's and buckets' own policies: the engine's IAM judge reads them as AWS would.
+    for topics, document in home.topic_policies:
+        for topic_arn in topics:
+            client("sns").set_topic_attributes(TopicArn=topic_arn, AttributeName="Policy", AttributeValue=json.dumps(document))
     for group in home.schedule_groups:
         client("scheduler").create_schedule_group(Name=group.name)
     code = {"ZipFile": _stub_zip()}
@@ -172,6 +176,8 @@ def _storage(client: Clients, stack: StackModel, regions_config: str) -> None:
             )
     for bucket in stack.buckets:
         client("s3").create_bucket(Bucket=bucket.name)
+    for bucket_name, document in stack.bucket_policies:
+        client("s3").put_bucket_policy(Bucket=bucket_name, Policy=json.dumps(document))
     # The functions say which parameter holds the regions config; its value is the engine's.
     regions_parameters = {f.environment.get(constants.ENV_REGIONS_PARAMETER) for f in stack.functions.values()}
     for parameter in stack.parameters:

@@ -176,6 +176,10 @@ class StackModel:
     managed_policies: dict[str, tuple[str, dict]] = field(default_factory=dict)
     # Function aliases (AWS::Lambda::Alias): (function name or ARN, alias name, version).
     aliases: list[tuple[str, str, str]] = field(default_factory=list)
+    # Resource policies AWS judges with the caller's identity: (topic ARNs, document) of each
+    # AWS::SNS::TopicPolicy, (bucket name, document) of each AWS::S3::BucketPolicy.
+    topic_policies: list[tuple[list[str], dict]] = field(default_factory=list)
+    bucket_policies: list[tuple[str, dict]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -347,6 +351,14 @@ def read_stack(template: Mapping[str, Any], *, name: str, account: str, region: 
         aliases=[
             (p["FunctionName"], p["Name"], str(p["FunctionVersion"]))
             for p in (properties(i) for i, _ in of_type("AWS::Lambda::Alias"))
+        ],
+        topic_policies=[
+            (list(p["Topics"]), p["PolicyDocument"])
+            for p in (properties(i) for i, _ in of_type("AWS::SNS::TopicPolicy"))
+        ],
+        bucket_policies=[
+            (p["Bucket"], p["PolicyDocument"])
+            for p in (properties(i) for i, _ in of_type("AWS::S3::BucketPolicy"))
         ],
     )
 

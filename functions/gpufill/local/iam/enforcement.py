@@ -198,10 +198,26 @@ def refusal(principal: Principal, call: Call, world: World, judgements: Judgemen
     except UnknownCall as error:
         raise UnknownCall(f"{error} (called by {principal.name})") from None
     checks = [type(c)(c.action, c.resource, {**principal.context(), **c.context}) for c in checks]
-    decisions = [judge.judge(principal.arn, call.account, principal.policies, c) for c in checks]
+    decisions = [_judged(judge, principal, call, world, c) for c in checks]
     for decision in decisions:
         judgements.add(principal, decision)
     return _first_refusal(decisions)
+
+
+# The services whose resources carry a policy of their own that AWS judges with the caller's.
+RESOURCE_POLICY_SERVICES = ("sns:", "s3:")
+
+
+def _judged(judge: Evaluator, principal: Principal, call: Call, world: World, check) -> Decision:
+    """One check; an SNS topic's or S3 bucket's own policy is judged with the caller's, as AWS does.
+    Every request reaches AWS over TLS (boto3 speaks HTTPS only), so aws:SecureTransport is true:
+    a policy's Deny on SecureTransport=false (CDK's enforce_ssl) never matches gpufill's calls."""
+    policy_of = getattr(world, "resource_policy", None)
+    policy = policy_of(check.resource) if policy_of and check.action.startswith(RESOURCE_POLICY_SERVICES) else None
+    if policy is None:
+        return judge.judge(principal.arn, call.account, principal.policies, check)
+    check = type(check)(check.action, check.resource, {**check.context, "aws:SecureTransport": "true"})
+    return judge.judge(principal.arn, call.account, principal.policies, check, resource_policy=policy)
 
 
 def _first_refusal(decisions: list[Decision]) -> Decision | None:
@@ -217,11 +233,12 @@ def _first_refusal(decisions: list[Decision]) -> Decision | None:
 
 def refusal_message(principal: Principal, decision: Decision, *, action_label: str | None = None) -> str:
     action = action_label or decision.authorization.action
-    why = (
-        "with an explicit deny in an identity-based policy"
-        if decision.result == EXPLICITLY_DENIED
-        else f"because no identity-based policy allows the {action} action"
-    )
+    if decision.result != EXPLICITLY_DENIED:
+        why = f"because no identity-based policy allows the {action} action"
+    elif decision.denied_by_resource and not decision.denied_by:
+        why = "with an explicit deny in a resource-based policy"
+    else:
+        why = "with an explicit deny in an identity-based policy"
     return f"User: {principal.arn} is not authorized to perform: {action} on resource: {decision.authorization.resource} {why}"
 
 

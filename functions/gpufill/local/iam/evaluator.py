@@ -63,6 +63,8 @@ class Decision:
     ignored_keys: tuple[str, ...] = ()
     allowed_by: tuple[str, ...] = ()
     denied_by: tuple[str, ...] = ()
+    # Deny statements of the resource's own policy (a topic's, a bucket's) that matched.
+    denied_by_resource: tuple[str, ...] = ()
 
     @property
     def allowed(self) -> bool:
@@ -121,7 +123,7 @@ class Evaluator:
         self._lock = threading.Lock()
         self._next_id = 0
         self._known_sets: set[str] = set()
-        self._decisions: dict[tuple[str, str, str], Decision] = {}
+        self._decisions: dict[tuple[str, str, str, str], Decision] = {}
         self._trusts: dict[str, str] = {}
         self.asked = 0  # questions that reached Node (cache misses)
         self.answered = 0  # every judge() call
@@ -176,10 +178,15 @@ class Evaluator:
     # --- questions ------------------------------------------------------------------
 
     def judge(
-        self, principal_arn: str, account: str, policies: Sequence[tuple[str, dict]], authorization: Authorization
+        self, principal_arn: str, account: str, policies: Sequence[tuple[str, dict]], authorization: Authorization,
+        resource_policy: dict | None = None,
     ) -> Decision:
+        """`resource_policy`: the resource's own policy (an SNS topic's, an S3 bucket's), judged with
+        the identity policies as AWS does: within the account either may allow, an explicit Deny in
+        either refuses."""
         policy_key = policy_set_key(policies)
-        cache_key = (policy_key, principal_arn, authorization.key())
+        cache_key = (policy_key, principal_arn, authorization.key(),
+                     json.dumps(resource_policy, sort_keys=True) if resource_policy else "")
         with self._lock:
             self.answered += 1
             cached = self._decisions.get(cache_key)
@@ -206,6 +213,7 @@ class Evaluator:
                     "action": authorization.action,
                     "resource": _public_account(authorization.resource),
                     "context": _plain(authorization.context),
+                    **({"resourcePolicy": resource_policy} if resource_policy else {}),
                 }
             )
             if "error" in answer:
@@ -220,6 +228,7 @@ class Evaluator:
                 ignored_keys=tuple(answer.get("ignored") or ()),
                 allowed_by=tuple(answer.get("allow") or ()),
                 denied_by=tuple(answer.get("deny") or ()),
+                denied_by_resource=tuple(answer.get("resourceDeny") or ()),
             )
             self._decisions[cache_key] = decision
             return decision

@@ -6,7 +6,8 @@
 // Requests, one JSON object per line:
 //   {"id": 1, "op": "policies", "key": "<hash>", "policies": [{"name": ..., "policy": {...}}]}
 //   {"id": 2, "op": "judge", "key": "<hash>", "principal": ARN, "account": "...",
-//    "action": "ec2:RunInstances", "resource": ARN, "context": {...}}
+//    "action": "ec2:RunInstances", "resource": ARN, "context": {...},
+//    "resourcePolicy": {...}}   (optional: the topic's or bucket's policy, judged with the identity's)
 //   {"id": 3, "op": "trust", "role": ARN, "account": "...", "trustPolicy": {...},
 //    "service": "scheduler.amazonaws.com", "context": {...}}   (a service assuming a role)
 // Each answer is one line with the same id.
@@ -62,7 +63,12 @@ function reasons(analysis) {
   const identity = analysis?.identityAnalysis
   if (!identity) return {}
   const pick = (items) => (items || []).map((s) => s.statement?.Sid || s.explain?.identifier || '?')
-  return { allow: pick(identity.allowStatements), deny: pick(identity.denyStatements) }
+  const resource = analysis?.resourceAnalysis
+  return {
+    allow: pick(identity.allowStatements),
+    deny: pick(identity.denyStatements),
+    resourceDeny: pick(resource?.denyStatements)
+  }
 }
 
 async function judge(request) {
@@ -79,7 +85,8 @@ async function judge(request) {
       },
       identityPolicies: policies,
       serviceControlPolicies: [],
-      resourceControlPolicies: []
+      resourceControlPolicies: [],
+      ...(request.resourcePolicy ? { resourcePolicy: request.resourcePolicy } : {})
     },
     { simulationMode: 'Strict' }
   )

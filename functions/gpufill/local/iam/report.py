@@ -34,6 +34,8 @@ PATHS = [
     ("provision-capacity-block.json", "capacity-blocks.json", "approved"),
 ]
 # Resource ids vary run by run; a need names its resource by type with a fixed id.
+# Who calls, and over TLS (every call is): facts of every call, not what a grant needs.
+_NOT_NEEDS = ("aws:Principal", "aws:SecureTransport")
 _ID = re.compile(r"/(i|vol|eni|subnet|sg|lt|fleet|sir|ami|vpc|cr)-[0-9a-f]+")
 # The same ids where a condition key holds them (an instance's own id, the fleet and launch
 # template that made it), and a launch's ClientToken tag: the file stays the same run after run.
@@ -239,4 +241,4 @@ class _Generic:
 
     def context(self, context: dict) -> dict:
         return {k: (self(v) if isinstance(v, str) else [self(x) for x in v])
-                for k, v in sorted(context.items()) if not k.startswith("aws:Principal")}
+                for k, v in sorted(context.items()) if not k.startswith(_NOT_NEEDS)}

@@ -142,8 +142,8 @@ def refusal(engine, role: Role | None, service: str, source_arn: str | None = No
 def state_machine_starts(engine):
     """StartExecution as Step Functions takes it: the state machine's role must trust
     states.amazonaws.com for that state machine (aws:SourceArn = its ARN), or no execution starts.
-    AWS checks the same at CreateStateMachine; the engine checks at every start, so a role whose
-    trust changed after deploying is caught too."""
+    AWS checks the same at CreateStateMachine (`creations`, below); the engine checks again at
+    every start, so a role whose trust changed after deploying is caught too."""
     from unittest import mock
 
     from moto.core.exceptions import AWSError
@@ -167,3 +167,78 @@ def state_machine_starts(engine):
         return original(backend, state_machine_arn, *args, **kwargs)
 
     return mock.patch.object(StepFunctionsParserBackend, "start_execution", start_execution)
+
+
+# What each service answers when the role given at creation is one it may not assume.
+LAMBDA_CREATE_REFUSED = "The role defined for the function cannot be assumed by Lambda."
+STATES_CREATE_REFUSED = ("Neither the global service principal states.amazonaws.com, nor the regional one is "
+                         "authorized to assume the provided role.")
+SCHEDULER_CREATE_REFUSED = "The execution role you provide must allow AWS EventBridge Scheduler to assume the role."
+
+
+def role_named(engine, role_arn: str | None) -> Role | None:
+    """The role `role_arn` names: the engine's deployed one, else the account's (moto's) own."""
+    if not role_arn:
+        return None
+    role = engine.roles.get(role_arn)
+    if role is not None:
+        return role
+    from moto.iam.models import iam_backends
+
+    for found in iam_backends[engine.account]["aws"].roles.values():
+        if found.arn == role_arn:
+            return Role(logical_id="", name=found.name, arn=found.arn, policies=[],
+                        trust_policy=json.loads(found.assume_role_policy_document or "{}"))
+    return None
+
+
+def creations(engine):
+    """CreateFunction, CreateStateMachine and CreateSchedule as AWS takes them: the service
+    validates that it may assume the role it is given and refuses the creation otherwise, so
+    nothing is made that could never run. The context is the one each service sends when it later
+    assumes the role (the state machine's ARN; the schedule's group). A role the account does not
+    hold is left to moto's own checks."""
+    from contextlib import ExitStack
+    from unittest import mock
+
+    from moto.awslambda.exceptions import InvalidParameterValueException
+    from moto.awslambda.models import LambdaBackend
+    from moto.core.exceptions import AWSError
+    from moto.scheduler.exceptions import ValidationException
+    from moto.scheduler.models import EventBridgeSchedulerBackend
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    class StatesRoleNotAssumable(AWSError):
+        TYPE = "AccessDeniedException"
+        STATUS = 400
+
+    create_function = LambdaBackend.create_function
+    create_state_machine = StepFunctionsParserBackend.create_state_machine
+    create_schedule = EventBridgeSchedulerBackend.create_schedule
+
+    def refused(role_arn, service, source_arn=None) -> Refusal | None:
+        return refusal(engine, role_named(engine, role_arn), service, source_arn)
+
+    def function(backend, spec):
+        if refused(spec.get("Role"), LAMBDA) is not None:
+            raise InvalidParameterValueException(LAMBDA_CREATE_REFUSED)
+        return create_function(backend, spec)
+
+    def state_machine(backend, name, definition, roleArn, *args, **kwargs):
+        arn = f"arn:aws:states:{backend.region_name}:{backend.account_id}:stateMachine:{name}"
+        why = refused(roleArn, STATES, arn)
+        if why is not None:
+            raise StatesRoleNotAssumable(f"{STATES_CREATE_REFUSED} {why.message}")
+        return create_state_machine(backend, name, definition, roleArn, *args, **kwargs)
+
+    def schedule(backend, **kwargs):
+        group = schedule_group_arn(backend.region_name, backend.account_id, kwargs.get("group_name") or "default")
+        if refused((kwargs.get("target") or {}).get("RoleArn"), SCHEDULER, group) is not None:
+            raise ValidationException(SCHEDULER_CREATE_REFUSED)
+        return create_schedule(backend, **kwargs)
+
+    stack = ExitStack()
+    stack.enter_context(mock.patch.object(LambdaBackend, "create_function", function))
+    stack.enter_context(mock.patch.object(StepFunctionsParserBackend, "create_state_machine", state_machine))
+    stack.enter_context(mock.patch.object(EventBridgeSchedulerBackend, "create_schedule", schedule))
+    return stack

@@ -3,6 +3,7 @@ EC2 resources, launch templates, the roles behind an instance profile, default n
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -154,6 +155,26 @@ class MotoWorld:
         for subnet in backend.describe_subnets():
             if subnet.default_for_az and (zone is None or subnet.availability_zone == zone):
                 return subnet.id
+        return None
+
+    def resource_policy(self, arn: str) -> dict | None:
+        """The policy of the SNS topic or S3 bucket `arn` names (an object's ARN names its bucket's),
+        as deployed in moto; None for any other resource, or one without a policy."""
+        parts = arn.split(":", 5)
+        if len(parts) < 6:
+            return None
+        service, region, resource = parts[2], parts[3], parts[5]
+        if service == "sns":
+            from moto.sns.models import sns_backends
+
+            topic = sns_backends[self.account][region].topics.get(arn)
+            return None if topic is None else json.loads(topic.policy)
+        if service == "s3":
+            from moto.s3.models import s3_backends
+
+            bucket = s3_backends[self.account][self.partition].buckets.get(resource.split("/", 1)[0])
+            policy = getattr(bucket, "policy", None)
+            return json.loads(policy) if policy else None
         return None
 
     def default_security_group(self, region: str, vpc_id: str | None) -> str | None:
