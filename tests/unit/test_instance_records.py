@@ -269,6 +269,18 @@ def test_a_reclaimed_instance_names_its_refill_and_keeps_the_first_warning(table
         instances_table.mark_interrupted("i-none", interruption="x", refill_run="r", at=AT)
 
 
+def test_a_reclaim_a_waiting_teardown_holds_back_names_that_teardown_and_keeps_the_first_warning(table):
+    instances_table.record_launched([instance("i-1")], request_id="req-1", client_token="tok")
+    instances_table.mark_refill_held("i-1", interruption="rebalance", held_by="teardown-t1", at=AT)
+    instances_table.mark_refill_held("i-1", interruption="terminated", held_by="teardown-t1", at=AT.replace(hour=4))
+    record = item(table, "i-1")
+    assert (record["state"], record["refill_held_by"], record["interruption"], record["interrupted_at"]) == (
+        "interrupted", "teardown-t1", "rebalance", "2026-12-04T03:00:00+00:00")
+    assert "refill_run" not in record and record["request_id"] == "req-1"
+    with pytest.raises(ClientError, match="ConditionalCheckFailed"):
+        instances_table.mark_refill_held("i-none", interruption="x", held_by="t", at=AT)
+
+
 def test_replacements_are_added_once_and_an_unknown_instance_is_skipped(table):
     instances_table.record_launched([instance("i-1"), instance("i-2")], request_id="req-1", client_token="tok")
     instances_table.mark_replaced(["i-none", "i-1", "i-2"], ["i-9"])

@@ -378,6 +378,19 @@ def test_a_teardown_asked_and_not_yet_approved_already_stops_the_refill():
     decision = refill.decide(WARNING, dict(RECORD), STORED, [], None, stopped_by="end-serve")
     assert (decision.refill, decision.reason) == (False, "torn-down")
     assert "end-serve" in decision.detail
+    # The reclaim is held for that teardown: a rejection starts its refill.
+    assert (decision.held_by, decision.interruption) == ("end-serve", "spot interruption warning")
+
+
+def test_only_a_reclaim_is_held_and_only_for_a_teardown_that_ended_nothing_yet():
+    # The instance shut itself down: nothing to refill, so nothing held.
+    shut = refill.decide(ENDING, dict(RECORD), STORED, [], "Client.InstanceInitiatedShutdown", stopped_by="end-serve")
+    assert (shut.reason, shut.held_by, shut.interruption) == ("torn-down", None, None)
+    # A teardown already ended instances of the request: it was approved, nothing is held.
+    ended = refill.decide(WARNING, dict(RECORD), STORED, [{"terminated_by": "end-serve"}], None, stopped_by="end-serve")
+    assert (ended.reason, ended.held_by) == ("torn-down", None)
+    # No teardown waits: the refill starts, nothing is held.
+    assert refill.decide(WARNING, dict(RECORD), STORED, [], None).held_by is None
 
 
 # --- a rejected teardown starts again the refills it stopped ------------------------------
@@ -404,6 +417,15 @@ def test_a_refill_that_was_stopped_is_started_again_and_one_that_stands_is_not()
     assert refill.refills_to_restart({OLD: RECORD}) == []
     assert refill.refills_to_restart({OLD: {**RECLAIMED, "terminated_by": "serve-down"}}) == []
     assert refill.refills_to_restart({LATER: RECLAIMED, OLD: RECLAIMED}) == [OLD, LATER]
+
+
+def test_a_refill_a_waiting_teardown_held_back_is_started_when_that_teardown_is_rejected():
+    held = {**RECORD, "state": "interrupted", "refill_held_by": "end-serve"}
+    assert refill.refills_to_restart({OLD: held}, "end-serve") == [OLD]
+    assert refill.refills_to_restart({OLD: held}, "another-teardown") == []  # not the one that held it
+    assert refill.refills_to_restart({OLD: held}) == []
+    assert refill.refills_to_restart({OLD: {**held, "terminated_by": "end-serve"}}, "end-serve") == []
+    assert refill.refills_to_restart({OLD: {**held, "replaced_by": [NEW]}, NEW: {**RECORD, "instance_id": NEW}}, "end-serve") == []
 
 
 def test_the_requests_a_rejected_teardown_gives_back_are_the_one_it_names_and_those_it_listed():

@@ -59,6 +59,7 @@ def aws(monkeypatch):
     monkeypatch.setattr(managed_instances, "state_reason", lambda region, iid: done.append(("reason", region, iid)) or held["reason"])
     monkeypatch.setattr(capacity_cache, "remember_full", lambda key, **kw: done.append(("full", key, kw)))
     monkeypatch.setattr(instances_table, "mark_interrupted", lambda iid, **kw: done.append(("interrupted", iid, kw)))
+    monkeypatch.setattr(instances_table, "mark_refill_held", lambda iid, **kw: done.append(("held", iid, kw)))
     monkeypatch.setattr(executions, "start", lambda name, given: done.append(("start", name, given)) or f"arn:exec:{name}")
     monkeypatch.setattr(metrics, "add_metric", lambda name, unit, value: done.append(("metric", name, unit, value)))
     return done, held
@@ -134,13 +135,17 @@ def test_a_teardown_of_the_request_stops_the_refill(aws):
     out = start_refill.handler(warning(), Context())
     assert out["reason"] == "torn-down" and "serve-teardown" in out["detail"]
     assert not [d for d in done if d[0] in ("full", "interrupted", "start")]
+    # The reclaim is recorded as held by that teardown, which starts the refill if it is rejected.
+    assert ("held", OLD, {"interruption": "spot interruption warning", "held_by": "serve-teardown", "at": NOW}) in done
+    assert out["held_by"] == "serve-teardown"
 
 
 def test_a_sibling_ended_by_a_teardown_stops_the_refill(aws):
-    _, held = aws
+    done, held = aws
     held["siblings"] = {"i-2": {"instance_id": "i-2", "terminated_by": "td-3"}}
     out = start_refill.handler(warning(), Context())
     assert out["reason"] == "torn-down" and "td-3" in out["detail"]
+    assert not [d for d in done if d[0] == "held"]  # an approved teardown holds nothing back
 
 
 def test_an_instance_ended_through_the_api_is_not_refilled(aws):

@@ -313,6 +313,23 @@ def mark_interrupted(instance_id: str, *, interruption: str, refill_run: str, at
     )
 
 
+def mark_refill_held(instance_id: str, *, interruption: str, held_by: str, at: datetime) -> None:
+    """EC2 reclaimed this instance while teardown `held_by` awaited its approval: no refill starts
+    now, and the record says which teardown held it back, so a rejection starts it."""
+    _table().update_item(
+        Key={"instance_id": instance_id},
+        UpdateExpression="SET #state = :state, refill_held_by = :by, interruption = if_not_exists(interruption, :what), interrupted_at = if_not_exists(interrupted_at, :at)",
+        ConditionExpression="attribute_exists(instance_id)",
+        ExpressionAttributeNames={"#state": "state"},
+        ExpressionAttributeValues={
+            ":state": "interrupted",
+            ":by": held_by,
+            ":what": interruption,
+            ":at": at.isoformat(timespec="seconds"),
+        },
+    )
+
+
 def mark_replaced(instance_ids: list[str], replacements: list[str]) -> None:
     """The refill run launched `replacements` for these instances (a set: a retried step adds nothing)."""
     for instance_id in instance_ids:

@@ -96,7 +96,7 @@ def restart_refills(teardown: Teardown, *, by: str, state_machine: str) -> list[
                 continue
             stored = run_store.load_request(request_id)
             records = instances_table.request_holdings(request_id).records
-            for instance_id in refill.refills_to_restart(records) if stored else []:
+            for instance_id in refill.refills_to_restart(records, by) if stored else []:
                 name = refill.execution_name(request_id, instance_id, after=by)
                 body = refill.refill_input(stored, request_id=request_id, instance_id=instance_id,
                                            pool=refill.reclaimed_pool(records[instance_id]))

@@ -34,6 +34,10 @@ def handler(event: dict, context: LambdaContext) -> dict:
     decision = refill.decide(seen, record, stored, siblings, reason, stopped_by=stopped_by)
     logger.info("instance event", extra={"event": seen.model_dump(), "decision": decision.model_dump(exclude={"input"})})
     if not decision.refill:
+        if decision.held_by:
+            instances_table.mark_refill_held(
+                seen.instance_id, interruption=decision.interruption, held_by=decision.held_by, at=clock.now()
+            )
         metrics.add_metric(name="InterruptionsIgnored", unit="Count", value=1)
         return decision.model_dump(exclude={"input"}, exclude_none=True)
     capacity_cache.remember_full(decision.reclaimed_pool, request_id=request_id, reason="reclaimed")

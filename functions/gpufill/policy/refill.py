@@ -79,6 +79,9 @@ class Decision(_Model):
     reclaimed_pool: str | None = None
     # What the old record says happened to the instance.
     interruption: str | None = None
+    # A reclaim that would have been refilled but for a teardown still awaiting its approval: that
+    # teardown's id, so a rejection can start the refill it held back (refills_to_restart).
+    held_by: str | None = None
 
 
 def read_event(event: dict) -> InstanceEvent | None:
@@ -131,14 +134,15 @@ def _replacement_holds(record: dict | None) -> bool:
     return not (record.get("rolled_back") or record.get("terminated_at") or record.get("state") in ENDING_STATES)
 
 
-def refills_to_restart(records: dict[str, dict]) -> list[str]:
-    """The reclaimed instances of a request (a refill run was started for each) that nothing
-    replaces now: their refill was stopped by a teardown (it launched nothing, or terminated what
-    it launched), and no teardown ended them. Oldest id first."""
+def refills_to_restart(records: dict[str, dict], by: str | None = None) -> list[str]:
+    """The reclaimed instances of a request that nothing replaces now: a refill run was started for
+    each and stopped by a teardown (it launched nothing, or terminated what it launched), or the
+    teardown `by` held its refill back while it waited (never started); and no teardown ended
+    them. Oldest id first."""
     return sorted(
         instance_id
         for instance_id, record in records.items()
-        if record.get("refill_run")
+        if (record.get("refill_run") or (by is not None and record.get("refill_held_by") == by))
         and not record.get("terminated_by")
         and not any(_replacement_holds(records.get(r)) for r in record.get("replaced_by") or [])
     )
@@ -203,10 +207,15 @@ def decide(
         return _ignore("request-unknown", f"request {request_id} is no longer kept, so it cannot be asked for again")
     if record.get("terminated_by"):
         return _ignore("teardown", f"{instance_id} was ended by gpufill teardown {record['terminated_by']}")
-    torn_down = sorted({r["terminated_by"] for r in request_records if r.get("terminated_by")} | ({stopped_by} if stopped_by else set()))
+    ended_by = {r["terminated_by"] for r in request_records if r.get("terminated_by")}
+    torn_down = sorted(ended_by | ({stopped_by} if stopped_by else set()))
     if torn_down:
-        return _ignore(
-            "torn-down", f"request {request_id} was torn down ({', '.join(torn_down)}): a teardown stops its maintenance"
+        held = decide(event, record, stored_request, request_records, state_reason) if not ended_by else None
+        return Decision(
+            refill=False, reason="torn-down",
+            detail=f"request {request_id} was torn down ({', '.join(torn_down)}): a teardown stops its maintenance",
+            held_by=stopped_by if held is not None and held.refill else None,
+            interruption=held.interruption if held is not None and held.refill else None,
         )
     if record.get("replaced_by"):
         return _ignore("already-refilled", f"{instance_id} was already replaced by {', '.join(record['replaced_by'])}")
