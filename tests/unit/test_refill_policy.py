@@ -130,6 +130,16 @@ def test_the_refill_input_is_a_valid_request():
     assert parsed.count == 1 and parsed.maintain and parsed.refill.replaces == [OLD]
 
 
+def test_a_refill_waits_for_capacity_with_the_backoff_its_request_asked():
+    stored = {**STORED, "wait_for_capacity_seconds": 7200, "wait_first_delay_seconds": 30, "wait_max_delay_seconds": 300}
+    body = refill.refill_input(stored, request_id="serve", instance_id=OLD, pool="spot/us-east-1/us-east-1a/g6.xlarge")
+    assert body["wait_for_capacity"] == {"deadline": "PT7200S", "first_delay": "PT30S", "max_delay": "PT300S"}
+    # A backoff the request left to the deployment stays the deployment's.
+    del stored["wait_first_delay_seconds"]
+    body = refill.refill_input(stored, request_id="serve", instance_id=OLD, pool="spot/us-east-1/us-east-1a/g6.xlarge")
+    assert body["wait_for_capacity"] == {"deadline": "PT7200S", "max_delay": "PT300S"}
+
+
 # --- the decision -------------------------------------------------------------------------
 
 
@@ -386,6 +396,9 @@ def test_only_a_reclaim_is_held_and_only_for_a_teardown_that_ended_nothing_yet()
     # The instance shut itself down: nothing to refill, so nothing held.
     shut = refill.decide(ENDING, dict(RECORD), STORED, [], "Client.InstanceInitiatedShutdown", stopped_by="end-serve")
     assert (shut.reason, shut.held_by, shut.interruption) == ("torn-down", None, None)
+    # EC2 took it back (its state reason says so): held, naming why.
+    taken = refill.decide(ENDING, dict(RECORD), STORED, [], "Server.SpotInstanceTermination", stopped_by="end-serve")
+    assert (taken.held_by, taken.interruption) == ("end-serve", "Server.SpotInstanceTermination")
     # A teardown already ended instances of the request: it was approved, nothing is held.
     ended = refill.decide(WARNING, dict(RECORD), STORED, [{"terminated_by": "end-serve"}], None, stopped_by="end-serve")
     assert (ended.reason, ended.held_by) == ("torn-down", None)
