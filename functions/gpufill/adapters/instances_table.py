@@ -299,32 +299,25 @@ def mark_interrupted(instance_id: str, *, interruption: str, refill_run: str, at
     """EC2 reclaimed this instance and `refill_run` replaces it. The record keeps everything else
     it held; a repeated event (the warning, then the state change) writes the same again, but
     keeps what the first one said and when."""
-    _table().update_item(
-        Key={"instance_id": instance_id},
-        UpdateExpression="SET #state = :state, refill_run = :run, interruption = if_not_exists(interruption, :what), interrupted_at = if_not_exists(interrupted_at, :at)",
-        ConditionExpression="attribute_exists(instance_id)",
-        ExpressionAttributeNames={"#state": "state"},
-        ExpressionAttributeValues={
-            ":state": "interrupted",
-            ":what": interruption,
-            ":run": refill_run,
-            ":at": at.isoformat(timespec="seconds"),
-        },
-    )
+    _mark_reclaimed(instance_id, "refill_run", refill_run, interruption=interruption, at=at)
 
 
 def mark_refill_held(instance_id: str, *, interruption: str, held_by: str, at: datetime) -> None:
     """EC2 reclaimed this instance while teardown `held_by` awaited its approval: no refill starts
     now, and the record says which teardown held it back, so a rejection starts it."""
+    _mark_reclaimed(instance_id, "refill_held_by", held_by, interruption=interruption, at=at)
+
+
+def _mark_reclaimed(instance_id: str, field: str, value: str, *, interruption: str, at: datetime) -> None:
     _table().update_item(
         Key={"instance_id": instance_id},
-        UpdateExpression="SET #state = :state, refill_held_by = :by, interruption = if_not_exists(interruption, :what), interrupted_at = if_not_exists(interrupted_at, :at)",
+        UpdateExpression=f"SET #state = :state, {field} = :value, interruption = if_not_exists(interruption, :what), interrupted_at = if_not_exists(interrupted_at, :at)",
         ConditionExpression="attribute_exists(instance_id)",
         ExpressionAttributeNames={"#state": "state"},
         ExpressionAttributeValues={
             ":state": "interrupted",
-            ":by": held_by,
             ":what": interruption,
+            ":value": value,
             ":at": at.isoformat(timespec="seconds"),
         },
     )
