@@ -34,13 +34,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from types import SimpleNamespace
+
 from gpufill.constants import (
     DEFAULT_CAPACITY_CACHE_SECONDS,
     DEFAULT_TRIES_PER_EXECUTION,
+    WAIT_FACTS_TTL_SECONDS,
     WAIT_FIRST_DELAY_SECONDS,
     WAIT_MAX_DELAY_SECONDS,
+    WAIT_SKIP_FULL_SECONDS,
 )
 from gpufill.policy import fill, ranking, waiting
+from gpufill.policy import reservations as reservation_policy
 
 from bench import leak, replay
 from bench.costs import scoring_seconds
@@ -57,6 +62,8 @@ ZONE_SETUP = ("DescribeSubnets",)
 CLASSIC_BATCH = 4
 # While no run waits, how often the replay looks for reclaims: a refill starts at most this late.
 WATCH_STEP_SECONDS = 10
+# The request's reservations setting as the replay's runs have it (the default); the markets hold none.
+OPEN_RESERVATIONS = SimpleNamespace(capacity_reservations="open", market="spot")
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,10 @@ class Asked:
     first_delay: int = WAIT_FIRST_DELAY_SECONDS
     max_delay: int = WAIT_MAX_DELAY_SECONDS
     all_or_nothing: bool = False
+    # The deployment's constants, here so the bench can measure others: how long a try reuses its
+    # facts (0: every try scores every region) and how recently found full a pool it leaves out.
+    facts_ttl: int = WAIT_FACTS_TTL_SECONDS
+    skip_full: int = WAIT_SKIP_FULL_SECONDS
 
 
 def run(case: DynamicCase, strategy: str = "gpufill", request_id: str = REQUEST_ID, asked: Asked = Asked()) -> Ec2:
@@ -118,17 +129,28 @@ def _wait_loop(
     wait = waiting.begin(
         int(min(HORIZON_SECONDS - started, HORIZON_SECONDS)), started, first_delay=asked.first_delay, max_delay=asked.max_delay
     )
+    route = "prepare"  # the first try scores every region
     while True:
-        for api in SCORING_PER_REGION:
+        known = route == "rank" and asked.facts_ttl > 0
+        # A try that reuses its facts (RankKnownPools) scores nothing; the market has no reservations,
+        # so it reads none either (policy.reservations.read_again with none found before).
+        scoring = SCORING_PER_REGION if not known else tuple(
+            api for api in SCORING_PER_REGION if api == "DescribeCapacityReservations"
+            and reservation_policy.read_again(OPEN_RESERVATIONS, "spot", 0)
+        )
+        for api in scoring:
             ec2.calls[api] += len(regions)
-        ec2.wait(scoring_seconds())
+        if not known:
+            ec2.wait(scoring_seconds())
         scores = ranking.score_all(facts, request)
         if strategy == "gpufill":
             pools = ranking.price_capacity_pools(facts, ranking.with_region_scores(scores, region_scores), request)
         else:
             pools = ranking.spot_pools(facts, scores, request)
-        recently = {k: int(ec2.now - at) for k, at in cache.items() if ec2.now - at < DEFAULT_CAPACITY_CACHE_SECONDS}
-        pools = ranking.defer_recently_full(pools, recently, ec2.now)
+        full = {k: at for k, at in cache.items() if ec2.now - at < DEFAULT_CAPACITY_CACHE_SECONDS}
+        pools = ranking.defer_recently_full(pools, full, ec2.now)
+        if known:
+            pools = ranking.leave_out_recently_full(pools, full, ec2.now, asked.skip_full)
         try_launch = _fleets if strategy == "gpufill" else _probe
         before = len(ec2.instances)
         got, calls = try_launch(ec2, cache, pools, count - launched)
@@ -146,6 +168,7 @@ def _wait_loop(
             return
         yield wait.delay_seconds
         wait = waiting.begin_try(wait, handover=verdict == "handover", attempts_total=attempts)
+        route, wait = waiting.next_try_route(wait, now=ec2.now, handover=verdict == "handover", ttl=asked.facts_ttl)
 
 
 def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int, int]:

@@ -287,6 +287,16 @@ ENV_WAIT_MAX_DELAY_SECONDS = "WAIT_MAX_DELAY_SECONDS"
 # a wait of at most 6 hours between two tries (a longer one misses the restocks it waits for).
 WAIT_MIN_DELAY_SECONDS = 10
 WAIT_LONGEST_DELAY_SECONDS = 6 * 3600
+# A try after a wait reuses the regions' facts (offerings, spot prices, reservations) the run read
+# on an earlier try while they are younger than this, and goes straight to ranking: over hours of
+# waiting those answers barely move while capacity does, and re-reading them every try was most of
+# a wait's EC2 calls (docs/benchmark.md, "Counting calls"). Spot prices stay at most this stale.
+WAIT_FACTS_TTL_SECONDS = 900
+# A try that reuses its facts leaves out the pools this or another run found full less than this
+# long ago (the capacity cache): their answer is unlikely to have changed, and each left-out
+# region saves a fleet. Shorter than the wait's cap, so a pool found full is asked again by the
+# try after next at the latest; chosen on the dynamic benchmark.
+WAIT_SKIP_FULL_SECONDS = 100
 # When a waiting execution continues as a new one: before its history could pass this many
 # events (Step Functions stops an execution at 25,000; the rest is headroom for task retries,
 # each of which adds 3 events). A try's events are bounded by a formula measured on the local

@@ -113,6 +113,17 @@ def test_a_pool_another_run_just_found_empty_goes_last_with_the_reason():
     assert [p.deferred for p in deferred] == [False, False, True]
 
 
+def test_a_try_that_reuses_its_facts_leaves_out_only_the_pools_found_full_within_the_window():
+    facts = [RegionFacts(region="us-west-2", types=[offer("g6.xlarge", [0.40, 0.41, 0.42], region="us-west-2")])]
+    pools = ranking.spot_pools(facts, ranking.score_all(facts, req(regions=["us-west-2"])), req(regions=["us-west-2"]))
+    full = {pools[0].key: 1000, pools[1].key: 900}
+    kept = ranking.leave_out_recently_full(ranking.defer_recently_full(pools, full, now=1099), full, now=1099, within=100)
+    # us-west-2a answered 99 s ago: left out; us-west-2b 199 s ago: asked again, last; the window's edge is asked.
+    assert [(p.availability_zone, p.deferred) for p in kept] == [("us-west-2c", False), ("us-west-2b", True)]
+    assert len(ranking.leave_out_recently_full(pools, full, now=1100, within=100)) == 3
+    assert ranking.leave_out_recently_full(pools, {}, now=1100, within=100) == pools
+
+
 def test_classic_scoring_is_the_default_whatever_placement_scores_the_facts_carry():
     def zone(region, letter, price, placement=None):
         return ZoneOffer(availability_zone=f"{region}{letter}", spot_price=price, placement_score=placement)

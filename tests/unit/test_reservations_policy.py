@@ -1,6 +1,7 @@
 """Which capacity reservations a run uses, how many instances each takes, and how the fill loop
 keeps within what it planned (policy/reservations.py, policy/fill.py)."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -8,7 +9,7 @@ from gpufill.models.request import Request, normalise
 from gpufill.models.run import Instance, LaunchResult, RegionLaunch
 from gpufill.policy import fill
 from gpufill.policy.exhaustion import no_reservation_room_cause
-from gpufill.policy.reservations import Reservation, pools, plan
+from gpufill.policy.reservations import Reservation, first_market, pools, plan, read_again
 
 WEST, EAST = "us-west-2", "us-east-1"
 
@@ -173,3 +174,17 @@ def test_a_reservation_pool_has_room_for_its_planned_share_less_what_this_plan_p
     assert room_left(pool, {}) == 3 and room_left(pool, {"cr-1": 2, "cr-2": 9}) == 1 and room_left(pool, {"cr-1": 5}) == 0
     assert room_left(pool.model_copy(update={"reserved": None}), {}) == 0  # a share never planned is no room
     assert room_left(pool.model_copy(update={"capacity_reservation_id": None}), {}) is None
+
+
+@pytest.mark.parametrize("setting, market, known_market, seen, reads", [
+    ("none", "spot", "spot", 3, False),  # a run that keeps out of reservations never reads them
+    ("only", "on-demand", "on-demand", 0, True),  # reservations are all it may launch into
+    ("open", "spot", "spot", 0, False),  # none last time: looked for again when the facts are due
+    ("open", "spot", "spot", 2, True),  # their room changes as instances launch and end
+    ("open", "spot-then-on-demand", "on-demand", 0, True),  # the plan held is On-Demand's, which read none
+    ("open", "on-demand", "on-demand", 0, False),
+])
+def test_a_try_that_reuses_its_facts_reads_reservations_again_only_where_they_can_have_changed(setting, market, known_market, seen, reads):
+    r = request(capacity_reservations=setting, market=market)
+    assert read_again(r, known_market, seen) is reads
+    assert first_market(r) == ("on-demand" if market == "on-demand" else "spot")

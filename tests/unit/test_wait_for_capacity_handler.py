@@ -10,6 +10,7 @@ import logging
 import pytest
 
 from gpufill.adapters import clock, executions, run_store
+from gpufill.constants import WAIT_FACTS_TTL_SECONDS
 from gpufill.handlers import wait_for_capacity
 from gpufill.handlers.observability import metrics
 from gpufill.models.request import Refill, Request, normalise
@@ -137,6 +138,14 @@ def test_the_next_try_is_counted_and_shown_trying_in_this_execution(aws):
     assert out["next"] == "prepare"
     assert (out["wait"]["tries"], out["wait"]["tries_here"], out["wait"]["attempts_before"]) == (4, 4, 10)
     assert done == [("load", "req-1"), shown("trying", tries=4)]
+
+
+def test_a_try_ranks_by_the_facts_the_run_holds_while_they_are_fresh_and_reads_them_again_after(aws):
+    fresh = wait_for_capacity.handler(event("start", request(), run_of(waited(facts_read_at=NOW - 60), next="retry")), Context())
+    assert (fresh["next"], fresh["wait"]["facts_read_at"]) == ("rank", NOW - 60)
+    stale = NOW - WAIT_FACTS_TTL_SECONDS
+    due = wait_for_capacity.handler(event("start", request(), run_of(waited(facts_read_at=stale), next="retry")), Context())
+    assert (due["next"], due["wait"]["facts_read_at"]) == ("prepare", NOW)
 
 
 def test_a_hand_over_names_its_successor_and_shows_the_try_under_that_name(aws):

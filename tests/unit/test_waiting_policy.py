@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpufill.constants import WAIT_FACTS_TTL_SECONDS
 from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Attempt, Instance, Run, Waiting
 from gpufill.policy import waiting
@@ -184,6 +185,29 @@ def test_a_scheduled_try_never_lies_past_the_deadline(seconds, elapsed, tries, s
         assert move == "retry"
         assert 0 <= after.delay_seconds <= begun.max_delay_seconds
         assert now + after.delay_seconds <= begun.deadline_epoch
+
+
+def test_the_facts_read_for_the_first_try_are_dated_at_acceptance():
+    assert waiting.begin(3600, START).facts_read_at == START
+
+
+@given(age=st.floats(min_value=0, max_value=10 * WAIT_FACTS_TTL_SECONDS), handover=st.booleans(),
+       known=st.booleans())
+def test_a_try_ranks_by_the_facts_it_holds_only_while_they_are_fresh_and_dates_every_read(age, handover, known):
+    now = START + 10 * WAIT_FACTS_TTL_SECONDS
+    held = wait(facts_read_at=now - age if known else None)
+    route, after = waiting.next_try_route(held, now=now, handover=handover)
+    fresh = known and age < WAIT_FACTS_TTL_SECONDS
+    assert route == ("handover" if handover else "rank" if fresh else "prepare")
+    # A try that reads the facts (here, or the successor on its start) records when; one that reuses them keeps their date.
+    assert after.facts_read_at == (held.facts_read_at if route == "rank" else now)
+    assert after.model_copy(update={"facts_read_at": None}) == held.model_copy(update={"facts_read_at": None})
+
+
+def test_facts_are_due_at_their_ttl_or_when_their_age_is_unknown():
+    assert waiting.facts_due(None) and waiting.facts_due(WAIT_FACTS_TTL_SECONDS)
+    assert not waiting.facts_due(WAIT_FACTS_TTL_SECONDS - 1)
+    assert waiting.facts_due(60, ttl=60) and not waiting.facts_due(59, ttl=60)
 
 
 def test_starting_a_try_counts_it_here_and_across_the_chain():

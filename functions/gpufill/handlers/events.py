@@ -31,6 +31,8 @@ class RankEvent(_Event):
     request: ResolvedRequest
     facts: list[RegionFacts]
     market: MarketName | None = None
+    # A try after a wait that reuses the facts of an earlier one (RankKnownPools): that try's plan.
+    known: PlanRef | None = None
 
 
 class LoopEvent(_Event):

@@ -1,4 +1,8 @@
-"""RankPools: scores every region and lays out the pools in the order the fill loop tries them."""
+"""RankPools: scores every region and lays out the pools in the order the fill loop tries them.
+
+RankKnownPools runs it for a try after a wait that reuses the facts of an earlier try: it leaves
+out the pools found full moments ago and reads the reservations again only when the last read
+found some (policy/ranking.leave_out_recently_full, policy/reservations.read_again)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill import catalog
 from gpufill.adapters import capacity_cache, clock, placement_scores, reservations, run_store
-from gpufill.constants import ENV_DEPLOYMENT, LOCAL_HOME_REGION
+from gpufill.constants import ENV_DEPLOYMENT, LOCAL_HOME_REGION, WAIT_SKIP_FULL_SECONDS
 from gpufill.handlers.events import RankEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.request import ResolvedRequest
@@ -44,9 +48,16 @@ def handler(event: dict, context: LambdaContext) -> dict:
     else:
         pools = ranking.on_demand_pools(facts, request)
     now = clock.epoch()
-    pools = ranking.defer_recently_full(pools, capacity_cache.recently_full([p.key for p in pools], now=now), now)
+    full = capacity_cache.recently_full([p.key for p in pools], now=now)
+    pools = ranking.defer_recently_full(pools, full, now)
+    known = step.known
+    if known is not None:
+        pools = ranking.leave_out_recently_full(pools, full, now, WAIT_SKIP_FULL_SECONDS)
     seen: list[ReservationSeen] = []
-    if step.market is None and request.capacity_reservations != "none":
+    read_reservations = request.capacity_reservations != "none" if known is None else (
+        reservation_policy.read_again(request, known.market, len(known.reservations))
+    )
+    if step.market is None and read_reservations:
         # The first market of a try: reservations before any Spot or On-Demand pool.
         seen, reserved = _reservations(request)
         pools = reserved if request.capacity_reservations == "only" else [*reserved, *pools]

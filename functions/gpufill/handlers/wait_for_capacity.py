@@ -3,7 +3,8 @@
 "plan" runs when a try ended short: give up past the deadline (CAPACITY_WAIT_EXPIRED, listing
 every instance kept), or say how long to wait and whether the next try belongs to a new
 execution. "start" runs after the Wait state: a teardown asked meanwhile ends the wait there,
-before anything more is launched. Both keep the request's wait item current for `gpufill status`.
+before anything more is launched; otherwise it says whether the try reads the regions' facts
+again or ranks by the ones the run holds (policy/waiting.next_try_route). Both keep the request's wait item current for `gpufill status`.
 """
 
 from __future__ import annotations
@@ -72,13 +73,13 @@ def start(step: WaitEvent) -> Run:
         return run
     handover = run.next == "handover"
     wait = waiting.begin_try(run.wait, handover=handover, attempts_total=run.attempts_total)
-    run = run.model_copy(update={"wait": wait})
+    route, wait = waiting.next_try_route(wait, now=clock.epoch(), handover=handover)
+    run = run.model_copy(update={"wait": wait, "next": route})
     if handover:
         successor = waiting.successor_name(request.request_id, wait.generation)
-        run = run.model_copy(update={"next": "handover", "wait": wait.model_copy(update={"successor": successor})})
+        run = run.model_copy(update={"wait": wait.model_copy(update={"successor": successor})})
         _show(request.request_id, successor, run, "trying")
     else:
-        run = run.model_copy(update={"next": "prepare"})
         _show(request.request_id, step.execution, run, "trying")
     return run
 

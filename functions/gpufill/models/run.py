@@ -22,10 +22,10 @@ Outcome = Literal["launched", "capacity", "quota", "throttled", "error"]
 # end GANG_NOT_PLACED, or with wait_for_capacity "await_capacity" (everything handed back, wait for
 # the next try). With wait_for_capacity, an exhausted market leads to "retry" (wait, then try
 # again), "handover" (wait, then continue as a new execution), "expired" (the deadline passed) or
-# "stopped" (torn down).
+# "stopped" (torn down); after the wait, "rank" starts a try that ranks by the facts the run holds.
 WhereNext = Literal[
     "launch", "prepare", "refresh", "done", "exhausted", "rejected", "wait", "ready", "rollback", "not_placed",
-    "retry", "handover", "expired", "stopped", "continued", "handover_failed", "await_capacity",
+    "retry", "handover", "expired", "stopped", "continued", "handover_failed", "await_capacity", "rank",
 ]
 
 
@@ -223,6 +223,9 @@ class Waiting(_Model):
     delay_seconds: int = 0
     next_try_at: str | None = None
     successor: str | None = None  # the execution this one hands over to
+    # When the facts the run ranks by (ScoreRegions' answers, the reservations) were last read,
+    # epoch seconds: a try reuses them while they are younger than WAIT_FACTS_TTL_SECONDS.
+    facts_read_at: float | None = None
     # The backoff, fixed when the request was accepted (the request's, else the deployment's):
     # the first wait, doubling after each try up to the cap. Bounded as the request's fields are,
     # so a hand-written continuation cannot make the wait spin.

@@ -185,3 +185,10 @@ def defer_recently_full(pools: list[Pool], recently_full: dict[str, int], now: f
         if p.key in recently_full
     ]
     return fresh + deferred
+
+
+def leave_out_recently_full(pools: list[Pool], recently_full: dict[str, int], now: float, within: int) -> list[Pool]:
+    """A try that reuses its facts asks no pool found full less than `within` seconds ago, by this
+    run or another: its answer has most likely not changed yet (Karpenter keeps such offerings out
+    for 3 minutes). The pools keep their order; the next try asks them again."""
+    return [p for p in pools if p.key not in recently_full or now - recently_full[p.key] >= within]

@@ -62,6 +62,23 @@ def plan(reservations: list[Reservation], request: ResolvedRequest) -> list[Rese
     return sorted(seen, key=lambda s: (s.planned == 0, _position(s, request, named)))
 
 
+def first_market(request: ResolvedRequest) -> str:
+    """The market of a try's first plan, the one that reads the reservations."""
+    return "on-demand" if request.market == "on-demand" else "spot"
+
+
+def read_again(request: ResolvedRequest, known_market: str, known_seen: int) -> bool:
+    """Whether a try that reuses its facts reads the account's reservations again: yes when the
+    last read found some (their room changes as instances launch into them and end) or when the
+    plan the run holds is not its first market's (that plan read none), and always with "only";
+    a run that found none looks again when its facts are due (WAIT_FACTS_TTL_SECONDS)."""
+    if request.capacity_reservations == "none":
+        return False
+    if request.capacity_reservations == "only":
+        return True  # the reservations are all such a run may launch into: each try looks
+    return known_seen > 0 or known_market != first_market(request)
+
+
 def pools(planned: list[ReservationSeen], prices: dict[tuple[str, str], float | None]) -> list[Pool]:
     """A pool per reservation that gets instances, in the plan's order. `prices` holds the
     On-Demand price per (region, type): what an instance in a reservation costs."""

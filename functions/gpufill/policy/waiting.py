@@ -2,7 +2,8 @@
 and what to tell the user (docs/request.md, `wait_for_capacity`).
 
 A run whose market is exhausted short of `count` keeps what it launched (with all_or_nothing it
-hands it all back first, policy/gang.py), waits, re-scores and tries again. The waits grow from
+hands it all back first, policy/gang.py), waits and tries again: a try reuses the regions' facts
+while they are younger than WAIT_FACTS_TTL_SECONDS, then reads them again. The waits grow from
 the first delay, doubling after each try, up to the cap (by default 60 s, then 2 minutes; the
 request's `first_delay`/`max_delay` or the deployment's settings change both),
 each shortened by up to a quarter (jitter, so runs that ran dry together do not all come back in
@@ -23,6 +24,7 @@ from gpufill.constants import (
     CONTINUATION_SUFFIX,
     ENV_WAIT_FIRST_DELAY_SECONDS,
     ENV_WAIT_MAX_DELAY_SECONDS,
+    WAIT_FACTS_TTL_SECONDS,
     WAIT_FIRST_DELAY_SECONDS,
     WAIT_HISTORY_BUDGET,
     WAIT_LONGEST_DELAY_SECONDS,
@@ -96,7 +98,11 @@ def backoff(first: int | None, cap: int | None, deployment: tuple[int, int]) -> 
 def begin(seconds: int, now: float, first_delay: int = WAIT_FIRST_DELAY_SECONDS, max_delay: int = WAIT_MAX_DELAY_SECONDS) -> Waiting:
     """The first fill is try 1; the deadline counts from the moment the request was accepted."""
     deadline = now + seconds
-    return Waiting(deadline=iso(deadline), deadline_epoch=deadline, first_delay_seconds=first_delay, max_delay_seconds=max_delay)
+    # The first try reads the facts right after the request is accepted: their age counts from then.
+    return Waiting(
+        deadline=iso(deadline), deadline_epoch=deadline, first_delay_seconds=first_delay, max_delay_seconds=max_delay,
+        facts_read_at=now,
+    )
 
 
 def nominal_delay(tries: int, first: int = WAIT_FIRST_DELAY_SECONDS, cap: int = WAIT_MAX_DELAY_SECONDS) -> int:
@@ -211,6 +217,24 @@ def handover_failure(outcome: HandOver, successor: str, failure: dict | None, st
             "name exists, so nothing goes on with the request."
         )
     return {"Error": HANDOVER_ERRORS[outcome], "Cause": cause}
+
+
+def facts_due(facts_age: float | None, ttl: int = WAIT_FACTS_TTL_SECONDS) -> bool:
+    """Whether the next try reads the regions' facts again: when they are `ttl` seconds old or more,
+    or their age is unknown (a run carried from before the age was kept)."""
+    return facts_age is None or facts_age >= ttl
+
+
+def next_try_route(wait: Waiting, *, now: float, handover: bool, ttl: int = WAIT_FACTS_TTL_SECONDS) -> tuple[str, Waiting]:
+    """Where the try after a wait starts: "rank" reuses the facts the run holds (no scoring calls),
+    "prepare" scores every region again, "handover" continues as a new execution (which scores on
+    its start). A try that reads the facts again records when."""
+    age = None if wait.facts_read_at is None else now - wait.facts_read_at
+    if handover:
+        return "handover", wait.model_copy(update={"facts_read_at": now})
+    if facts_due(age, ttl):
+        return "prepare", wait.model_copy(update={"facts_read_at": now})
+    return "rank", wait
 
 
 def begin_try(wait: Waiting, *, handover: bool, attempts_total: int) -> Waiting:
