@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.dynamic import broker, karpenter, skypilot
+from gpufill.constants import WAIT_FACTS_TTL_SECONDS, WAIT_FIRST_DELAY_SECONDS, WAIT_MAX_DELAY_SECONDS, WAIT_SKIP_FULL_SECONDS
+
+from bench.dynamic import broker, goals, karpenter, skypilot
+from bench.dynamic import levers as levers_module
 from bench.dynamic.generate import CHANGES_PER_HOUR, HOUR0_SHARE, HORIZON_SECONDS
 from bench.dynamic.measure import WORK_SECONDS, Outcome
 from bench.dynamic.report import bucket_table, headline, judge, paired_table
@@ -15,7 +18,11 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "benchmark.md"
 BEGIN, END = "<!-- dynamic-markets: begin (python -m bench.dynamic writes this section) -->", "<!-- dynamic-markets: end -->"
 
 
-def render(outcomes: list[Outcome], *, caption: str, seconds: float, quick: bool = False) -> str:
+def render(
+    outcomes: list[Outcome], *, caption: str, seconds: float, quick: bool = False,
+    goal_sets: list[tuple[str, list[Outcome]]] | None = None, held_out: list[int] | None = None,
+    levers: tuple[list[str], list[list[str]]] | None = None,
+) -> str:
     shares = ", ".join(f"{t} {s:.0%}" for t, s in HOUR0_SHARE.items())
     rates = ", ".join(f"{t} {r:g}" for t, r in CHANGES_PER_HOUR.items())
     lines = [
@@ -56,8 +63,10 @@ def render(outcomes: list[Outcome], *, caption: str, seconds: float, quick: bool
         "- `classic`: gpufill's probe-and-fill (classic scores, RunInstances of exactly 4, halved on capacity) with "
         "`wait_for_capacity: PT12H` and `maintain: true`.",
         "- `gpufill`: the default request with `wait_for_capacity: PT12H` and `maintain: true`: price-capacity "
-        "region order, a CreateFleet per region, the capacity cache, the wait loop's backoff (60 s doubling to "
-        "15 min, jittered), a refill run for each reclaimed instance. Both gpufill rows call gpufill's own policy "
+        f"region order, a CreateFleet per region, the capacity cache, the wait loop's backoff ({WAIT_FIRST_DELAY_SECONDS} s "
+        f"doubling to {WAIT_MAX_DELAY_SECONDS // 60} min, jittered; a try reuses the facts it read for "
+        f"{WAIT_FACTS_TTL_SECONDS // 60} min and leaves out pools found full in the last {WAIT_SKIP_FULL_SECONDS} s), "
+        "a refill run for each reclaimed instance. Both gpufill rows call gpufill's own policy "
         "code (policy.ranking, policy.fill, policy.waiting) in a replay of the state machine's loop; the static "
         "bench runs the state machine itself.",
         "",
@@ -95,6 +104,40 @@ def render(outcomes: list[Outcome], *, caption: str, seconds: float, quick: bool
         "",
     ]
     lines += [f"- **{v.word}** — {v.target}: {v.margin}." for v in judge(outcomes)]
+    if goal_sets:
+        rerun = f" (rerun them with `python -m bench.dynamic --held-out-seeds {','.join(map(str, held_out))}`)" if held_out else ""
+        lines += [
+            "",
+            "### Goals",
+            "",
+            f"Each goal on the committed seeds and on {len(held_out or [])} held-out seeds drawn from os.urandom for "
+            f"this run{rerun}: totals over the markets, then how many markets went each way with a two-sided exact "
+            "sign test (ties dropped); an unfilled market counts 12 hours; the calls goal compares each market with "
+            f"{goals.CALLS_FACTOR:g}× Karpenter-style's calls there.",
+            "",
+            as_markdown(*goals.table(goal_sets)),
+        ]
+    lines += [
+        "",
+        "### Where the EC2 calls go",
+        "",
+        "Every strategy's calls by EC2 action over the committed seeds' markets, counted by the one counter "
+        "(bench/dynamic/market.py), with each action's share of the strategy's own total.",
+        "",
+        as_markdown(*goals.calls_by_action(outcomes)),
+    ]
+    if levers:
+        lines += [
+            "",
+            "### The wait's calls, setting by setting",
+            "",
+            "gpufill's replay on the committed seeds' markets once per setting of the wait: the steps from the old "
+            "wait (every try scored every region and asked every pool) to the default, then settings tried beside "
+            "them. A setting is taken when it makes fewer calls while the total time to N stays at most "
+            f"Karpenter-style's and the dollars within {levers_module.DOLLARS_SLACK:.0%} of the step before.",
+            "",
+            as_markdown(*levers),
+        ]
     return "\n".join(lines) + "\n"
 
 
