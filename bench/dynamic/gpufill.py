@@ -5,15 +5,22 @@ The static bench runs these two on the local engine. Over 12 modelled hours a ru
 of tries, which on the engine costs seconds of wall time each; the replay calls the same
 decisions in process, as bench.replay does for region orders:
 
-- each try scores every region again (DescribeInstanceTypeOfferings, DescribeSpotPriceHistory
-  and DescribeCapacityReservations per region, side by side, as RankPools reads them) and ranks the pools with policy.ranking: price-capacity regions with
+- a try scores every region (DescribeInstanceTypeOfferings, DescribeSpotPriceHistory and
+  DescribeCapacityReservations per region, side by side, as ScoreRegions and RankPools read
+  them) when policy.waiting.next_try_route says its facts are due (the first try, then every
+  WAIT_FACTS_TTL_SECONDS, and after a hand-over); otherwise it ranks by the facts it holds
+  (RankKnownPools: no call; the markets hold no reservation, so policy.reservations.read_again
+  reads none). It ranks the pools with policy.ranking: price-capacity regions with
   AWS's region-level placement scores for gpufill's default, which each run asks once and
   keeps (GetSpotPlacementScores); classic points for `classic`;
 - pools another try found empty in the capacity cache's window (DEFAULT_CAPACITY_CACHE_SECONDS)
-  go last, through policy.ranking.defer_recently_full;
+  go last, through policy.ranking.defer_recently_full; a try that reuses its facts leaves out
+  those found empty less than WAIT_SKIP_FULL_SECONDS ago (policy.ranking.leave_out_recently_full);
 - gpufill launches one CreateFleet per policy.fill.fleet_key (a region's fresh pools, then its
   deferred ones apart) for everything still missing, each with its launch template version
-  made, its image resolved and the version deleted (three calls the engine counts per fleet);
+  made and deleted (two calls the engine counts per fleet), and, the first time a run enters a
+  region since it last read its facts, its image looked up (DescribeImages: run.prepared keeps
+  each region's launch parameters for the later tries);
   the first fleet of a deployment in a region also finds its network and launch template
   (DescribeVpcs, DescribeSecurityGroups, CreateSecurityGroup, CreateLaunchTemplate) and the
   first in a zone its subnet (DescribeSubnets): the adapters keep these per region and zone;
@@ -55,7 +62,9 @@ from bench.dynamic.measure import WORK_SECONDS, time_to_n
 
 REQUEST_ID = "bench-dynamic"
 SCORING_PER_REGION = ("DescribeInstanceTypeOfferings", "DescribeSpotPriceHistory", "DescribeCapacityReservations")
-FLEET_OVERHEAD = ("DescribeImages", "CreateLaunchTemplateVersion", "DeleteLaunchTemplateVersions")
+FLEET_OVERHEAD = ("CreateLaunchTemplateVersion", "DeleteLaunchTemplateVersions")
+# PrepareRegion's image lookup (the root volume's size), once per region until the run reads its facts again.
+PREPARE = ("DescribeImages",)
 # A deployment's first launch in a region or a zone: the adapters cache what these find (adapters.network).
 REGION_SETUP = ("DescribeVpcs", "DescribeSecurityGroups", "CreateSecurityGroup", "CreateLaunchTemplate")
 ZONE_SETUP = ("DescribeSubnets",)
@@ -151,9 +160,13 @@ def _wait_loop(
         pools = ranking.defer_recently_full(pools, full, ec2.now)
         if known:
             pools = ranking.leave_out_recently_full(pools, full, ec2.now, asked.skip_full)
-        try_launch = _fleets if strategy == "gpufill" else _probe
+        if not known:
+            prepared = set()  # a try that reads the facts fixes each region's launch parameters again
         before = len(ec2.instances)
-        got, calls = try_launch(ec2, cache, pools, count - launched)
+        if strategy == "gpufill":
+            got, calls = _fleets(ec2, cache, pools, count - launched, prepared)
+        else:
+            got, calls = _probe(ec2, cache, pools, count - launched)
         launched, attempts = launched + got, attempts + calls
         if launched >= count:
             return
@@ -171,7 +184,7 @@ def _wait_loop(
         route, wait = waiting.next_try_route(wait, now=ec2.now, handover=verdict == "handover", ttl=asked.facts_ttl)
 
 
-def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int, int]:
+def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: set[str]) -> tuple[int, int]:
     got, calls = 0, 0
     groups: dict[str, list] = {}
     for pool in pools:
@@ -180,8 +193,9 @@ def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int
         if got >= missing:
             break
         region = group[0].region
-        for api in _setup(ec2, region, [p.availability_zone for p in group]) + FLEET_OVERHEAD:
+        for api in _setup(ec2, region, [p.availability_zone for p in group]) + (PREPARE * (region not in prepared)) + FLEET_OVERHEAD:
             ec2.call(api)
+        prepared.add(region)
         answer = ec2.create_fleet(group[0].region, [(p.availability_zone, p.instance_type) for p in group], missing - got)
         calls += 1
         got += answer.count

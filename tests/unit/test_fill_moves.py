@@ -121,6 +121,23 @@ def test_a_region_entered_again_after_a_stale_ami_is_prepared_again():
     assert (again.next, again.cursor, again.launch) == ("prepare", 0, stale.launch)
 
 
+def test_a_waiting_run_keeps_each_region_s_launch_parameters_for_its_later_tries_and_only_it():
+    from gpufill.policy import waiting
+
+    waits = fill.start(request()).model_copy(update={"wait": waiting.begin(3600, 0.0)})
+    west = entered(waits, "us-west-2")
+    east = fill.enter_region(west, RegionLaunch(region="us-east-1", image_id="ami-2", root_volume_gib=200))
+    # Entering a region again replaces its parameters (a stale image resolved afresh) and keeps the others.
+    fresh = RegionLaunch(region="us-west-2", image_id="ami-3", root_volume_gib=200, ami_refreshed=True)
+    again = fill.enter_region(east, fresh)
+    assert [(p.region, p.image_id) for p in again.prepared] == [("us-east-1", "ami-2"), ("us-west-2", "ami-3")]
+    # A later try enters with them as a first entry would: its image may be resolved again once more.
+    assert fill.prepared_launch(again, "us-west-2") == fresh.model_copy(update={"ami_refreshed": False})
+    assert fill.prepared_launch(again, "eu-west-1") is None
+    # A run that does not wait ends with its try: it keeps nothing.
+    assert entered(fill.start(request()), "us-west-2").prepared == []
+
+
 def test_preparing_on_a_closed_pool_moves_to_the_next_open_one_and_prepares_it_afresh():
     req = request(instance_types=["g6.xlarge", "p5.48xlarge"])
     mixed = pools("us-west-2/a") + pools("us-west-2/a", itype="p5.48xlarge") + pools("us-east-1/a")

@@ -14,7 +14,7 @@ from gpufill.constants import WAIT_FACTS_TTL_SECONDS
 from gpufill.handlers import wait_for_capacity
 from gpufill.handlers.observability import metrics
 from gpufill.models.request import Refill, Request, normalise
-from gpufill.models.run import Attempt, Instance, Run, Waiting
+from gpufill.models.run import Attempt, Instance, RegionLaunch, Run, Waiting
 from gpufill.policy import waiting
 
 NOW = 1_800_000_000.0
@@ -141,11 +141,17 @@ def test_the_next_try_is_counted_and_shown_trying_in_this_execution(aws):
 
 
 def test_a_try_ranks_by_the_facts_the_run_holds_while_they_are_fresh_and_reads_them_again_after(aws):
-    fresh = wait_for_capacity.handler(event("start", request(), run_of(waited(facts_read_at=NOW - 60), next="retry")), Context())
+    west = RegionLaunch(region="us-west-2", image_id="ami-1", root_volume_gib=200)
+    held = run_of(waited(facts_read_at=NOW - 60), next="retry", prepared=[west])
+    fresh = wait_for_capacity.handler(event("start", request(), held), Context())
     assert (fresh["next"], fresh["wait"]["facts_read_at"]) == ("rank", NOW - 60)
+    assert fresh["prepared"] == [west.model_dump(mode="json", exclude_none=True)]  # entered again as it was
     stale = NOW - WAIT_FACTS_TTL_SECONDS
-    due = wait_for_capacity.handler(event("start", request(), run_of(waited(facts_read_at=stale), next="retry")), Context())
-    assert (due["next"], due["wait"]["facts_read_at"]) == ("prepare", NOW)
+    due = wait_for_capacity.handler(
+        event("start", request(), held.model_copy(update={"wait": waited(facts_read_at=stale)})), Context()
+    )
+    # Facts read again: each region's launch parameters are fixed again too.
+    assert (due["next"], due["wait"]["facts_read_at"], due.get("prepared", [])) == ("prepare", NOW, [])
 
 
 def test_a_hand_over_names_its_successor_and_shows_the_try_under_that_name(aws):

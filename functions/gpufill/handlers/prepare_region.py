@@ -1,5 +1,8 @@
 """PrepareRegion: before the first launch in a region, fix that region's launch parameters in the run.
 
+A waiting run's later tries enter a region with the parameters an earlier try fixed (run.prepared),
+until it reads the regions' facts again: no image lookup per try.
+
 The AMI (and its root snapshot size), the security group and the subnet of each AZ are
 resolved here, once, and carried in the state: every LaunchBatch retry then sends the
 identical request, so its ClientToken can never meet other parameters. After a stale-AMI
@@ -36,7 +39,8 @@ def handler(event: dict, context: LambdaContext) -> dict:
         pool = pools[run.cursor]
         try:
             run_store.note_launch_region(pool.region)
-            launch = region_launch(request, pool.region, pools, fresh=refresh, before=step.run.launch)
+            known = None if refresh else fill.prepared_launch(run, pool.region)
+            launch = known or region_launch(request, pool.region, pools, fresh=refresh, before=step.run.launch)
         except (network.NetworkSetupError, ClientError, EndpointConnectionError, ConnectTimeoutError) as error:
             if isinstance(error, ClientError) and is_transient(error):
                 raise

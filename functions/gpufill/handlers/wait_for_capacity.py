@@ -74,7 +74,8 @@ def start(step: WaitEvent) -> Run:
     handover = run.next == "handover"
     wait = waiting.begin_try(run.wait, handover=handover, attempts_total=run.attempts_total)
     route, wait = waiting.next_try_route(wait, now=clock.epoch(), handover=handover)
-    run = run.model_copy(update={"wait": wait, "next": route})
+    # A try that reads the facts again fixes each region's launch parameters again too.
+    run = run.model_copy(update={"wait": wait, "next": route, **({} if route == "rank" else {"prepared": []})})
     if handover:
         successor = waiting.successor_name(request.request_id, wait.generation)
         run = run.model_copy(update={"wait": wait.model_copy(update={"successor": successor})})

@@ -252,6 +252,10 @@ class Run(_Model):
     # "market/region" (the region is out: unreachable or unusable) or "market/region/quota group".
     blocked: list[str] = Field(default_factory=list)
     launch: RegionLaunch | None = None
+    # With wait_for_capacity: each region's launch parameters as an earlier try of this run fixed
+    # them. A later try enters the region with them (no image lookup again) until the run reads
+    # the regions' facts again (policy/waiting.next_try_route), which clears them.
+    prepared: list[RegionLaunch] = Field(default_factory=list)
     cause: str | None = None
     lost: list[Instance] = Field(default_factory=list)
     boot_rounds: int = 0

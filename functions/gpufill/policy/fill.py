@@ -81,7 +81,19 @@ def prepare(run: Run, pools: list[Pool], request: ResolvedRequest) -> Run:
 
 
 def enter_region(run: Run, launch: RegionLaunch) -> Run:
-    return run.model_copy(update={"launch": launch, "next": "launch"})
+    """The cursor's region entered with `launch`; a waiting run keeps it for its later tries."""
+    update: dict = {"launch": launch, "next": "launch"}
+    if run.wait is not None:
+        update["prepared"] = [*(p for p in run.prepared if p.region != launch.region), launch]
+    return run.model_copy(update=update)
+
+
+def prepared_launch(run: Run, region: str) -> RegionLaunch | None:
+    """The launch parameters an earlier try of this waiting run fixed for `region`, if any: the same
+    image, volume, security group and subnets, as a first entry (a stale image may be resolved
+    again once more on this try)."""
+    found = next((p for p in run.prepared if p.region == region), None)
+    return None if found is None else found.model_copy(update={"ami_refreshed": False})
 
 
 def begin_step(run: Run) -> Run:
