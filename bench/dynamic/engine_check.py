@@ -2,8 +2,9 @@
 local engine, on dynamic markets whose changes only restock (the engine's scenario `restock`;
 drains and reclaims have no scenario field), so the replay's shortcut can be checked.
 
-For each market it prints where each run's instances landed (pool by pool), its time to N and its
-tries. The engine's clock moves with Wait states only, so its launch times leave out the tries' own
+For each market it prints where each run's instances landed (pool by pool), its time to N, its
+fleets (CreateFleet calls) and how many times it read the regions' facts (DescribeSpotPriceHistory
+per region: the first try, then every WAIT_FACTS_TTL_SECONDS). The engine's clock moves with Wait states only, so its launch times leave out the tries' own
 call latencies (seconds, against waits of minutes). A run takes a minute or more of wall time:
 this is a check to run by hand, not part of `make bench`.
 """
@@ -33,8 +34,8 @@ def restock_only(case: DynamicCase) -> DynamicCase:
     return dataclasses.replace(case, changes=tuple(c for c in case.changes if c.delta > 0))
 
 
-def on_engine(case: DynamicCase) -> tuple[Counter, float | None, int]:
-    """(instances per pool, time to N, tries) of the state machine with wait_for_capacity PT12H."""
+def on_engine(case: DynamicCase) -> tuple[Counter, float | None, int, int]:
+    """(instances per pool, time to N, fleets, facts reads) of the state machine with wait_for_capacity PT12H."""
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     complete_engine_model()
     scenario = {**case.start.scenario, "restock": [
@@ -52,6 +53,7 @@ def on_engine(case: DynamicCase) -> tuple[Counter, float | None, int]:
         engine.market.admit = counted
         execution = engine.run(request, name=f"check-{case.name}")
         scans = engine.calls.calls.count("ec2:DescribeSpotPriceHistory")
+        fleets = engine.calls.calls.count("ec2:CreateFleet")
     output = execution.output if isinstance(execution.output, dict) else {}
     pools = Counter((i["availability_zone"], i["instance_type"]) for i in output.get("instances", []))
     held, reached = 0, None
@@ -59,7 +61,7 @@ def on_engine(case: DynamicCase) -> tuple[Counter, float | None, int]:
         held += n
         if held >= case.count and reached is None:
             reached = at
-    return pools, reached, scans // len(case.start.regions())
+    return pools, reached, fleets, scans // len(case.start.regions())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,20 +70,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, nargs="*", default=list(QUICK), help="market indexes of the seed")
     args = parser.parse_args(argv)
     cases = generate.generated(args.seed)
-    print("| market | same pools | time to N: replay / engine | tries: replay / engine | engine wall s |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| market | same pools | time to N: replay / engine | fleets: replay / engine | facts reads: replay / engine "
+          "| engine wall s |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for index in args.cases:
         case = restock_only(cases[index])
         ec2 = gpufill.run(case, request_id=f"check-{case.name}")  # the same jitter as the engine's run
         mine = Counter((i.zone, i.instance_type) for i in ec2.instances)
-        tries = ec2.calls["DescribeSpotPriceHistory"] // len(case.start.regions())
+        reads = ec2.calls["DescribeSpotPriceHistory"] // len(case.start.regions())
         started = time.monotonic()
-        pools, reached, engine_tries = on_engine(case)
+        pools, reached, engine_fleets, engine_reads = on_engine(case)
         wall = time.monotonic() - started
         replay_t = time_to_n(ec2.instances, case.count)
         show = lambda t: "—" if t is None else f"{t:.0f} s"  # noqa: E731
         print(f"| {case.name} | {'yes' if pools == mine else f'no: {dict(mine)} / {dict(pools)}'} | "
-              f"{show(replay_t)} / {show(reached)} | {tries} / {engine_tries} | {wall:.0f} |", flush=True)
+              f"{show(replay_t)} / {show(reached)} | {ec2.calls['CreateFleet']} / {engine_fleets} | {reads} / {engine_reads} "
+              f"| {wall:.0f} |", flush=True)
     return 0
 
 

@@ -25,7 +25,8 @@ class Lever:
 
 LEVERS = (
     Lever("every try scores every region and asks every pool (before)", gpufill.Asked(facts_ttl=0, skip_full=0), True),
-    Lever(f"a try reuses its facts for {gpufill.WAIT_FACTS_TTL_SECONDS // 60} min", gpufill.Asked(skip_full=0), True),
+    Lever(f"a try reuses its facts and launch parameters for {gpufill.WAIT_FACTS_TTL_SECONDS // 60} min",
+          gpufill.Asked(skip_full=0), True),
     Lever(f"and leaves out pools found full < {gpufill.WAIT_SKIP_FULL_SECONDS} s ago (the default)", gpufill.Asked(), True),
     Lever("facts reused for 1 h", gpufill.Asked(facts_ttl=3600), False),
     Lever("pools found full < 180 s ago left out (Karpenter's ICE window)", gpufill.Asked(skip_full=180), False),

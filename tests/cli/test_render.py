@@ -87,6 +87,7 @@ def test_the_wait_loop_says_how_long_it_waits_until_when_and_what_comes_next():
         exited("PlanNextTry", {"run": {"next": "retry", "launched": 1, "wait": WAIT}}),
         exited("PlanNextTry", {"run": {"next": "handover", "launched": 1, "wait": WAIT}}),
         exited("StartNextTry", {"run": {"next": "prepare", "wait": {**WAIT, "tries": 4}}}),
+        exited("StartNextTry", {"run": {"next": "rank", "wait": {**WAIT, "tries": 4}}}),
         exited("StartNextTry", {"run": {"next": "handover", "wait": {**WAIT, "tries": 4, "successor": "r-c1"}}}),
         exited("StartNextTry", {"run": {"next": "stopped", "wait": WAIT}}),
         exited("PlanNextTry", {"run": {"next": "expired", "wait": WAIT}}),
@@ -98,6 +99,7 @@ def test_the_wait_loop_says_how_long_it_waits_until_when_and_what_comes_next():
         "  > PlanNextTry    try 3 came up short (1 launched so far); waiting 195 s until 2026-12-03T03:27:27Z "
         "(deadline 2026-12-03T09:00:00Z); then continues as a new execution",
         "  > StartNextTry   try 4: scoring and ranking again",
+        "  > StartNextTry   try 4: ranking again by the facts it read, pools found full moments ago left out",
         "  > StartNextTry   try 4 goes on in execution r-c1",
         "  > StartNextTry   a teardown of this request was asked: the wait ends, nothing more is launched",
         "  > PlanNextTry    try 3 came up short; the deadline 2026-12-03T09:00:00Z has passed",

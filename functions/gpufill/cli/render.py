@@ -261,12 +261,14 @@ class Progress:
             self._line("  > StartNextTry   a teardown of this request was asked: the wait ends, nothing more is launched")
         elif move == "handover":
             self._line(f"  > StartNextTry   try {tries} goes on in execution {wait.get('successor')}")
+        elif move == "rank":
+            self._line(f"  > StartNextTry   try {tries}: ranking again by the facts it read, pools found full moments ago left out")
         else:
             self._line(f"  > StartNextTry   try {tries}: scoring and ranking again")
 
     def _exited(self, name: str | None, state: dict) -> None:
         run = state.get("run") or {}
-        if name in ("RankPools", "RankOnDemandPools"):
+        if name in ("RankPools", "RankKnownPools", "RankOnDemandPools"):
             self.plan = state.get("plan") or {}
             pools = self.plan.get("pools")
             count = len(pools) if isinstance(pools, list) else (pools or 0)
@@ -349,7 +351,7 @@ def plans_from(history: list[dict]) -> list[dict]:
     for event in history:
         if event["type"] == "TaskStateExited":
             name = _details(event, "stateExitedEventDetails").get("name")
-            if name in ("RankPools", "RankOnDemandPools"):
+            if name in ("RankPools", "RankKnownPools", "RankOnDemandPools"):
                 plans.append(_state_output(event).get("plan") or {})
     return plans
 
