@@ -26,6 +26,8 @@ decisions in process, as bench.replay does for region orders:
   first in a zone its subnet (DescribeSubnets): the adapters keep these per region and zone;
   `classic` probes pool by pool with RunInstances of exactly the batch (at most 4), halving
   the batch on a capacity error, as the static bench's classic request does;
+- a run that completes reads its instances while they boot and load the model (DescribeInstances,
+  BOOT_WATCH_CALLS_PER_REGION per region it holds instances in);
 - a try that ends short waits policy.waiting.next_try's delay (60 s doubling to the cap, 2 min
   by default, with the request's jitter) until the deadline; a run keeps what it launched and
   counts it. With `all_or_nothing` (as RollBackGang does) a try that ends short terminates what it
@@ -69,6 +71,10 @@ PREPARE = ("DescribeImages",)
 REGION_SETUP = ("DescribeVpcs", "DescribeSecurityGroups", "CreateSecurityGroup", "CreateLaunchTemplate")
 ZONE_SETUP = ("DescribeSubnets",)
 CLASSIC_BATCH = 4
+# DescribeInstances a run makes per region it holds instances in once it is complete: WaitUntilRunning
+# until they run and CheckServing once a minute until the model servers answer, as measured on the
+# local engine (15 for the two one-region runs of tests/bench/test_dynamic_agreement.py).
+BOOT_WATCH_CALLS_PER_REGION = 7
 # While no run waits, how often the replay looks for reclaims: a refill starts at most this late.
 WATCH_STEP_SECONDS = 10
 # The request's reservations setting as the replay's runs have it (the default); the markets hold none.
@@ -139,6 +145,7 @@ def _wait_loop(
         int(min(HORIZON_SECONDS - started, HORIZON_SECONDS)), started, first_delay=asked.first_delay, max_delay=asked.max_delay
     )
     route = "prepare"  # the first try scores every region
+    held: set[str] = set()  # the regions this run's instances are in
     while True:
         known = route == "rank" and asked.facts_ttl > 0
         # A try that reuses its facts (RankKnownPools) scores nothing; the market has no reservations,
@@ -168,11 +175,15 @@ def _wait_loop(
         else:
             got, calls = _probe(ec2, cache, pools, count - launched)
         launched, attempts = launched + got, attempts + calls
+        held |= {i.region for i in ec2.instances[before:]}
         if launched >= count:
+            # WaitUntilRunning and CheckServing read the run's instances in each region they are in
+            # (counted, not timed: the watch runs over the boot's minutes, after time to N).
+            ec2.calls["DescribeInstances"] += BOOT_WATCH_CALLS_PER_REGION * len(held)
             return
         if asked.all_or_nothing and got:
             ec2.terminate(ec2.instances[before:])  # RollBackGang: hand the short try back
-            launched = 0
+            launched, held = 0, set()
         verdict, wait = waiting.next_try(
             wait, now=ec2.now, spread=waiting.jitter(request_id, wait.tries),
             tries_per_execution=DEFAULT_TRIES_PER_EXECUTION, regions=len(regions), attempts_total=attempts,

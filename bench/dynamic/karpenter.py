@@ -14,6 +14,13 @@ Read from Karpenter's AWS provider (github.com/aws/karpenter-provider-aws at 1d9
 - **Batching** (Karpenter's settings, bench/latency.json): each provisioning round waits out
   BATCH_IDLE_DURATION (1 s) first.
 
+- **Tagging** (pkg/controllers/nodeclaim/tagging/controller.go, `tagInstance`): once a node has
+  registered, Karpenter reads its instance (DescribeInstances, skipping its cache) and tags it
+  (CreateTags: Name, the nodeclaim, the cluster), two calls per node launched. Counted as gpufill's
+  own reads of its instances are; the garbage collection's DescribeInstances every 2 minutes
+  (pkg/controllers/nodeclaim/garbagecollection) runs whether or not anything is pending, and is
+  left out.
+
 Karpenter runs in one cluster, in one region: the baseline is a Karpenter per region, asked in
 classic score order, each going on while it launches, as the static bench's karpenter does.
 Nodes EC2 reclaims are seen (the pods go pending again) and replaced. It sees only the public view.
@@ -31,6 +38,7 @@ from bench.market import PublicView
 ICE_TTL_SECONDS = 180
 ICE_SWEEP_SECONDS = 10
 SCORING_CALLS_PER_REGION = 2
+TAG_CALLS_PER_NODE = ("DescribeInstances", "CreateTags")
 
 
 def run(case: DynamicCase) -> Ec2:
@@ -52,6 +60,9 @@ def run(case: DynamicCase) -> Ec2:
                     break
                 ec2.wait(KARPENTER_BATCH_IDLE_SECONDS)
                 answer = ec2.create_fleet(region, offerings, case.count - ec2.running())
+                # Each node launched is read and tagged once it registers (counted, not timed).
+                for api in TAG_CALLS_PER_NODE:
+                    ec2.calls[api] += answer.count
                 for (zone, itype), error in answer.errors.items():
                     if error == "capacity":
                         unavailable[(region, zone, itype)] = ec2.now

@@ -214,6 +214,8 @@ def test_karpenter_asks_one_region_after_another_and_replaces_a_reclaimed_node()
     assert regions == ["us-west-2"] * 4 + ["us-east-1"] * 3
     assert sum(i.interrupted for i in ec2.instances) == 1  # and its pod went pending again: 3 launched, not 2
     assert ec2.running() == 6 and measure.time_to_n(ec2.instances, 6) > 1200
+    # Every node is read and tagged once it registers, the replacement too.
+    assert ec2.calls["DescribeInstances"] == ec2.calls["CreateTags"] == 7
 
 
 def test_gpufill_waits_as_its_wait_policy_says_and_finds_the_restock():
@@ -232,6 +234,8 @@ def test_gpufill_waits_as_its_wait_policy_says_and_finds_the_restock():
     finally:
         gpufill.Ec2 = original
     assert {i.zone for i in ec2.instances} == {"us-east-1a"} and len(ec2.instances) == 2
+    # The startup watch reads the instances in the one region they landed in.
+    assert ec2.calls["DescribeInstances"] == gpufill.BOOT_WATCH_CALLS_PER_REGION
     # Only the first try and the first after each WAIT_FACTS_TTL_SECONDS score the 2 regions again.
     assert ec2.calls["DescribeSpotPriceHistory"] == 2 * (1 + int(restock_at // gpufill.WAIT_FACTS_TTL_SECONDS))
     # The gaps between tries are the wait policy's delays: 60 s doubling, jittered, the tries' own calls on top.
