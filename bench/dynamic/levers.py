@@ -30,6 +30,8 @@ LEVERS = (
     Lever(f"and leaves out pools found full < {gpufill.WAIT_SKIP_FULL_SECONDS} s ago (the default)", gpufill.Asked(), True),
     Lever("facts reused for 1 h", gpufill.Asked(facts_ttl=3600), False),
     Lever("pools found full < 180 s ago left out (Karpenter's ICE window)", gpufill.Asked(skip_full=180), False),
+    Lever("pools found full < 120 s ago left out", gpufill.Asked(skip_full=120), False),
+    Lever("the wait capped at 150 s", gpufill.Asked(max_delay=150), False),
     Lever("the wait capped at 5 min", gpufill.Asked(max_delay=300), False),
 )
 
