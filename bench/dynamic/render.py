@@ -76,7 +76,8 @@ def render(
         f"complete plus its first {WORK_SECONDS // 3600} hour of work (12 hours when it never was), reclaimed "
         "ones included; *of it idle*, the part before the fleet was complete; *wasted instance-hours*, "
         "instances held before the fleet was complete (all 12 hours when it never was); *EC2 calls*, every "
-        "call, scoring and gpufill's per-fleet launch template calls included; *launch calls*, RunInstances "
+        "call, scoring, gpufill's per-fleet launch template calls, its startup watch and Karpenter's reads and "
+        "tags of each node included; *launch calls*, RunInstances "
         "and CreateFleet; Karpenter's offerings and prices are counted once, the broker's once a pass. Left out "
         "in SkyPilot's favour: the calls and seconds of bootstrapping each attempt. Every strategy stops when N "
         "run at once: what EC2 reclaims in the hour of work is billed, not replaced.",
