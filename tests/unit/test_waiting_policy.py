@@ -204,6 +204,12 @@ def test_a_try_ranks_by_the_facts_it_holds_only_while_they_are_fresh_and_dates_e
     assert after.model_copy(update={"facts_read_at": None}) == held.model_copy(update={"facts_read_at": None})
 
 
+def test_a_shorter_ttl_asked_for_reads_the_facts_sooner():
+    held = wait(facts_read_at=START)
+    assert waiting.next_try_route(held, now=START + 100, handover=False, ttl=60)[0] == "prepare"
+    assert waiting.next_try_route(held, now=START + 100, handover=False)[0] == "rank"
+
+
 def test_facts_are_due_at_their_ttl_or_when_their_age_is_unknown():
     assert waiting.facts_due(None) and waiting.facts_due(WAIT_FACTS_TTL_SECONDS)
     assert not waiting.facts_due(WAIT_FACTS_TTL_SECONDS - 1)
