@@ -70,7 +70,7 @@ def step_attempts(run: dict) -> list[dict]:
 # Choices route on what a step already reported, so they print nothing (a test holds every Choice here).
 QUIET_STATES = {
     "IsRequestValid", "IsContinuation", "WhichAction", "IsPlanOnly", "WhereNext", "WhatAfterThisMarket", "ScoreRegion",
-    "AreInstancesRunning", "IsFulfilled",
+    "AreInstancesRunning", "IsFulfilled", "AreFactsWarm", "UseWarmFacts",
 }
 # Teardown and status: choices stay quiet, and these report on exit, with what they found.
 QUIET_STATES |= {"AnythingToTerminate", "IsTeardownApproved"}
@@ -264,13 +264,25 @@ class Progress:
         else:
             self._line(f"  > StartNextTry   try {tries}: scoring and ranking again")
 
+    def _plan_ranked(self, plan: dict, how: str = "") -> None:
+        self.plan = plan
+        pools = plan.get("pools")
+        count = len(pools) if isinstance(pools, list) else (pools or 0)
+        self._line(f"    {count} {plan.get('market')} pool(s) ranked{how}")
+
     def _exited(self, name: str | None, state: dict) -> None:
         run = state.get("run") or {}
-        if name in ("RankPools", "RankOnDemandPools"):
-            self.plan = state.get("plan") or {}
-            pools = self.plan.get("pools")
-            count = len(pools) if isinstance(pools, list) else (pools or 0)
-            self._line(f"    {count} {self.plan.get('market')} pool(s) ranked")
+        if name == "RankFromWarmFacts":
+            warm = state.get("warm") or {}
+            if warm.get("warm") is True:
+                self._plan_ranked(warm.get("plan") or {}, " from warm facts")
+                if (warm.get("run") or {}).get("next") == "launch":
+                    self._line(f"    {(warm['run'].get('launch') or {}).get('region')}: launch settings warm, no PrepareRegion")
+            else:
+                asked = (state.get("request") or {}).get("facts") == "fresh"
+                self._line("    fresh facts asked: scoring every region" if asked else "    facts not warm: scoring every region")
+        elif name in ("RankPools", "RankOnDemandPools"):
+            self._plan_ranked(state.get("plan") or {})
         elif name == "ChooseCapacityBlock":
             self._block_chosen(state.get("block") or {})
         elif name == "TryBlockAgain":
@@ -351,6 +363,8 @@ def plans_from(history: list[dict]) -> list[dict]:
             name = _details(event, "stateExitedEventDetails").get("name")
             if name in ("RankPools", "RankOnDemandPools"):
                 plans.append(_state_output(event).get("plan") or {})
+            elif name == "RankFromWarmFacts" and (_state_output(event).get("warm") or {}).get("warm") is True:
+                plans.append(_state_output(event)["warm"].get("plan") or {})
     return plans
 
 
