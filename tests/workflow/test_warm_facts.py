@@ -22,6 +22,7 @@ def test_a_second_run_within_the_ttl_makes_no_scoring_or_set_up_call_and_fills_t
     with local_account(MARKET) as engine:
         first = engine.run(REQUEST, name="first")
         engine.advance(WARM_SCORING_TTL_SECONDS - 120)
+        engine.cold_start()  # new containers: only what the table keeps is warm
         second = engine.run(REQUEST, name="second")
     assert first.output["status"] == second.output["status"] == "FULFILLED"
     assert all(_ec2(first).get(api) for api in SCORING) and "ScoreRegions" in first.entered()
@@ -43,6 +44,7 @@ def test_stale_facts_are_scored_again_and_fresh_facts_when_asked(local_account):
     with local_account(MARKET) as engine:
         engine.run(REQUEST, name="first")
         engine.advance(WARM_SCORING_TTL_SECONDS + 1)
+        engine.cold_start()
         stale = engine.run(REQUEST, name="stale")
         assert WARM_SCORING_TTL_SECONDS + 1 < WARM_LAUNCH_TTL_SECONDS
         forced = engine.run({**REQUEST, "facts": "fresh"}, name="forced")
