@@ -184,7 +184,7 @@ class Progress:
         if kind.endswith("StateEntered"):
             name = _details(event, "stateEnteredEventDetails").get("name")
             self.entered = name
-            if name not in QUIET_STATES | REPORTED_ON_EXIT | WAIT_STEPS and name not in ("LaunchBatch", "PrepareRegion", "RollBackGang"):
+            if name not in QUIET_STATES | REPORTED_ON_EXIT | WAIT_STEPS and name not in ("LaunchBatch", "PrepareRegion", "RollBackGang", "RankFromWarmFacts"):
                 self._line(f"  > {name}")
         elif kind == "MapStateStarted":
             length = _details(event, "mapStateStartedEventDetails").get("length")
@@ -264,23 +264,25 @@ class Progress:
         else:
             self._line(f"  > StartNextTry   try {tries}: scoring and ranking again")
 
-    def _plan_ranked(self, plan: dict, how: str = "") -> None:
+    def _plan_ranked(self, plan: dict, how: str = "", lead: str = "    ") -> None:
         self.plan = plan
         pools = plan.get("pools")
         count = len(pools) if isinstance(pools, list) else (pools or 0)
-        self._line(f"    {count} {plan.get('market')} pool(s) ranked{how}")
+        self._line(f"{lead}{count} {plan.get('market')} pool(s) ranked{how}")
 
     def _exited(self, name: str | None, state: dict) -> None:
         run = state.get("run") or {}
-        if name == "RankFromWarmFacts":
+        if name == "RankFromWarmFacts":  # one line on exit, as PrepareRegion's
             warm = state.get("warm") or {}
             if warm.get("warm") is True:
-                self._plan_ranked(warm.get("plan") or {}, " from warm facts")
-                if (warm.get("run") or {}).get("next") == "launch":
-                    self._line(f"    {(warm['run'].get('launch') or {}).get('region')}: launch settings warm, no PrepareRegion")
+                self._plan_ranked(warm.get("plan") or {}, " from warm facts", "  > RankFromWarmFacts  ")
+                launch = (warm.get("run") or {}).get("launch") or {}
+                if (warm.get("run") or {}).get("next") == "launch" and launch:
+                    self._line(f"    {launch['region']}: image {launch['image_id']}, root volume {launch['root_volume_gib']} GiB, "
+                               f"{len(launch.get('subnets') or {})} subnet(s), from warm launch settings")
             else:
                 asked = (state.get("request") or {}).get("facts") == "fresh"
-                self._line("    fresh facts asked: scoring every region" if asked else "    facts not warm: scoring every region")
+                self._line("  > RankFromWarmFacts  " + ("fresh facts asked" if asked else "facts not warm") + ": scoring every region")
         elif name in ("RankPools", "RankOnDemandPools"):
             self._plan_ranked(state.get("plan") or {})
         elif name == "ChooseCapacityBlock":
