@@ -72,6 +72,16 @@ def test_blended_scoring_uses_facts_that_looked_up_the_zone_ids():
     assert warm_facts.warm_region_facts(request(scoring="blended"), scored(60, zone_ids=True), NOW) is not None
 
 
+def test_the_edges_of_a_facts_life():
+    assert warm_facts.is_fresh("scoring", NOW, NOW + WARM_SCORING_TTL_SECONDS - 0.001)
+    assert not warm_facts.is_fresh("scoring", NOW, NOW + WARM_SCORING_TTL_SECONDS)
+    assert warm_facts.is_fresh("launch", NOW + WARM_CLOCK_SKEW_SECONDS, NOW)  # another Lambda's clock, a little ahead
+    assert not warm_facts.is_fresh("launch", NOW + WARM_CLOCK_SKEW_SECONDS + 0.001, NOW)
+    # DynamoDB may delete the item from the first whole second it is no longer used, not before.
+    assert warm_facts.expires_at("scoring", 1000.5) == 1000 + WARM_SCORING_TTL_SECONDS + 1
+    assert warm_facts.expires_at("launch", 1000.0) == 1000 + WARM_LAUNCH_TTL_SECONDS + 1
+
+
 @given(
     kind=st.sampled_from(["scoring", "launch"]),
     written_at=st.floats(min_value=0, max_value=2e9),
@@ -103,6 +113,8 @@ def test_warm_launch_settings_enter_the_region_with_the_requests_root_volume():
     assert launch == RegionLaunch(region="us-east-1", image_id="ami-1", root_volume_gib=250, security_group_id="sg-1",
                                   subnets={"us-east-1a": "subnet-a"})
     assert warm_facts.warm_launch(request(root_volume_gib=300), prepared(60), {"us-east-1a"}, NOW).root_volume_gib == 300
+    unknown = PreparedRegion(**{**prepared(60).__dict__, "snapshot_gib": None})
+    assert warm_facts.warm_launch(request(root_volume_gib=100), unknown, {"us-east-1a"}, NOW).root_volume_gib == 100
 
 
 @pytest.mark.parametrize(

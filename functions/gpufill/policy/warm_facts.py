@@ -93,7 +93,9 @@ def warm_launch(
     return RegionLaunch(
         region=prepared.region,
         image_id=prepared.image_id,
-        root_volume_gib=max(request.root_volume_gib, prepared.snapshot_gib or 0),
+        # The launch uses max(the request's, the AMI's root snapshot size), as PrepareRegion fixes it.
+        root_volume_gib=request.root_volume_gib if prepared.snapshot_gib is None
+        else max(request.root_volume_gib, prepared.snapshot_gib),
         security_group_id=prepared.security_group_id,
         subnets=subnets,
     )
