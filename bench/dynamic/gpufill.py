@@ -5,7 +5,11 @@ The static bench runs these two on the local engine. Over 12 modelled hours a ru
 of tries, which on the engine costs seconds of wall time each; the replay calls the same
 decisions in process, as bench.replay does for region orders:
 
-- each try scores every region again (DescribeInstanceTypeOfferings, DescribeSpotPriceHistory
+- a run's first try ranks from the deployment's warm facts when a try scored them less than
+  WARM_SCORING_TTL_SECONDS ago (no offerings or prices asked, no scoring time), and a fleet goes
+  without its image lookup when its region was looked up less than WARM_LAUNCH_TTL_SECONDS ago
+  (docs/architecture.md, "Warm facts");
+- each other try scores every region again (DescribeInstanceTypeOfferings, DescribeSpotPriceHistory
   and DescribeCapacityReservations per region, side by side, as RankPools reads them) and ranks the pools with policy.ranking: price-capacity regions with
   AWS's region-level placement scores for gpufill's default, which each run asks once and
   keeps (GetSpotPlacementScores); classic points for `classic`;
@@ -39,6 +43,8 @@ from gpufill.constants import (
     DEFAULT_TRIES_PER_EXECUTION,
     WAIT_FIRST_DELAY_SECONDS,
     WAIT_MAX_DELAY_SECONDS,
+    WARM_LAUNCH_TTL_SECONDS,
+    WARM_SCORING_TTL_SECONDS,
 )
 from gpufill.policy import fill, ranking, waiting
 
@@ -118,10 +124,18 @@ def _wait_loop(
     wait = waiting.begin(
         int(min(HORIZON_SECONDS - started, HORIZON_SECONDS)), started, first_delay=asked.first_delay, max_delay=asked.max_delay
     )
+    first = True
     while True:
-        for api in SCORING_PER_REGION:
-            ec2.calls[api] += len(regions)
-        ec2.wait(scoring_seconds())
+        # A run's first try ranks from the deployment's warm facts while they are fresh
+        # (RankFromWarmFacts); its later tries score again (WhereToTryAgain goes to ScoreRegions).
+        if first and _fresh(ec2, "scoring", WARM_SCORING_TTL_SECONDS):
+            ec2.calls["DescribeCapacityReservations"] += len(regions)  # RankPools still reads reservations
+        else:
+            ec2.warm["scoring"] = ec2.now
+            for api in SCORING_PER_REGION:
+                ec2.calls[api] += len(regions)
+            ec2.wait(scoring_seconds())
+        first = False
         scores = ranking.score_all(facts, request)
         if strategy == "gpufill":
             pools = ranking.price_capacity_pools(facts, ranking.with_region_scores(scores, region_scores), request)
@@ -157,7 +171,12 @@ def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int
         if got >= missing:
             break
         region = group[0].region
-        for api in _setup(ec2, region, [p.availability_zone for p in group]) + FLEET_OVERHEAD:
+        overhead = FLEET_OVERHEAD
+        if _fresh(ec2, region, WARM_LAUNCH_TTL_SECONDS):
+            overhead = tuple(api for api in FLEET_OVERHEAD if api != "DescribeImages")  # warm launch settings
+        else:
+            ec2.warm[region] = ec2.now
+        for api in _setup(ec2, region, [p.availability_zone for p in group]) + overhead:
             ec2.call(api)
         answer = ec2.create_fleet(group[0].region, [(p.availability_zone, p.instance_type) for p in group], missing - got)
         calls += 1
@@ -166,6 +185,10 @@ def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int
             if error == "capacity":
                 cache[f"spot/{group[0].region}/{zone}/{itype}"] = ec2.now
     return got, calls
+
+
+def _fresh(ec2: Ec2, fact: str, ttl: int) -> bool:
+    return fact in ec2.warm and ec2.now - ec2.warm[fact] < ttl
 
 
 def _setup(ec2: Ec2, region: str, zones: list[str]) -> tuple[str, ...]:
