@@ -9,11 +9,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import sys
 import warnings
 from collections import Counter
 
-from gpufill.constants import DEFAULT_BATCH_MAX
+import boto3
+
+from gpufill.constants import CAPACITY_TABLE_KEY, DEFAULT_BATCH_MAX, ENV_CAPACITY_TABLE
 from gpufill.local.engine import LocalEngine
 from gpufill.local.metrics import LAUNCH_HANDLER
 
@@ -24,7 +27,7 @@ from bench.costs import (
     complete_engine_model,
     orchestration_usd,
 )
-from bench.outcome import Outcome
+from bench.outcome import Outcome, WarmRun
 
 ENGINE_STRATEGIES = ("classic", "gpufill")
 CLASSIC_BATCH = 4
@@ -64,7 +67,11 @@ def _before_fill(invocations: list) -> list[str]:
     return handlers[: launches[-1] + 1] if launches else handlers
 
 
-def run(case: Case, strategy: str, launch_mode: str | None = None, scoring: str | None = None) -> Outcome:
+def run(
+    case: Case, strategy: str, launch_mode: str | None = None, scoring: str | None = None, *, warm_too: bool = True
+) -> Outcome:
+    """The case's request on a fresh deployment (the first run after deploy: cold facts, every
+    function cold); for gpufill (`warm_too`), also the same request again in that deployment."""
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     complete_engine_model()
     request = request_for(case, strategy, launch_mode, scoring)
@@ -75,6 +82,8 @@ def run(case: Case, strategy: str, launch_mode: str | None = None, scoring: str 
         # Wait states (waiting for instances to boot) are not time spent finding capacity, and
         # the simulators have none: time to fill leaves them out.
         waited = sum(engine.calls.wait_seconds)
+        defaults = launch_mode is None and scoring is None  # comparing other settings: the first run only
+        warm = _warm_run(engine, execution, request, case) if strategy == "gpufill" and warm_too and defaults else None
     result = execution.output if isinstance(execution.output, dict) else {}
     cause = execution.cause if isinstance(execution.cause, dict) else {}
     attempts = result.get("attempts") or (cause.get("attempts") if isinstance(cause.get("attempts"), list) else [])
@@ -107,4 +116,49 @@ def run(case: Case, strategy: str, launch_mode: str | None = None, scoring: str 
         ec2_by_api=dict(metrics["ec2_calls"]),
         regions_used=list(dict.fromkeys(i["region"] for i in result.get("instances") or [])),
         full_batches=sum(1 for a in attempts if a["launched"] and a["launched"] == a["batch"] == batch_max),
+        warm=warm,
     )
+
+
+def _warm_run(engine: LocalEngine, first, request: dict, case: Case) -> WarmRun:
+    """The same request again in the same deployment, as a user's next request finds it: the
+    facts and launch settings the first run kept, within their TTL if the first run's boot and
+    readiness checks took less than it (modelled time goes on). The first run's instances are
+    terminated (their capacity goes back to the market, as on EC2) and the shared capacity signals
+    it left are cleared, so the market and what the run knows of it are the first run's own: the
+    difference is the warm facts alone. Its functions still start cold (a request minutes later
+    may meet warm containers; the bench does not count on it)."""
+    output = first.output if isinstance(first.output, dict) else {}
+    by_region: dict[str, list[str]] = {}
+    for instance in output.get("instances") or []:
+        by_region.setdefault(instance["region"], []).append(instance["instance_id"])
+    for region, ids in by_region.items():
+        engine.client("ec2", region).terminate_instances(InstanceIds=ids)
+    _forget_capacity_signals(engine)
+    engine.cold_start()  # new containers: nothing the first run's functions held in memory
+    mark = len(engine.calls.invocations)
+    # The readiness checks come after the fill and are not timed: the warm run skips them.
+    execution = engine.run({**request, "ready_timeout": "PT0S"}, name=f"{first.name}-warm"[:80])
+    invocations = list(engine.calls.invocations)[mark:]
+    result = execution.output if isinstance(execution.output, dict) else {}
+    metrics = execution.metrics
+    cold = round(cold_starts(_before_fill(invocations)) * COLD_START_SECONDS, 3)
+    entered = execution.entered()
+    return WarmRun(
+        modelled_seconds=round(_seconds_to_fill(metrics, 0.0) + cold, 3),
+        cold_start_seconds=cold,
+        launched=int(result.get("launched", 0) or 0),
+        launch_calls=metrics["launch_calls"],
+        hourly_cost=round(float(result.get("hourly_cost", 0.0) or 0.0), 4),
+        scored="ScoreRegions" in entered,
+        prepared="PrepareRegion" in entered[: entered.index("LaunchBatch") if "LaunchBatch" in entered else None],
+    )
+
+
+def _forget_capacity_signals(engine: LocalEngine) -> None:
+    """Every "recently full" signal of the deployment (the placement scores AWS gave, shared for
+    10 minutes in the same table, stay: they are facts like the others)."""
+    table = boto3.resource("dynamodb", region_name=engine.home_region).Table(os.environ[ENV_CAPACITY_TABLE])
+    for item in table.scan(ProjectionExpression="#k", ExpressionAttributeNames={"#k": CAPACITY_TABLE_KEY})["Items"]:
+        if not str(item[CAPACITY_TABLE_KEY]).startswith("placement#"):
+            table.delete_item(Key={CAPACITY_TABLE_KEY: item[CAPACITY_TABLE_KEY]})

@@ -10,6 +10,20 @@ LAUNCH_APIS = ("RunInstances", "CreateFleet")  # the calls that launch instances
 
 
 @dataclass
+class WarmRun:
+    """A run in a deployment whose facts are warm: its time to fill (cold starts included) and what
+    it launched, to set beside the first run after deploy, which is the headline's."""
+
+    modelled_seconds: float
+    cold_start_seconds: float
+    launched: int
+    launch_calls: int
+    hourly_cost: float
+    scored: bool  # False when it ranked from warm facts (no ScoreRegions)
+    prepared: bool  # False when it entered its first region from warm launch settings
+
+
+@dataclass
 class Outcome:
     case: str
     strategy: str
@@ -33,6 +47,13 @@ class Outcome:
     full_batches: int = 0
     ec2_by_api: dict[str, int] = field(default_factory=dict)
     regions_used: list[str] = field(default_factory=list)  # where the fleet landed, in launch order
+    # gpufill only: the same request again in the same deployment right after this run (its
+    # instances terminated, capacity back in the market), with the warm facts this run left.
+    warm: WarmRun | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.warm, dict):  # read back from outcomes.json
+            self.warm = WarmRun(**self.warm)
 
     @property
     def simulated(self) -> bool:

@@ -221,3 +221,32 @@ def paired_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
                     f"{p.mean_difference:+.3f}", f"{p.lower} / {p.higher} / {p.equal}", f"{p.p_value:.2g}",
                 ])
     return header, body
+
+
+def warm_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    """gpufill's first run after deploy (cold facts, the headline's) beside the same request again in
+    that deployment (warm facts), with karpenter's time; per count bucket and pooled: time to fill
+    mean / median, how many warm runs skipped scoring and PrepareRegion, and whether the warm runs
+    launched as many, with as many launch calls, for as much an hour."""
+    header = ["count", "markets", "gpufill cold s: mean / median", "gpufill warm s: mean / median",
+              "karpenter s: mean / median", "warm ÷ karpenter (means)", "warm runs: unscored / unprepared",
+              "launch calls Σ cold / warm", "fleet $/h Σ cold / warm"]
+    body = []
+    karpenter = {r.case.name: r.outcome.modelled_seconds for r in rows if r.outcome.strategy == "karpenter"}
+    for count in (*COUNTS, None):
+        mine = [r for r in _bucket(rows, count) if r.outcome.strategy == "gpufill" and r.outcome.warm is not None]
+        if not mine:
+            continue
+        cold = [r.outcome.modelled_seconds for r in mine]
+        warm = [r.outcome.warm.modelled_seconds for r in mine]
+        karp = [karpenter[r.case.name] for r in mine if r.case.name in karpenter]
+        def both(values: list[float]) -> str:
+            return f"{sum(values) / len(values):.1f} / {median(values):.1f}" if values else "—"
+        ratio = f"{(sum(warm) / len(warm)) / (sum(karp) / len(karp)):.2f}×" if karp and sum(karp) else "—"
+        body.append([
+            "all" if count is None else str(count), str(len(mine)), both(cold), both(warm), both(karp), ratio,
+            f"{sum(not r.outcome.warm.scored for r in mine)} / {sum(not r.outcome.warm.prepared for r in mine)}",
+            f"{sum(r.outcome.launch_calls for r in mine)} / {sum(r.outcome.warm.launch_calls for r in mine)}",
+            f"{sum(r.outcome.hourly_cost for r in mine):.2f} / {sum(r.outcome.warm.hourly_cost for r in mine):.2f}",
+        ])
+    return header, body

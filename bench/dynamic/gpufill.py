@@ -5,7 +5,11 @@ The static bench runs these two on the local engine. Over 12 modelled hours a ru
 of tries, which on the engine costs seconds of wall time each; the replay calls the same
 decisions in process, as bench.replay does for region orders:
 
-- a try scores every region (DescribeInstanceTypeOfferings, DescribeSpotPriceHistory and
+- a run's first try ranks from the deployment's warm facts when a try scored them less than
+  WARM_SCORING_TTL_SECONDS ago (no offerings or prices asked, no scoring time), and a fleet goes
+  without its image lookup when its region was looked up less than WARM_LAUNCH_TTL_SECONDS ago
+  (docs/architecture.md, "Warm facts");
+- any other try scores every region (DescribeInstanceTypeOfferings, DescribeSpotPriceHistory and
   DescribeCapacityReservations per region, side by side, as ScoreRegions and RankPools read
   them) when policy.waiting.next_try_route says its facts are due (the first try, then every
   WAIT_FACTS_TTL_SECONDS, and after a hand-over); otherwise it ranks by the facts it holds
@@ -52,6 +56,8 @@ from gpufill.constants import (
     WAIT_FIRST_DELAY_SECONDS,
     WAIT_MAX_DELAY_SECONDS,
     WAIT_SKIP_FULL_SECONDS,
+    WARM_LAUNCH_TTL_SECONDS,
+    WARM_SCORING_TTL_SECONDS,
 )
 from gpufill.policy import fill, ranking, waiting
 from gpufill.policy import reservations as reservation_policy
@@ -146,17 +152,28 @@ def _wait_loop(
     )
     route = "prepare"  # the first try scores every region
     held: set[str] = set()  # the regions this run's instances are in
+    first = True
     while True:
         known = route == "rank" and asked.facts_ttl > 0
-        # A try that reuses its facts (RankKnownPools) scores nothing; the market has no reservations,
-        # so it reads none either (policy.reservations.read_again with none found before).
-        scoring = SCORING_PER_REGION if not known else tuple(
-            api for api in SCORING_PER_REGION if api == "DescribeCapacityReservations"
-            and reservation_policy.read_again(OPEN_RESERVATIONS, "spot", 0)
-        )
+        scored = False
+        if first and _fresh(ec2, "scoring", WARM_SCORING_TTL_SECONDS):
+            # A run's first try ranks from the deployment's warm facts while they are fresh
+            # (RankFromWarmFacts); RankPools still reads the reservations.
+            scoring: tuple[str, ...] = ("DescribeCapacityReservations",)
+        elif known:
+            # A try that reuses its facts (RankKnownPools) scores nothing; the market has no reservations,
+            # so it reads none either (policy.reservations.read_again with none found before).
+            scoring = tuple(
+                api for api in SCORING_PER_REGION if api == "DescribeCapacityReservations"
+                and reservation_policy.read_again(OPEN_RESERVATIONS, "spot", 0)
+            )
+        else:
+            ec2.warm["scoring"] = ec2.now
+            scoring, scored = SCORING_PER_REGION, True
+        first = False
         for api in scoring:
             ec2.calls[api] += len(regions)
-        if not known:
+        if scored:
             ec2.wait(scoring_seconds())
         scores = ranking.score_all(facts, request)
         if strategy == "gpufill":
@@ -204,7 +221,12 @@ def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: se
         if got >= missing:
             break
         region = group[0].region
-        for api in _setup(ec2, region, [p.availability_zone for p in group]) + (PREPARE * (region not in prepared)) + FLEET_OVERHEAD:
+        # The image is looked up once per region while the run holds its facts, and not at all while
+        # the deployment's launch settings for the region are warm.
+        lookup = region not in prepared and not _fresh(ec2, region, WARM_LAUNCH_TTL_SECONDS)
+        if lookup:
+            ec2.warm[region] = ec2.now
+        for api in _setup(ec2, region, [p.availability_zone for p in group]) + (PREPARE * lookup) + FLEET_OVERHEAD:
             ec2.call(api)
         prepared.add(region)
         answer = ec2.create_fleet(group[0].region, [(p.availability_zone, p.instance_type) for p in group], missing - got)
@@ -214,6 +236,10 @@ def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: se
             if error == "capacity":
                 cache[f"spot/{group[0].region}/{zone}/{itype}"] = ec2.now
     return got, calls
+
+
+def _fresh(ec2: Ec2, fact: str, ttl: int) -> bool:
+    return fact in ec2.warm and ec2.now - ec2.warm[fact] < ttl
 
 
 def _setup(ec2: Ec2, region: str, zones: list[str]) -> tuple[str, ...]:

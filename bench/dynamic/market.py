@@ -69,6 +69,9 @@ class Ec2:
         self.instances: list[Instance] = []  # this account's, in launch order
         self.reclaims: list[Instance] = []  # the interruption notices EC2 sent this account, in order
         self.set_up: set[str] = set()  # regions and zones the account's launches have prepared (network, template)
+        # The deployment's warm facts: when its regions were last scored ("scoring") and each region's
+        # launch settings last looked up (by region), as the instances table keeps them.
+        self.warm: dict[str, float] = {}
         self.__prices: dict[tuple[str, str, str], float] = {}
         self.__free: dict[tuple[str, str, str], int] = {}
         self.__tiers: dict[tuple[str, str], int] = {}

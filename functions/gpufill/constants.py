@@ -495,3 +495,30 @@ PROBE_EVENT_KEY = "gpufill_probe"
 # The alias every probed function carries; the operator may invoke only it, and a function invoked
 # through it does nothing but probe.
 PROBE_ALIAS = "probe"
+
+# Warm facts (policy/warm_facts.py, adapters/warm_facts.py): what one run scored or prepared, kept
+# for the deployment's next runs in the instances table, one item per fact, kind KIND_WARM, no
+# request_id attribute (the by-request index never returns it). The table's TTL attribute is set
+# to the fact's expiry, and readers check the expiry themselves: DynamoDB deletes expired items
+# only within a few days.
+# - "warm#facts#<region>#<instance type>": the AZs offering the type, their spot prices and zone
+#   ids, the Spot Advisor tier (ScoreRegion's answer for one type).
+# - "warm#launch#<region>": the region's image, root snapshot size, security group and a subnet
+#   per AZ looked up (PrepareRegion's answer).
+# Spot placement scores were already shared by every run of the deployment for 10 minutes
+# (adapters/placement_scores.py, the capacity table).
+KIND_WARM = "warm"
+WARM_FACTS_KEY_PREFIX = "warm#facts#"
+WARM_LAUNCH_KEY_PREFIX = "warm#launch#"
+# How long a fact is used. Spot prices move gradually (AWS smooths them over days), and a run
+# ranks with facts scored at its start anyway: 10 minutes, the placement scores' own sharing
+# time, covers back-to-back requests without ranking on a market older than that. The launch
+# settings change only when a DLAMI is released or a person changes the regions config, the
+# security group or the subnets: 15 minutes bounds how long such a change waits to be seen
+# (`"facts": "fresh"` sees it at once). A launch never depends on a fact being right: the
+# launch call reads capacity itself, and a stale image is resolved again (InvalidAMIID).
+WARM_SCORING_TTL_SECONDS = 10 * 60
+WARM_LAUNCH_TTL_SECONDS = 15 * 60
+# A fact stamped this far ahead of the reader's clock is taken as written now (Lambda clocks
+# agree within milliseconds); further ahead, it is not trusted at all.
+WARM_CLOCK_SKEW_SECONDS = 5

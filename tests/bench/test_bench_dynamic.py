@@ -142,7 +142,7 @@ def test_no_strategy_moves_on_hidden_capacity(strategy):
 def test_the_market_keeps_capacity_out_of_reach():
     ec2 = Ec2(dynamic(TWO_REGIONS, 4))
     public = {k for k in vars(ec2) if not k.startswith("_")}
-    assert public == {"now", "calls", "instances", "reclaims", "set_up"}
+    assert public == {"now", "calls", "instances", "reclaims", "set_up", "warm"}
 
 
 # --- the baselines keep their project's rules ------------------------------------------------

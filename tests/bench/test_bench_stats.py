@@ -9,7 +9,7 @@ from gpufill.local.metrics import LATENCY_MODEL, Invocation
 
 from bench import analysis, costs, diagnosis, karpenter, oracle, pooled, targets
 from bench.cases import Case
-from bench.outcome import STRATEGIES, Outcome, launch_label
+from bench.outcome import STRATEGIES, Outcome, WarmRun, launch_label
 from bench.stats import paired, sign_test
 
 # --- the sign test against values computed by hand (two-sided, exact binomial, p = 1/2) ----------
@@ -193,3 +193,18 @@ def test_a_case_name_is_all_the_rows_need_to_pair():
          for r in _synthetic_rows([(5, 0.41)], [(1, 0.41)])]
     p = pooled.paired_against(a + b, "karpenter", lambda r: r.outcome.launch_calls)
     assert (p.cases, p.lower, p.higher) == (2, 1, 1)
+
+
+def test_the_warm_facts_table_sets_the_warm_run_beside_the_first_and_karpenters():
+    rows = _synthetic_rows([(2, 0.5), (1, 0.4)], [(2, 0.5), (2, 0.5)])
+    warm = {"m0": WarmRun(2.0, 3.0, 1, 2, 0.5, scored=False, prepared=False),
+            "m1": WarmRun(1.0, 3.0, 1, 1, 0.4, scored=True, prepared=True)}
+    rows = [dataclasses.replace(r, outcome=dataclasses.replace(r.outcome, warm=warm[r.case.name]))
+            if r.outcome.strategy == "gpufill" else r for r in rows]
+    header, body = pooled.warm_table(rows)
+    # gpufill's first runs take 3.0 and 1.5 s (1.5 s a call), karpenter's 3.0 and 3.0 s.
+    assert body[0][:2] == ["1", "2"] and body[-1][0] == "all"
+    assert body[-1][2:] == ["2.2 / 2.2", "1.5 / 1.5", "3.0 / 3.0", "0.50×", "1 / 1", "3 / 3", "0.90 / 0.90"]
+    # An outcome read back from outcomes.json carries its warm run as a dict.
+    again = Outcome(**{**rows[0].outcome.to_json(), "strategy": "gpufill", "warm": dataclasses.asdict(warm["m0"])})
+    assert again.warm == warm["m0"]

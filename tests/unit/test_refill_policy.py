@@ -114,6 +114,7 @@ def test_the_refill_asks_for_one_instance_of_the_same_request():
         "image": STORED["image"],
         "root_volume_gib": 200,
         "scoring": "price-capacity",
+        "facts": "warm",
         "placement": "any",
         "all_or_nothing": False,
         "ready_timeout": "PT1800S",

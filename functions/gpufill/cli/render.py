@@ -70,7 +70,7 @@ def step_attempts(run: dict) -> list[dict]:
 # Choices route on what a step already reported, so they print nothing (a test holds every Choice here).
 QUIET_STATES = {
     "IsRequestValid", "IsContinuation", "WhichAction", "IsPlanOnly", "WhereNext", "WhatAfterThisMarket", "ScoreRegion",
-    "AreInstancesRunning", "IsFulfilled",
+    "AreInstancesRunning", "IsFulfilled", "AreFactsWarm", "UseWarmFacts",
 }
 # Teardown and status: choices stay quiet, and these report on exit, with what they found.
 QUIET_STATES |= {"AnythingToTerminate", "IsTeardownApproved"}
@@ -184,7 +184,7 @@ class Progress:
         if kind.endswith("StateEntered"):
             name = _details(event, "stateEnteredEventDetails").get("name")
             self.entered = name
-            if name not in QUIET_STATES | REPORTED_ON_EXIT | WAIT_STEPS and name not in ("LaunchBatch", "PrepareRegion", "RollBackGang"):
+            if name not in QUIET_STATES | REPORTED_ON_EXIT | WAIT_STEPS and name not in ("LaunchBatch", "PrepareRegion", "RollBackGang", "RankFromWarmFacts"):
                 self._line(f"  > {name}")
         elif kind == "MapStateStarted":
             length = _details(event, "mapStateStartedEventDetails").get("length")
@@ -266,13 +266,27 @@ class Progress:
         else:
             self._line(f"  > StartNextTry   try {tries}: scoring and ranking again")
 
+    def _plan_ranked(self, plan: dict, how: str = "", lead: str = "    ") -> None:
+        self.plan = plan
+        pools = plan.get("pools")
+        count = len(pools) if isinstance(pools, list) else (pools or 0)
+        self._line(f"{lead}{count} {plan.get('market')} pool(s) ranked{how}")
+
     def _exited(self, name: str | None, state: dict) -> None:
         run = state.get("run") or {}
-        if name in ("RankPools", "RankKnownPools", "RankOnDemandPools"):
-            self.plan = state.get("plan") or {}
-            pools = self.plan.get("pools")
-            count = len(pools) if isinstance(pools, list) else (pools or 0)
-            self._line(f"    {count} {self.plan.get('market')} pool(s) ranked")
+        if name == "RankFromWarmFacts":  # one line on exit, as PrepareRegion's
+            warm = state.get("warm") or {}
+            if warm.get("warm") is True:
+                self._plan_ranked(warm.get("plan") or {}, " from warm facts", "  > RankFromWarmFacts  ")
+                launch = (warm.get("run") or {}).get("launch") or {}
+                if (warm.get("run") or {}).get("next") == "launch" and launch:
+                    self._line(f"    {launch['region']}: image {launch['image_id']}, root volume {launch['root_volume_gib']} GiB, "
+                               f"{len(launch.get('subnets') or {})} subnet(s), from warm launch settings")
+            else:
+                asked = (state.get("request") or {}).get("facts") == "fresh"
+                self._line("  > RankFromWarmFacts  " + ("fresh facts asked" if asked else "facts not warm") + ": scoring every region")
+        elif name in ("RankPools", "RankKnownPools", "RankOnDemandPools"):
+            self._plan_ranked(state.get("plan") or {})
         elif name == "ChooseCapacityBlock":
             self._block_chosen(state.get("block") or {})
         elif name == "TryBlockAgain":
@@ -353,6 +367,8 @@ def plans_from(history: list[dict]) -> list[dict]:
             name = _details(event, "stateExitedEventDetails").get("name")
             if name in ("RankPools", "RankKnownPools", "RankOnDemandPools"):
                 plans.append(_state_output(event).get("plan") or {})
+            elif name == "RankFromWarmFacts" and (_state_output(event).get("warm") or {}).get("warm") is True:
+                plans.append(_state_output(event)["warm"].get("plan") or {})
     return plans
 
 

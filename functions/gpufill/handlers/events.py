@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import MarketName, PlanRef, RegionFacts, Run
@@ -29,10 +29,14 @@ class ScoreRegionEvent(_Event):
 
 class RankEvent(_Event):
     request: ResolvedRequest
-    facts: list[RegionFacts]
+    facts: list[RegionFacts] = Field(default_factory=list)
     market: MarketName | None = None
     # A try after a wait that reuses the facts of an earlier one (RankKnownPools): that try's plan.
     known: PlanRef | None = None
+    # RankFromWarmFacts: rank from the deployment's warm facts if they are fresh, and enter the
+    # first region from warm launch settings (the run as ValidateRequest left it).
+    warm: bool = False
+    run: Run | None = None
 
 
 class LoopEvent(_Event):

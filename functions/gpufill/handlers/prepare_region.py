@@ -7,6 +7,8 @@ The AMI (and its root snapshot size), the security group and the subnet of each 
 resolved here, once, and carried in the state: every LaunchBatch retry then sends the
 identical request, so its ClientToken can never meet other parameters. After a stale-AMI
 answer the same state resolves the image again, and the relaunch is a step of its own.
+What a region resolved is kept as warm launch settings (adapters/warm_facts.py) and used instead
+of the look-ups while fresh, except after a stale-AMI answer.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
 
-from gpufill.adapters import ami, ec2, network, regions_config, run_store
+from gpufill.adapters import ami, clock, ec2, network, regions_config, run_store, warm_facts
 from gpufill.adapters.aws import is_transient
 from gpufill.handlers.events import LoopEvent
 from gpufill.handlers.launch_batch import finish_step
@@ -23,6 +25,8 @@ from gpufill.handlers.observability import logger, metrics, tracer, transient_aw
 from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import LaunchResult, Pool, RegionLaunch
 from gpufill.policy import fill
+from gpufill.policy import warm_facts as warm_policy
+from gpufill.policy.warm_facts import PreparedRegion
 
 
 @logger.inject_lambda_context(correlation_id_path="request.request_id")
@@ -58,11 +62,18 @@ def handler(event: dict, context: LambdaContext) -> dict:
 def region_launch(
     request: ResolvedRequest, region: str, pools: list[Pool], *, fresh: bool, before: RegionLaunch | None
 ) -> RegionLaunch:
+    zones = sorted({p.availability_zone for p in pools if p.region == region})
+    refreshed = fresh or bool(before and before.region == region and before.ami_refreshed)
+    started = clock.epoch()
+    if not fresh:  # after a stale-AMI answer the region is always looked up again
+        warm = warm_policy.warm_launch(request, warm_facts.load_prepared(region), set(zones), started)
+        if warm is not None:
+            return warm.model_copy(update={"ami_refreshed": refreshed})
     override = regions_config.load().override(region)
     image = ami.resolve(region, fresh=fresh)
     snapshot = ec2.root_snapshot_gib(region, image)
     subnets = {}
-    for zone in sorted({p.availability_zone for p in pools if p.region == region}):
+    for zone in zones:
         subnet = override.subnets.get(zone)
         if subnet is None:
             try:
@@ -72,13 +83,19 @@ def region_launch(
         subnets[zone] = subnet
     if not subnets:
         raise network.NetworkSetupError(f"no subnet to launch into in {region}; name subnets in the regions config")
+    security_group = override.security_group or network.instance_security_group(region)
+    # Kept for the deployment's next runs (RankFromWarmFacts enters the region from them).
+    warm_facts.save_prepared(PreparedRegion(
+        region=region, image_id=image, snapshot_gib=snapshot, security_group_id=security_group,
+        subnets=subnets, zones=tuple(zones), written_at=started,
+    ))
     return RegionLaunch(
         region=region,
         image_id=image,
         root_volume_gib=max(request.root_volume_gib, snapshot or 0),
-        security_group_id=override.security_group or network.instance_security_group(region),
+        security_group_id=security_group,
         subnets=subnets,
-        ami_refreshed=fresh or bool(before and before.region == region and before.ami_refreshed),
+        ami_refreshed=refreshed,
     )
 
 

@@ -1,7 +1,8 @@
 """ScoreRegion: one Map branch. Gathers what one region offers; the ranking compares regions later.
 
 The facts go to the table and the branch returns only whether the region is in: the Map's
-output stays small however many regions, types and AZs a request names.
+output stays small however many regions, types and AZs a request names. They are also kept as
+warm facts (adapters/warm_facts.py), so the deployment's next run within their TTL skips this Map.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, EndpointConnectionError
 
 from gpufill import catalog
-from gpufill.adapters import ec2, run_store, spot_advisor
+from gpufill.adapters import clock, ec2, run_store, spot_advisor, warm_facts
 from gpufill.adapters.aws import is_transient
 from gpufill.handlers.events import ScoreRegionEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
@@ -24,9 +25,13 @@ from gpufill.models.run import RegionFacts, TypeFacts, ZoneOffer
 @transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=ScoreRegionEvent)
-    facts = region_facts(step.region, step.instance_types, want_zone_ids=step.scoring == "blended")
+    scored_at = clock.epoch()
+    blended = step.scoring == "blended"
+    facts = region_facts(step.region, step.instance_types, want_zone_ids=blended)
     if facts.error is None:
         run_store.save_facts(step.request_id, facts)
+        # Kept for the deployment's next runs, stamped with when the asking began (the older end).
+        warm_facts.save_scored(facts, written_at=scored_at, zone_ids=blended)
     return RegionFacts(region=facts.region, error=facts.error).model_dump(mode="json", exclude_none=True)
 
 

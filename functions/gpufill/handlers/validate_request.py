@@ -113,7 +113,7 @@ def user_fields(request: ResolvedRequest) -> dict:
     fields = request.model_dump(
         include={
             "action", "instance_types", "count", "batch_max", "launch_mode", "market", "on_demand_strategy",
-            "origin_region", "regions", "tags", "model_id", "image", "root_volume_gib", "scoring",
+            "origin_region", "regions", "tags", "model_id", "image", "root_volume_gib", "scoring", "facts",
         }
     )
     if request.max_lifetime_seconds is not None:

@@ -76,7 +76,7 @@ Action = Literal["provision", "plan", "teardown", "status"]
 # among them: a teardown or status searches the regions it is given.)
 PROVISION_ONLY_FIELDS = (
     "instance_types", "instance_type", "count", "batch_max", "launch_mode", "market", "on_demand_strategy",
-    "origin_region", "tags", "model_id", "image", "root_volume_gib", "scoring",
+    "origin_region", "tags", "model_id", "image", "root_volume_gib", "scoring", "facts",
     "capacity_reservations", "capacity_reservation_ids", "capacity_block",
 )
 # "capacity-block": straight to a Capacity Block for ML (docs/capacity-blocks.md).
@@ -84,6 +84,9 @@ Market = Literal["spot", "on-demand", "spot-then-on-demand", "capacity-block"]
 LaunchMode = Literal["partial", "exact", "fleet"]
 OnDemandStrategy = Literal["cost", "latency"]
 Scoring = Literal["price-capacity", "blended", "classic"]
+# "warm": rank from what an earlier run of the deployment scored and prepared while it is fresh
+# (policy/warm_facts.py); "fresh": score every region and prepare every region anew.
+Facts = Literal["warm", "fresh"]
 Placement = Literal["any", "same-region", "same-az"]
 # On-Demand Capacity Reservations (docs/capacity-reservations.md): "open" uses this deployment's
 # reservations with room before Spot/On-Demand, "only" launches into them alone, "none" ignores them.
@@ -250,6 +253,7 @@ class Request(BaseModel):
     # by the benchmark (docs/benchmark.md); blended: AZ-level placement scores in the classic
     # points; classic: the AZ-count formula alone.
     scoring: Scoring = "price-capacity"
+    facts: Facts = "warm"
     # Gang placement (policy/gang.py): once the first instance lands, the rest must share its
     # region or AZ; all_or_nothing rolls back a gang that cannot complete.
     placement: Placement = "any"
@@ -670,6 +674,7 @@ class ResolvedRequest(BaseModel):
     image: str = DEFAULT_IMAGE
     root_volume_gib: int = DEFAULT_ROOT_VOLUME_GIB
     scoring: Scoring = "price-capacity"
+    facts: Facts = "warm"
     placement: Placement = "any"
     all_or_nothing: bool = False
     # teardown / status: the provisioning run or the instances to act on (request_id above is this run's own id).
@@ -722,6 +727,7 @@ def normalise(request: Request, *, request_id: str, default_regions: list[str], 
         image=request.image,
         root_volume_gib=request.root_volume_gib,
         scoring=request.scoring,
+        facts=request.facts,
         placement=request.placement,
         all_or_nothing=request.all_or_nothing,
         target_request_id=request.request_id,
