@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufill.adapters import ami, ec2, network, regions_config, run_store
+from gpufill.adapters import ami, ec2, network, regions_config, run_store, warm_facts
 from gpufill.handlers import prepare_region
 from gpufill.models.request import Request, normalise
 from gpufill.models.run import Plan, PlanRef, Pool, RegionLaunch, Run
@@ -39,6 +39,9 @@ def aws(monkeypatch):
     monkeypatch.setattr(ec2, "root_snapshot_gib", lambda region, image: asked.append(("DescribeImages", image)) or 100)
     monkeypatch.setattr(network, "default_subnet", lambda region, zone: asked.append(("subnet", zone)) or f"subnet-{zone}")
     monkeypatch.setattr(network, "instance_security_group", lambda region: "sg-1")
+    # No warm launch settings kept for the deployment: the region is looked up, then kept.
+    monkeypatch.setattr(warm_facts, "load_prepared", lambda region: None)
+    monkeypatch.setattr(warm_facts, "save_prepared", lambda prepared: asked.append(("kept", prepared.region)))
     return asked
 
 
@@ -56,7 +59,10 @@ def waiting_run(**fields) -> Run:
 
 def test_a_first_entry_resolves_the_region_and_a_waiting_run_keeps_it(aws):
     out = prepare_region.handler(step(waiting_run()), Context())
-    assert aws == [("image", "us-west-2", False), ("DescribeImages", "ami-new"), ("subnet", "us-west-2a"), ("subnet", "us-west-2b")]
+    assert aws == [
+        ("image", "us-west-2", False), ("DescribeImages", "ami-new"), ("subnet", "us-west-2a"), ("subnet", "us-west-2b"),
+        ("kept", "us-west-2"),
+    ]
     assert out["next"] == "launch" and out["launch"]["image_id"] == "ami-new" and out["launch"]["root_volume_gib"] == 200
     assert out["prepared"] == [out["launch"]]
 
