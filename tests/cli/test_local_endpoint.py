@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ import pytest
 from gpufill import constants
 from gpufill.cli import aws, main
 from tests.support import EXAMPLES
+from tests.support.child import DEADLINE_SECONDS, child
 
 PROVISION = str(EXAMPLES / "requests/provision-spot.json")
 MARKET = EXAMPLES / "markets/first-az-sold-out.json"
@@ -126,7 +128,7 @@ def test_the_real_aws_cli_provisions_and_answers_an_approval(endpoint, tmp_path)
 
     def cli(*args: str) -> dict:
         done = subprocess.run([AWS_CLI, *args, "--endpoint-url", endpoint.url, "--output", "json"],
-                              capture_output=True, text=True, env=env, timeout=60)
+                              capture_output=True, text=True, env=env, timeout=DEADLINE_SECONDS)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout) if done.stdout.strip() else {}
 
@@ -163,21 +165,12 @@ def test_the_real_aws_cli_provisions_and_answers_an_approval(endpoint, tmp_path)
 
 
 def test_gpufill_local_serve_prints_a_ready_command_and_needs_no_credentials(tmp_path, monkeypatch, capsys):
-    import signal
-    import sys
-
-    from tests.support import ROOT
-
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "gpufill.cli", "local", "serve", "--market", str(MARKET), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "functions")},
-    )
-    try:
+    with child("local", "serve", "--market", str(MARKET), "--port", "0") as serve:
         printed = []
         while not printed or not printed[-1].startswith("Ctrl-C"):
-            printed.append(serve.stdout.readline().strip())
-            assert printed[-1] or serve.poll() is None, serve.stderr.read()
+            line = serve.line()
+            assert line, f"serve ended before it was ready: {serve.finish()[1]}"
+            printed.append(line.strip())
         url = printed[0].rsplit(" at ", 1)[1]
         assert url.startswith("http://127.0.0.1:")
         ready = next(line for line in printed if line.startswith("aws stepfunctions start-execution"))
@@ -192,11 +185,10 @@ def test_gpufill_local_serve_prints_a_ready_command_and_needs_no_credentials(tmp
         monkeypatch.setattr(aws, "POLL_SECONDS", 0.05)
         assert main(["status", "--json", "--env", "local", "--region", "us-east-1", "--endpoint-url", url]) == 0
         assert json.loads(capsys.readouterr().out)["running"] == 0
-    finally:
-        serve.send_signal(signal.SIGINT)
-        out, err = serve.communicate(timeout=30)
+        serve.send(signal.SIGINT)
+        out, err = serve.finish()
     # Serving ends only by being interrupted, and says so as every interrupted verb does.
-    assert serve.returncode == 130 and "Traceback" not in err
+    assert serve.process.returncode == 130 and "Traceback" not in err
     assert "stopped" in out
 
 
