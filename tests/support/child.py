@@ -29,6 +29,14 @@ DEADLINE_SECONDS = 300.0
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "functions")}
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """A shell that starts a job in the background (`make test &`, a CI script, nohup) starts it
+    with SIGINT ignored, which every process it starts inherits: Python then never turns Ctrl-C
+    into KeyboardInterrupt, and a test that sends one would wait in vain. The child gets SIGINT's
+    default back, as a command typed in a terminal has it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Hung(AssertionError):
     """The child printed nothing awaited, or did not end, within the deadline."""
 
@@ -40,7 +48,7 @@ class Child:
         self.args = args
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gpufill.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, env=ENV if env is None else env, start_new_session=True,
+            text=True, env=ENV if env is None else env, start_new_session=True, preexec_fn=_ctrl_c_as_in_a_terminal,
         )
         # One thread a pipe keeps it drained, so a chatty stderr (--verbose) never blocks the child
         # while the test waits on stdout, and a wait can have a deadline.
