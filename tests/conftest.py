@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from tests.support import EXAMPLES
-from tests.support.schedule import load_costs, longest_first
+from tests.support.schedule import load_costs, longest_first, make_scheduler
 
 warnings.filterwarnings("ignore", message="No application metrics to publish")
 
@@ -45,6 +45,14 @@ def pytest_collection_modifyitems(config, items):
     # handed out first so that no worker is left running one alone at the end (tests/support/schedule.py).
     if os.environ.get("PYTEST_XDIST_WORKER"):
         items[:] = longest_first(items, load_costs())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    # The controller hands out the workers' order as it is, tests/infra as one unit (one synth).
+    if config.getoption("dist") == "loadscope":
+        return make_scheduler(config, log)
+    return None
 
 
 @pytest.fixture

@@ -17,23 +17,18 @@ from gpufill.cli import aws, main
 from gpufill.cli.common import program
 
 from tests.support import EXAMPLES, ROOT
+from tests.support.child import DEADLINE_SECONDS, ENV, child
 
 PROVISION = str(EXAMPLES / "requests/provision-spot.json")
 PLAN = str(EXAMPLES / "requests/plan.json")
 PLENTY = str(EXAMPLES / "markets/plenty.json")
-ENV = {**os.environ, "PYTHONPATH": str(ROOT / "functions")}
-
-
-def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "gpufill.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=ENV)
 
 
 def test_a_market_naming_a_region_gpufill_does_not_know_is_one_line_and_json_stays_a_document(tmp_path):
     market = tmp_path / "moon.json"
     market.write_text(json.dumps({"regions": {"xx-moon-1": {"zones": {"xx-moon-1a": {"g6.xlarge": {"spot": 4}}}}}}))
     done = subprocess.run([sys.executable, "-m", "gpufill.cli", "simulate", PROVISION, "--market", str(market), "--json"],
-                          capture_output=True, text=True, env=ENV, timeout=120)
+                          capture_output=True, text=True, env=ENV, timeout=DEADLINE_SECONDS)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     error = json.loads(done.stdout)["error"]
     assert error["message"].startswith(f"market file {market}: regions: 'xx-moon-1' is not a region gpufill knows; use one of")
@@ -48,16 +43,16 @@ def test_a_market_naming_a_region_gpufill_does_not_know_is_one_line_and_json_sta
 def test_a_json_run_stopped_by_a_signal_prints_one_json_document(tmp_path, sig, code, kind):
     request = tmp_path / "big.json"
     request.write_text(json.dumps({"count": 250, "batch_max": 1, "launch_mode": "exact"}))
-    run = start("simulate", str(request), "--market", PLENTY, "--json", "--verbose")
-    # --verbose: the handlers' lines on stderr say the run is under way (well into its launches).
-    launches = 0
-    while launches < 3:
-        line = run.stderr.readline()
-        assert line or run.poll() is None, "the run ended before it was stopped"
-        launches += '"launch' in line or "launched" in line
-    run.send_signal(sig)
-    out, err = run.communicate(timeout=60)
-    assert run.returncode == code
+    with child("simulate", str(request), "--market", PLENTY, "--json", "--verbose") as run:
+        # --verbose: the handlers' lines on stderr say the run is under way (well into its launches).
+        launches = 0
+        while launches < 3:
+            line = run.line("stderr")
+            assert line, "the run ended before it was stopped"
+            launches += '"launch' in line or "launched" in line
+        run.send(sig)
+        out, err = run.finish()
+    assert run.process.returncode == code
     assert json.loads(out) == {"error": {"kind": kind, "message": kind, "exit_code": code}}
     assert "Traceback" not in err and err.rstrip().endswith(f"gpufill: {kind}")
 
@@ -94,16 +89,14 @@ def test_local_serve_refuses_a_busy_port_in_one_line_before_building_anything(ca
 
 
 def test_local_serve_json_prints_one_line_to_read_the_endpoint_from_and_sigterm_ends_it():
-    serve = start("local", "serve", "--market", PLENTY, "--port", "0", "--json")
-    try:
-        ready = json.loads(serve.stdout.readline())
+    with child("local", "serve", "--market", PLENTY, "--port", "0", "--json") as serve:
+        ready = json.loads(serve.line())
         assert ready["url"].startswith("http://127.0.0.1:") and ready["region"] == "us-east-1" and ready["env"] == "local"
         assert ready["state_machine_arn"].endswith(":stateMachine:gpufill-provisioner-local")
         assert ready["outputs"]["StateMachineArn"] == ready["state_machine_arn"]
-    finally:
-        serve.send_signal(signal.SIGTERM)
-        out, err = serve.communicate(timeout=90)
-    assert serve.returncode == 143 and out == "" and "Traceback" not in err
+        serve.send(signal.SIGTERM)
+        out, err = serve.finish()
+    assert serve.process.returncode == 143 and out == "" and "Traceback" not in err
     assert "stopped; the simulated account is gone" in err
 
 

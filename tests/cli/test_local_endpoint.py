@@ -7,16 +7,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import boto3
 import pytest
 
 from gpufill import constants
 from gpufill.cli import aws, main
 from tests.support import EXAMPLES
+from tests.support.child import DEADLINE_SECONDS, child
 
 PROVISION = str(EXAMPLES / "requests/provision-spot.json")
 MARKET = EXAMPLES / "markets/first-az-sold-out.json"
@@ -126,17 +129,22 @@ def test_the_real_aws_cli_provisions_and_answers_an_approval(endpoint, tmp_path)
 
     def cli(*args: str) -> dict:
         done = subprocess.run([AWS_CLI, *args, "--endpoint-url", endpoint.url, "--output", "json"],
-                              capture_output=True, text=True, env=env, timeout=60)
+                              capture_output=True, text=True, env=env, timeout=DEADLINE_SECONDS)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout) if done.stdout.strip() else {}
 
+    # The waits poll with boto3 in this process: an AWS CLI process a poll (about a second of CPU
+    # each) would slow the run it waits for; every call the test makes of the CLI is made once.
+    local = boto3.Session(aws_access_key_id="gpufill-local", aws_secret_access_key="gpufill-local",
+                          region_name="us-east-1")
+
     def finished(arn: str) -> dict:
-        for _ in range(600):
-            described = cli("stepfunctions", "describe-execution", "--execution-arn", arn)
-            if described["status"] != "RUNNING":
-                return described
+        sfn = local.client("stepfunctions", endpoint_url=endpoint.url)
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
+            assert time.monotonic() < deadline, f"{arn} still running"
             time.sleep(0.1)
-        raise AssertionError(f"{arn} still running")
+        return cli("stepfunctions", "describe-execution", "--execution-arn", arn)
 
     stack = cli("cloudformation", "describe-stacks", "--stack-name", "gpufill-local")["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
@@ -151,33 +159,25 @@ def test_the_real_aws_cli_provisions_and_answers_an_approval(endpoint, tmp_path)
     request.write_text(json.dumps({"action": "teardown", "request_id": "cli-run", "requested_by": "ana"}))
     teardown = cli("stepfunctions", "start-execution", "--state-machine-arn", machine, "--name", "cli-teardown",
                    "--input", f"file://{request}")["executionArn"]
-    key = json.dumps({"instance_id": {"S": constants.approval_key("cli-teardown")}})
-    for _ in range(300):
-        item = cli("dynamodb", "get-item", "--table-name", outputs[constants.OUTPUT_INSTANCES_TABLE], "--key", key)
-        if "task_token" in item.get("Item", {}):
-            break
+    key = {"instance_id": {"S": constants.approval_key("cli-teardown")}}
+    table = outputs[constants.OUTPUT_INSTANCES_TABLE]
+    dynamodb, deadline = local.client("dynamodb", endpoint_url=endpoint.url), time.monotonic() + DEADLINE_SECONDS
+    while "task_token" not in dynamodb.get_item(TableName=table, Key=key).get("Item", {}):
+        assert time.monotonic() < deadline, "the teardown never asked for approval"
         time.sleep(0.1)
+    item = cli("dynamodb", "get-item", "--table-name", table, "--key", json.dumps(key))
     cli("stepfunctions", "send-task-success", "--task-token", item["Item"]["task_token"]["S"],
         "--task-output", json.dumps({"decision": "approved", "approver": "ana"}))
     assert json.loads(finished(teardown)["output"])["status"] == "TERMINATED"
 
 
 def test_gpufill_local_serve_prints_a_ready_command_and_needs_no_credentials(tmp_path, monkeypatch, capsys):
-    import signal
-    import sys
-
-    from tests.support import ROOT
-
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "gpufill.cli", "local", "serve", "--market", str(MARKET), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "functions")},
-    )
-    try:
+    with child("local", "serve", "--market", str(MARKET), "--port", "0") as serve:
         printed = []
         while not printed or not printed[-1].startswith("Ctrl-C"):
-            printed.append(serve.stdout.readline().strip())
-            assert printed[-1] or serve.poll() is None, serve.stderr.read()
+            line = serve.line()
+            assert line, f"serve ended before it was ready: {serve.finish()[1]}"
+            printed.append(line.strip())
         url = printed[0].rsplit(" at ", 1)[1]
         assert url.startswith("http://127.0.0.1:")
         ready = next(line for line in printed if line.startswith("aws stepfunctions start-execution"))
@@ -192,11 +192,10 @@ def test_gpufill_local_serve_prints_a_ready_command_and_needs_no_credentials(tmp
         monkeypatch.setattr(aws, "POLL_SECONDS", 0.05)
         assert main(["status", "--json", "--env", "local", "--region", "us-east-1", "--endpoint-url", url]) == 0
         assert json.loads(capsys.readouterr().out)["running"] == 0
-    finally:
-        serve.send_signal(signal.SIGINT)
-        out, err = serve.communicate(timeout=30)
+        serve.send(signal.SIGINT)
+        out, err = serve.finish()
     # Serving ends only by being interrupted, and says so as every interrupted verb does.
-    assert serve.returncode == 130 and "Traceback" not in err
+    assert serve.process.returncode == 130 and "Traceback" not in err
     assert "stopped" in out
 
 

@@ -14,7 +14,10 @@ REQUEST = {"count": 1, "regions": [WEST], "instance_types": ["g6.xlarge"], "mark
 
 @pytest.fixture(scope="module")
 def account():
-    with LocalEngine(MarketScenario.model_validate(MARKET), env_names=("local", "prod")) as engine:
+    # "prod" is added to the running account (tests/faults and tests/workflow start with both):
+    # the suite's one second deployment, whose synth (about 12 s of CPU on a fresh clone) they share.
+    with LocalEngine(MarketScenario.model_validate(MARKET)) as engine:
+        engine.deploy("prod")
         yield engine
 
 
@@ -41,8 +44,8 @@ def test_a_run_of_one_deployment_writes_only_that_deployments_table(account):
 
 
 def test_a_deployment_can_be_added_to_a_running_account(account):
-    account.deploy("staging")
-    assert account.client("lambda").get_function(FunctionName="gpufill-staging-ValidateRequest")
+    assert account.env_names == ("local",) and set(account.deployments) == {"local", "prod"}
+    assert account.client("lambda").get_function(FunctionName="gpufill-prod-ValidateRequest")
     with pytest.raises(ValueError, match="env"):
         account.deploy("prod")
 

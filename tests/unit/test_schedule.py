@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from tests.support.schedule import costs_from_durations, estimate, longest_first
+from tests.support.schedule import costs_from_durations, estimate, longest_first, make_scheduler, scope_of
 
 
 def items(*nodeids):
@@ -42,3 +42,44 @@ def test_a_modules_cost_adds_its_setup_call_and_teardown_from_the_durations_repo
 """
     assert costs_from_durations(report) == {"tests/engine/test_e.py": 1.0, "tests/workflow/test_bad_requests.py": 8.8,
                                             "tests/workflow/test_maintain.py": 12.9}
+
+
+def test_the_infra_folder_is_one_unit_costing_what_its_modules_add_up_to():
+    collected = items("tests/infra/test_a.py::one", "tests/workflow/test_w.py::x", "tests/infra/test_b.py::two",
+                      "tests/unit/test_u.py::u")
+    costs = {"tests/infra/test_a.py": 30.0, "tests/infra/test_b.py": 30.0, "tests/workflow/test_w.py": 50.0,
+             "tests/unit/test_u.py": 1.0}
+    assert [i.nodeid for i in longest_first(collected, costs)] == [
+        "tests/infra/test_a.py::one", "tests/infra/test_b.py::two", "tests/workflow/test_w.py::x", "tests/unit/test_u.py::u"]
+    assert scope_of("tests/infra/test_a.py::one") == "tests/infra"
+    assert scope_of("tests/workflow/test_w.py::Case::x[1]") == "tests/workflow/test_w.py"
+
+
+class Worker:
+    """What xdist's scheduler asks of a worker: the tests it is sent."""
+
+    def __init__(self, name):
+        self.sent, self.shutting_down, self.gateway = [], False, SimpleNamespace(id=name)
+
+    def send_runtest_some(self, indexes):
+        self.sent.append(indexes)
+
+    def shutdown(self):
+        self.shutting_down = True
+
+
+def test_the_workers_are_handed_units_in_the_order_given_not_by_their_number_of_tests():
+    config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True), getvalue=lambda name: ["2*popen"])
+    scheduler = make_scheduler(config, None)
+    # The order longest_first gave: one long run first, the infra folder's modules together, a
+    # module of many short tests last (xdist's reorder by number of tests would send it first).
+    collection = ["tests/limits/test_m.py::big", "tests/infra/test_a.py::a", "tests/infra/test_b.py::b",
+                  *(f"tests/unit/test_u.py::u{n}" for n in range(10))]
+    workers = [Worker("gw0"), Worker("gw1")]
+    for worker in workers:
+        scheduler.add_node(worker)
+        scheduler.add_node_collection(worker, collection)
+    scheduler.schedule()
+    assert workers[0].sent[0] == [0]  # the long run
+    assert workers[1].sent[0] == [1, 2]  # both infra modules, one synth
+    assert workers[0].sent[1] == list(range(3, 13))

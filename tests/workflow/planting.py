@@ -11,6 +11,8 @@ from gpufill import constants
 from gpufill.local.deploy.images import LOCAL_AMI
 from gpufill.local.engine import ENV_NAME
 
+from tests.support.child import DEADLINE_SECONDS
+
 WEST, EAST = "us-west-2", "us-east-1"
 ZONE = {WEST: "us-west-2a", EAST: "us-east-1b"}
 MARKET = {
@@ -136,13 +138,15 @@ def tags(engine, region, instance_id) -> dict[str, str]:
 def in_background(engine, request, name):
     """Run an execution in another thread, leaving its approval to the test."""
     box: dict = {}
-    thread = threading.Thread(target=lambda: box.setdefault("execution", engine.run(request, name=name, timeout=60)))
+    # One generous deadline (tests/support/child.py's): a loaded machine stretches a run's wall
+    # time many times over, and the run stops itself at it (LocalTimeout, then a 5 s grace).
+    thread = threading.Thread(target=lambda: box.setdefault("execution", engine.run(request, name=name, timeout=DEADLINE_SECONDS)))
     thread.start()
     try:
-        yield lambda: (thread.join(60), box["execution"])[1]
+        yield lambda: (thread.join(DEADLINE_SECONDS + 30), box["execution"])[1]
     finally:
         if thread.is_alive():  # a failed assertion: let the run end so the engine can close
             item = engine.approval(name)
             if item and not item.get("decided_at"):
                 engine.expire_approval(name)
-            thread.join(60)
+            thread.join(DEADLINE_SECONDS + 30)
