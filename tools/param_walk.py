@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FUNCTIONS = ROOT / "functions"
 # Higher layers first: a handler calls adapters and policy, adapters call policy, policy reads models.
 LAYERS = {"handlers": 0, "adapters": 1, "policy": 2, "models": 3, "bootstrap": 4, "catalog": 4}
 UNKNOWN = object()
@@ -50,12 +49,12 @@ class Module:
     imported: dict[str, tuple[str, str | None]] = field(default_factory=dict)
 
 
-def load(name: str, cache: dict[str, Module]) -> Module | None:
+def load(name: str, cache: dict[str, Module], functions: Path) -> Module | None:
     if name in cache:
         return cache[name]
-    path = FUNCTIONS.joinpath(*name.split(".")).with_suffix(".py")
+    path = functions.joinpath(*name.split(".")).with_suffix(".py")
     if not path.exists():
-        path = FUNCTIONS.joinpath(*name.split("."), "__init__.py")
+        path = functions.joinpath(*name.split("."), "__init__.py")
     if not path.exists():
         cache[name] = None
         return None
@@ -65,7 +64,7 @@ def load(name: str, cache: dict[str, Module]) -> Module | None:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gpufill"):
             for alias in node.names:
                 target = f"{node.module}.{alias.name}"
-                is_module = FUNCTIONS.joinpath(*target.split(".")).with_suffix(".py").exists()
+                is_module = functions.joinpath(*target.split(".")).with_suffix(".py").exists()
                 module.imported[alias.asname or alias.name] = (target, None) if is_module else (node.module, alias.name)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
@@ -122,8 +121,9 @@ class Step:
 
 
 class Walk:
-    def __init__(self, assume: dict[str, object]):
+    def __init__(self, assume: dict[str, object], functions: Path):
         self.assume = assume
+        self.functions = functions
         self.cache: dict[str, Module] = {}
         self.steps: list[Step] = []
         self.read: set[tuple[str, str]] = set()
@@ -203,7 +203,7 @@ class Walk:
         owner_name, function = target
         if function is None and len(attrs) == 1:
             function, attrs = attrs[0], []
-        owner = load(owner_name, self.cache)
+        owner = load(owner_name, self.cache, self.functions)
         if attrs or owner is None or function not in owner.functions:
             return None
         return owner, owner.functions[function]
@@ -258,12 +258,14 @@ def figures(walked: list[tuple[str, list[str]]]) -> dict:
     return {"stays": len(walked), "files": len(seen), "returns": returns, "climbs": climbs}
 
 
-def walk(entry: str, parameter: str, assume: dict[str, object] | None = None) -> list[tuple[str, list[str]]]:
+def walk(entry: str, parameter: str, assume: dict[str, object] | None = None, root: Path = ROOT) -> list[tuple[str, list[str]]]:
+    """The stays of `parameter` from the function `entry` (module.function) of the checkout at `root`."""
+    functions = root / "functions"
     module_name, _, function_name = entry.rpartition(".")
-    walker = Walk(assume or {})
-    module = load(module_name, walker.cache)
+    walker = Walk(assume or {}, functions)
+    module = load(module_name, walker.cache, functions)
     if module is None or function_name not in module.functions:
-        raise SystemExit(f"entry {entry!r}: no such function under {FUNCTIONS}")
+        raise SystemExit(f"entry {entry!r}: no such function under {functions}")
     function = module.functions[function_name]
     if parameter not in {a.arg for a in [*function.args.args, *function.args.kwonlyargs]} and parameter not in {
         n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
@@ -290,9 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--assume", action="append", type=_assumption, default=[], metavar="NAME=VALUE")
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to read (default: this one)")
     args = parser.parse_args(argv)
-    global FUNCTIONS
-    FUNCTIONS = args.root.resolve() / "functions"
-    walked = walk(args.entry, args.parameter, dict(args.assume))
+    walked = walk(args.entry, args.parameter, dict(args.assume), args.root.resolve())
     seen: set[str] = set()
     previous = None
     for number, (module, functions) in enumerate(walked, 1):
