@@ -74,7 +74,8 @@ def test_a_capacity_block_is_launched_by_run_instances_even_in_fleet_mode():
 
 def test_a_probe_asks_the_pool_under_the_cursor_for_the_batch_or_part_of_it():
     exact = decide(run_at(cursor=1), [A, B], request(launch_mode="exact")).call
-    assert (exact.api, exact.pools, exact.target, exact.min_target) == ("RunInstances", ((1, B),), 2, 2)
+    assert (exact.api, exact.region, exact.market, exact.pools, exact.target, exact.min_target) == (
+        "RunInstances", REGION, "spot", ((1, B),), 2, 2)
     assert exact.subnets == {"us-west-2b": "subnet-b"} and exact.token == client_token("arn:sm", "req-1", 7)
     partial = decide(run_at(), [A, B], request(launch_mode="partial")).call
     assert (partial.target, partial.min_target) == (2, 1)
@@ -147,11 +148,11 @@ def test_a_reservation_is_never_remembered_empty_and_launched_instances_are_take
 def test_an_answer_is_read_only_for_a_call_of_its_kind():
     fleet = decide(run_at(), [A], request(launch_mode="fleet"))
     probe = decide(run_at(), [A], request(launch_mode="exact"))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="^a CreateFleet is answered by a FleetAnswer$"):
         moves.read(fleet, [A], LaunchResult(outcome="capacity"))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="^a RunInstances is answered by a LaunchResult$"):
         moves.read(probe, [A], FleetAnswer())
-    with pytest.raises(ValueError, match="no call"):
+    with pytest.raises(ValueError, match="^an answer read for a step that made no call$"):
         moves.read(decide(run_at(), [A], request(launch_mode="fleet"), made=1), [A], FleetAnswer())
 
 

@@ -46,7 +46,7 @@ def make(step: LaunchStep, spec: LaunchSpec) -> Answer:
             market=call.market,
             pools=list(call.pools),
             target=call.target,
-            strategy=call.strategy or "",
+            strategy=str(call.strategy),
             subnets=call.subnets,
             single_zone=call.single_zone,
             min_target=call.min_target,

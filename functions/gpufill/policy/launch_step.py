@@ -48,6 +48,7 @@ class LaunchCall:
     subnets: dict[str, str]
     # AZ -> the cluster placement group made before the call and launched into.
     placement_groups: dict[str, str] = field(default_factory=dict)
+    # A fleet's allocation strategy (RunInstances has none).
     strategy: str | None = None
     single_zone: bool = False
     capacity_reservation_id: str | None = None
@@ -143,7 +144,7 @@ def _fleet_call(run: Run, pools: list[Pool], request: ResolvedRequest, deploymen
         token=client_token(state_machine, request.request_id, run.attempts_total + 1),
         target=run.batch,
         min_target=min_target,
-        subnets=dict(run.launch.subnets) if run.launch else {},
+        subnets=dict(run.launch.subnets),
         placement_groups=groups,
         strategy=strategy,
         single_zone=single_zone,
@@ -154,7 +155,7 @@ def _fleet_call(run: Run, pools: list[Pool], request: ResolvedRequest, deploymen
 
 def _probe(run: Run, pool: Pool, request: ResolvedRequest, deployment: str, state_machine: str) -> LaunchCall:
     """One RunInstances for the pool under the cursor: the whole batch, or (partial) whatever it has."""
-    subnet = run.launch.subnets.get(pool.availability_zone) if run.launch else None
+    subnet = run.launch.subnets.get(pool.availability_zone)
     # No subnet, no call: the group would be made for nothing.
     group = gang.cluster_group(request, pool, deployment) if subnet else None
     return LaunchCall(
