@@ -216,3 +216,22 @@ def test_ec2s_words_are_quoted_to_the_last_character():
     note = "Value (m7i.48xlarge) for parameter instanceType is invalid for architecture X"
     run = Run(batch=4, remaining=4, step_attempts=[refused("InvalidParameterValue", note)])
     assert json.loads(rejection_cause(run, request()))["message"].endswith(": " + note)
+
+
+def test_a_rejected_step_names_the_paid_block_it_leaves_with_what_it_launched_and_a_done_step_is_left_alone():
+    from test_block_use import HELD
+
+    from gpufill.policy import block_use
+    from gpufill.policy.exhaustion import step_end
+
+    req = request()
+    refused = Attempt(number=2, region="us-east-2", availability_zone="us-east-2a", instance_type="p5.48xlarge", market="on-demand",
+                      batch=1, launched=0, outcome="error", reason="InvalidParameterValue")
+    run = Run(batch=2, remaining=1, launched=1, next="rejected", capacity_block=HELD, step_attempts=[refused])
+    ended, view = step_end(run, req, [], "on-demand", [])
+    assert ended.cause == block_use.with_block(rejection_cause(run, req), HELD, 1)
+    assert view == block_use.ended_view(HELD, execution="r-7", error="LAUNCH_REJECTED", launched=1)
+    plain = run.model_copy(update={"capacity_block": None})
+    assert step_end(plain, req, [], "on-demand", []) == (plain.model_copy(update={"cause": rejection_cause(plain, req)}), None)
+    done = Run(batch=1, remaining=0, next="done")
+    assert step_end(done, req, [], "spot", []) == (done, None)

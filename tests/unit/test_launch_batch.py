@@ -53,7 +53,7 @@ def aws(monkeypatch):
     monkeypatch.setattr(instances_table, "mark_replaced", lambda ids, new: asked.append(("replaced", ids, new)))
     monkeypatch.setattr(capacity_cache, "remember_full", lambda key, **kw: asked.append(("full", key, kw)))
     monkeypatch.setattr(placement_groups, "ensure", lambda region, group, **kw: asked.append(("group", region, group, kw)))
-    monkeypatch.setattr(placement_groups, "remove_empty", lambda region, deployment, ids: asked.append(("tidy", region, ids)))
+    monkeypatch.setattr(placement_groups, "remove_empty", lambda region, deployment, ids: asked.append(("tidy", region, deployment, ids)))
     monkeypatch.setattr(run_store, "save_attempts", lambda rid, attempts: None)
     monkeypatch.setattr(run_store, "load_attempts", lambda rid, total: [])
     return asked
@@ -184,7 +184,7 @@ def test_an_all_or_nothing_same_az_gang_fleet_asks_one_zone_all_at_once_in_its_c
     calls = []
     monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
     through(req, [EFA, twin, other], run)
-    assert ("tidy", REGION, {"req-1"}) in aws  # the run left the region: its empty groups go
+    assert ("tidy", REGION, "prod", {"req-1"}) in aws  # the run left the region: its empty groups go
     [call] = calls
     assert call.single_zone is True and call.min_target == 4
     assert call.placement_groups == {"us-west-2a": "gpufill-prod-req-1-us-west-2a", "us-west-2b": "gpufill-prod-req-1-us-west-2b"}
@@ -679,7 +679,7 @@ def test_a_step_that_ends_a_market_reads_the_whole_attempt_log_for_its_cause(aws
     monkeypatch.setattr(run_store, "load_attempts", lambda rid, total: read.append((rid, total)) or [tried])
     run = Run(batch=1, remaining=1, next="exhausted", attempts_total=5)
     out = launch_batch.finish_step(run, request(count=1), "spot")
-    assert read == [("req-1", 5)] and "us-west-2a" in out.cause
+    assert read == [("req-1", 5)] and "us-west-2a" in out.cause and json.loads(out.cause)["error"] == "ALL_SPOT_EXHAUSTED"
 
 
 def test_a_reservations_only_stop_without_a_plan_names_no_reservation(aws, monkeypatch):
@@ -687,6 +687,26 @@ def test_a_reservations_only_stop_without_a_plan_names_no_reservation(aws, monke
     out = launch_batch.finish_step(Run(batch=1, remaining=1, next="exhausted"), request(count=1, capacity_reservations="only",
                                                                                       market="on-demand"), "on-demand")
     assert out.cause and "cr-" not in out.cause
+    from gpufill.models.run import ReservationSeen
+
+    seen = ReservationSeen(capacity_reservation_id="cr-0abc", region=REGION, availability_zone="us-west-2a",
+                           instance_type="g6.xlarge", available=0, match="open")
+    out = launch_batch.finish_step(Run(batch=1, remaining=1, next="exhausted"), request(count=1, capacity_reservations="only",
+                                   market="on-demand"), "on-demand", PLAN.model_copy(update={"reservations": [seen]}))
+    assert "cr-0abc" in out.cause
+
+
+def test_a_step_refused_into_a_paid_block_keeps_the_blocks_end_under_the_request_that_owns_it(probing, monkeypatch):
+    from test_block_use import HELD
+
+    aws, answers, plan = probing
+    monkeypatch.setattr(run_store, "save_wait", lambda rid, view: aws.append(("wait", rid, view["phase"], view["execution"])))
+    answers[A.key] = [LaunchResult(outcome="error", reason="InvalidParameterValue")]
+    refill = request(count=1, launch_mode="exact", maintain=True, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))
+    step, run = probe_step(refill, remaining=1, capacity_block=HELD)
+    out = launch_batch.launch_step(step, refill, plan, [A, B], fill.begin_step(run), Clock(100_000))
+    assert out["next"] == "rejected" and json.loads(out["cause"])["error"] == "LAUNCH_REJECTED"
+    assert aws[-1] == ("wait", "req-0", "capacity-block-ended", "req-1")
 
 
 def test_a_rejected_run_is_ended_with_the_rejection_explained_and_its_attempts_logged(aws, monkeypatch):
