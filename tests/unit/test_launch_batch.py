@@ -723,3 +723,37 @@ def test_a_rejected_run_is_ended_with_the_rejection_explained_and_its_attempts_l
     assert out.next == "rejected" and out.cause == rejection_cause(run, req) and out.cause
     done = Run(batch=1, remaining=0, next="done")
     assert launch_batch.finish_step(done, req, "spot") == done
+
+
+def test_a_launch_at_or_after_the_expiry_joins_the_owning_requests_late_round_named_for_its_token(aws, monkeypatch):
+    from gpufill.adapters import schedules
+    from gpufill.policy import lifetime
+
+    joined = []
+    now = datetime(2026, 12, 4, 15, tzinfo=UTC)  # an hour past the expiry
+    monkeypatch.setattr(launch_batch.clock, "now", lambda: now)
+    monkeypatch.setattr(launch_batch, "join_late_round", lambda *args: joined.append(args))
+    monkeypatch.setattr(schedules, "schedule_expiry", lambda *a, **k: pytest.fail("the request's own schedule may be gone"))
+    refill = request(maintain=True, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))
+    timed = refill.model_copy(update={"expires_at": "2026-12-04T14:00:00+00:00"})
+    launch_batch.keep([instance("i-1")], records(timed), "tok-9", "arn:sm")
+    assert joined == [("req-0", "2026-12-04T14:00:00+00:00", "arn:sm", lifetime.late_round("2026-12-04T14:00:00+00:00", now, "tok-9"))]
+    assert joined[0][3] != lifetime.late_round("2026-12-04T14:00:00+00:00", now, "tok-8")
+
+
+def test_every_answer_of_the_step_is_counted_by_region_type_and_outcome_for_the_dashboard(stepped, monkeypatch):
+    from gpufill.constants import METRIC_CAPACITY_ANSWERS
+    from gpufill.models.run import Attempt
+
+    counted = []
+    monkeypatch.setattr(launch_batch, "count", lambda name, value, **dims: counted.append((name, value, dims)))
+    tried = [Attempt(number=n, region=pool.region, availability_zone=pool.availability_zone, instance_type=pool.instance_type,
+                     market="spot", batch=1, launched=launched, outcome=outcome)
+             for n, pool, launched, outcome in ((1, A, 0, "capacity"), (2, EFA, 1, "launched"))]
+    monkeypatch.setattr(launch_batch, "launch_step", lambda step, req, plan, pools, run, context: aws_answer(
+        run.model_copy(update={"step_attempts": tried})))
+    launch_batch.handler(step_event(request()), Context())
+    assert counted == [
+        (METRIC_CAPACITY_ANSWERS, 1, {"region": REGION, "instance_type": "g6.xlarge", "outcome": "capacity"}),
+        (METRIC_CAPACITY_ANSWERS, 1, {"region": REGION, "instance_type": "g6.12xlarge", "outcome": "launched"}),
+    ]
