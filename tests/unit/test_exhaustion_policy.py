@@ -266,7 +266,8 @@ def test_no_reservation_room_says_what_the_run_found_and_lists_only_its_reservat
     }
     seen = [ReservationSeen(capacity_reservation_id=f"cr-{n}", region="us-west-2", availability_zone="us-west-2a",
                             instance_type="g6.xlarge", available=n, planned=n, match="open") for n in (1, 2)]
-    found = json.loads(no_reservation_room_cause(Run(batch=3, remaining=2, launched=1), [into], req, seen))
-    assert found["message"] == "The capacity reservations found had room for 3 of 3 g6.xlarge; 1 launched into them."
+    two = request(regions=("us-west-2",), types=("g6.xlarge", "g6.2xlarge"), count=3)
+    found = json.loads(no_reservation_room_cause(Run(batch=3, remaining=2, launched=1), [into], two, seen))
+    assert found["message"] == "The capacity reservations found had room for 3 of 3 g6.xlarge, g6.2xlarge; 1 launched into them."
     assert found["reservations_found"] == [s.model_dump(mode="json", exclude_none=True) for s in seen]
     assert (found["launched"], found["hint"]) == (1, hint)
