@@ -216,3 +216,58 @@ def test_ec2s_words_are_quoted_to_the_last_character():
     note = "Value (m7i.48xlarge) for parameter instanceType is invalid for architecture X"
     run = Run(batch=4, remaining=4, step_attempts=[refused("InvalidParameterValue", note)])
     assert json.loads(rejection_cause(run, request()))["message"].endswith(": " + note)
+
+
+def test_a_rejected_step_names_the_paid_block_it_leaves_with_what_it_launched_and_a_done_step_is_left_alone():
+    from test_block_use import HELD
+
+    from gpufill.policy import block_use
+    from gpufill.policy.exhaustion import step_end
+
+    req = request()
+    refused = Attempt(number=2, region="us-east-2", availability_zone="us-east-2a", instance_type="p5.48xlarge", market="on-demand",
+                      batch=1, launched=0, outcome="error", reason="InvalidParameterValue")
+    run = Run(batch=2, remaining=1, launched=1, next="rejected", capacity_block=HELD, step_attempts=[refused])
+    ended, view = step_end(run, req, [], "on-demand", [])
+    assert ended.cause == block_use.with_block(rejection_cause(run, req), HELD, 1)
+    assert view == block_use.ended_view(HELD, execution="r-7", error="LAUNCH_REJECTED", launched=1)
+    plain = run.model_copy(update={"capacity_block": None})
+    assert step_end(plain, req, [], "on-demand", []) == (plain.model_copy(update={"cause": rejection_cause(plain, req)}), None)
+    done = Run(batch=1, remaining=0, next="done")
+    assert step_end(done, req, [], "spot", []) == (done, None)
+
+
+def test_pools_ec2_was_too_busy_for_are_named_by_each_reason_once():
+    from gpufill.policy.exhaustion import exhaustion_cause
+
+    attempts = [attempt(1, outcome="throttled", reason="RequestLimitExceeded"), attempt(2, zone="b", outcome="throttled", reason=None),
+                attempt(3, zone="c", outcome="throttled", reason="InternalError")]
+    cause = json.loads(exhaustion_cause(Run(batch=4, remaining=4), attempts, request(), "spot"))
+    assert cause["message"].endswith(" 3 of them EC2 did not answer for (InternalError, RequestLimitExceeded, busy): their "
+                                     "capacity is unknown, a later run may find some.")
+
+
+def test_no_reservation_room_says_what_the_run_found_and_lists_only_its_reservation_attempts():
+    from gpufill.models.run import ReservationSeen
+    from gpufill.policy.exhaustion import no_reservation_room_cause
+
+    hint = ('Free room in a reservation (end instances running in it), create or extend one, or rerun with '
+            '"capacity_reservations": "open" to go on to Spot and On-Demand when the reservations are full.')
+    req = request(regions=("us-west-2", "us-east-1"), types=("g6.xlarge",), count=3)
+    into = attempt(2, market="on-demand", outcome="capacity", reason="ReservationCapacityExceeded").model_copy(
+        update={"capacity_reservation_id": "cr-1"})
+    none_found = json.loads(no_reservation_room_cause(Run(batch=3, remaining=3), [attempt(1), into], req, []))
+    assert none_found == {
+        "error": "NO_RESERVATION_ROOM",
+        "message": "No On-Demand Capacity Reservation of this deployment holds g6.xlarge in us-west-2, us-east-1: none is active "
+                   "and tagged gpufill:deployment for it, or named in capacity_reservation_ids. Nothing was launched.",
+        "request_id": "r-7", "requested": 3, "launched": 0, "reservations_found": [], "hint": hint,
+        "attempts": [into.model_dump(mode="json", exclude_none=True)],
+    }
+    seen = [ReservationSeen(capacity_reservation_id=f"cr-{n}", region="us-west-2", availability_zone="us-west-2a",
+                            instance_type="g6.xlarge", available=n, planned=n, match="open") for n in (1, 2)]
+    two = request(regions=("us-west-2",), types=("g6.xlarge", "g6.2xlarge"), count=3)
+    found = json.loads(no_reservation_room_cause(Run(batch=3, remaining=2, launched=1), [into], two, seen))
+    assert found["message"] == "The capacity reservations found had room for 3 of 3 g6.xlarge, g6.2xlarge; 1 launched into them."
+    assert found["reservations_found"] == [s.model_dump(mode="json", exclude_none=True) for s in seen]
+    assert (found["launched"], found["hint"]) == (1, hint)

@@ -71,6 +71,27 @@ def test_a_launch_that_keeps_losing_is_retried_by_the_step(calls):
     assert len(done) == launch_batch.LATE_ROUND_TRIES
 
 
+def test_each_late_round_read_and_write_names_the_request_a_lost_open_is_decided_again_and_each_outcome_is_logged(
+        calls, monkeypatch, caplog):
+    import logging
+
+    done, held = calls
+    caplog.set_level(logging.INFO)
+    asked = []
+    monkeypatch.setattr(late_rounds, "read", lambda request_id: asked.append(request_id) or (held["items"].pop(0) if held["items"] else None))
+    held["items"], held["writes"] = [ASKED, ASKED, OPEN], [False, True, True]
+    launch_batch.join_late_round("req", "e", "arn:sm", "b")  # its open lost the race: decided again, and opened
+    assert asked == ["req", "req"] and [(d[0], d[1]) for d in done] == [("open", "req"), ("open", "req"), ("schedule", ("req", "e", "arn:sm", "2"))]
+    [scheduled] = [r for r in caplog.records if r.getMessage() == "late round scheduled"]
+    assert (scheduled.late_round, scheduled.due) == (2, "2026-03-02T20:07:00+00:00")
+    launch_batch.join_late_round("req", "e", "arn:sm", "c")  # joins the open round
+    [joins] = [r for r in caplog.records if r.getMessage() == "late launch joins the open late round"]
+    assert joins.late_round == 1
+    held["items"], held["writes"] = [OPEN] * 5, [False] * 5
+    with pytest.raises(TransientAwsError, match="^the late rounds of req changed 5 times while this launch joined them$"):
+        launch_batch.join_late_round("req", "e", "arn:sm", "b")
+
+
 def teardown(request_id="req") -> Teardown:
     return Teardown(request_id="req-r1-expired", status="AWAITING_APPROVAL", target=TeardownTarget(request_id=request_id),
                     trigger="max_lifetime")

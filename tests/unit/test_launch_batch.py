@@ -1,8 +1,7 @@
-"""LaunchBatch's own work (handlers/launch_batch.py): the intent written before each call, the
-call sent with the region's fixed settings, every launched instance recorded under the request
-that owns it before anything else happens, the pools found empty remembered, and a fleet's
-template version retired only once its instances are recorded. AWS is replaced by recorders of
-what the handler asks the adapters for."""
+"""LaunchBatch's own work (handlers/launch_batch.py): policy's calls made in turn, every launched
+instance recorded under the request that owns it before anything else happens, the pools found
+empty remembered, and a fleet's template version retired only once its instances are recorded.
+AWS is replaced by recorders of what the handler asks the adapters for."""
 
 import base64
 import json
@@ -11,12 +10,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gpufill.adapters import capacity_cache, instances_table, placement_groups, run_store
+from gpufill.adapters import capacity_cache, instances_table, launch_calls, placement_groups, run_store
 from gpufill.handlers import launch_batch
 from gpufill.handlers.events import LoopEvent
 from gpufill.models.request import Refill, Request, normalise
-from gpufill.models.run import FleetAnswer, Instance, LaunchResult, Pool, PoolAnswer, RegionLaunch, Run
+from gpufill.models.run import FleetAnswer, Instance, LaunchResult, PlanRef, Pool, PoolAnswer, RegionLaunch, Run
 from gpufill.policy import fill
+from gpufill.policy import launch_step as moves
 from gpufill.policy.tokens import client_token
 
 REGION = "us-west-2"
@@ -53,59 +53,27 @@ def aws(monkeypatch):
     monkeypatch.setattr(instances_table, "mark_replaced", lambda ids, new: asked.append(("replaced", ids, new)))
     monkeypatch.setattr(capacity_cache, "remember_full", lambda key, **kw: asked.append(("full", key, kw)))
     monkeypatch.setattr(placement_groups, "ensure", lambda region, group, **kw: asked.append(("group", region, group, kw)))
+    monkeypatch.setattr(placement_groups, "remove_empty", lambda region, deployment, ids: asked.append(("tidy", region, deployment, ids)))
+    monkeypatch.setattr(run_store, "save_attempts", lambda rid, attempts: None)
+    monkeypatch.setattr(run_store, "load_attempts", lambda rid, total: [])
     return asked
 
 
-def test_a_batch_writes_its_intent_then_launches_with_the_regions_settings(aws, monkeypatch):
-    sent = []
-
-    def launch(pool, **kw):
-        aws.append(("launch", pool.key))
-        sent.append(kw)
-        return LaunchResult(outcome="launched", instances=[instance("i-1")])
-
-    monkeypatch.setattr(launch_batch.ec2, "launch", launch)
-    result = launch_batch.launch(request(launch_mode="exact"), SETUP, B, 3, "tok-5", set())
-    assert [i.instance_id for i in result.instances] == ["i-1"]
-    assert aws == [("intent", {"request_id": "req-1", "region": REGION, "client_token": "tok-5"}), ("launch", B.key)]
-    [kw] = sent
-    assert (kw["min_count"], kw["max_count"], kw["client_token"]) == (3, 3, "tok-5")
-    spec = kw["spec"]
-    assert (spec.subnet_id, spec.image_id, spec.root_volume_gib, spec.security_group_ids) == ("subnet-b", "ami-1", 250, ("sg-1",))
-    assert (spec.request_id, spec.deployment, spec.placement_group) == ("req-1", "prod", None)
+def records(req):
+    """What policy decides every instance of `req` is recorded with."""
+    run = Run(batch=1, remaining=1, next="launch", launch=SETUP)
+    return moves.decide(run, [A], req, made=0, state_machine="arn:sm", deployment="prod").records
 
 
-def test_a_partial_request_takes_whatever_part_of_the_batch_ec2_has(aws, monkeypatch):
-    sent = []
-    monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: sent.append(kw) or LaunchResult(outcome="capacity"))
-    launch_batch.launch(request(launch_mode="partial"), SETUP, A, 4, "tok", set())
-    assert (sent[0]["min_count"], sent[0]["max_count"]) == (1, 4)
-
-
-def test_a_pool_without_a_subnet_is_answered_without_an_intent_or_a_call(aws, monkeypatch):
-    monkeypatch.setattr(launch_batch.ec2, "launch", lambda *a, **k: pytest.fail("launched without a subnet"))
-    result = launch_batch.launch(request(), SETUP, NO_SUBNET, 2, "tok", set())
-    assert (result.outcome, result.reason, result.message) == ("error", "NoSubnet", "no subnet to launch into in us-west-2c")
-    assert aws == []
-
-
-def test_a_same_az_gang_of_efa_types_launches_into_its_cluster_group_made_first(aws, monkeypatch):
-    sent = []
-    monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: sent.append(kw) or LaunchResult(outcome="capacity"))
-    grouped: set[str] = set()
-    launch_batch.launch(request(placement="same-az"), SETUP, EFA, 4, "tok", grouped)
-    assert grouped == {REGION}  # the step removes it later if the run leaves the region
-    group = "gpufill-prod-req-1-us-west-2a"
-    assert aws[0] == ("group", REGION, group, {"request_id": "req-1", "deployment": "prod"})
-    assert aws[1][0] == "intent" and sent[0]["spec"].placement_group == group
-    aws.clear()
-    launch_batch.launch(request(placement="same-az"), SETUP, A, 4, "tok", set())  # no EFA: no group
-    assert [a[0] for a in aws] == ["intent"]
+PLAN = PlanRef(request_id="req-1", market="spot", key="plan#req-1#k", pools=2)
 
 
 def test_every_instance_starts_with_its_settings_user_data_and_encryption_key(aws):
-    spec = launch_batch.launch_spec(request(tags={"team": "ml"}, model_id="org/model"), SETUP, subnet_id="subnet-a")
-    assert spec.user_tags == {"team": "ml"} and spec.subnet_id == "subnet-a"
+    req = request(tags={"team": "ml"}, model_id="org/model")
+    spec = launch_batch.launch_spec(moves.decide(Run(batch=1, remaining=1, launch=SETUP), [A], req, made=0, state_machine="arn:sm",
+                                                 deployment="prod").settings, SETUP, "prod")
+    assert spec.user_tags == {"team": "ml"} and (spec.request_id, spec.deployment, spec.image_id) == ("req-1", "prod", "ami-1")
+    assert (spec.root_volume_gib, spec.security_group_ids) == (250, ("sg-1",))
     assert spec.instance_profile_arn == "arn:aws:iam::1:instance-profile/gpufill"
     assert spec.kms_key_id == "arn:aws:kms:eu-central-1:1:key/k"
     script = spec.user_data
@@ -115,27 +83,31 @@ def test_every_instance_starts_with_its_settings_user_data_and_encryption_key(aw
 def test_unset_settings_are_left_out_rather_than_sent_empty(aws, monkeypatch):
     monkeypatch.setenv("INSTANCE_PROFILE_ARN", "")
     monkeypatch.setenv("EBS_KMS_KEY_ARN", "")
-    monkeypatch.delenv("GPUFILL_DEPLOYMENT")
     monkeypatch.delenv("AWS_REGION")
-    spec = launch_batch.launch_spec(request(), SETUP.model_copy(update={"security_group_id": None}))
+    spec = launch_batch.launch_spec(settings(), SETUP.model_copy(update={"security_group_id": None}), "")
     assert (spec.instance_profile_arn, spec.kms_key_id, spec.security_group_ids, spec.deployment) == (None, None, (), "")
     assert "us-east-1" in spec.user_data  # the local engine's home region
     monkeypatch.delenv("INSTANCE_PROFILE_ARN")
     monkeypatch.delenv("EBS_KMS_KEY_ARN")
-    spec = launch_batch.launch_spec(request(), SETUP)
+    spec = launch_batch.launch_spec(settings(), SETUP, "")
     assert (spec.instance_profile_arn, spec.kms_key_id) == (None, None)
 
 
+def settings(**fields):
+    return moves.decide(Run(batch=1, remaining=1, launch=SETUP), [A], request(**fields), made=0, state_machine="arn:sm",
+                        deployment="").settings
+
+
 def test_launched_instances_are_recorded_under_their_token_and_nothing_else_is_recorded(aws):
-    launch_batch.keep([], request(), "tok", "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-local")
+    launch_batch.keep([], records(request()), "tok", "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-local")
     assert aws == []
-    launch_batch.keep([instance("i-1"), instance("i-2")], request(), "tok-3", "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-local")
+    launch_batch.keep([instance("i-1"), instance("i-2")], records(request()), "tok-3", "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-local")
     assert aws == [("record", ["i-1", "i-2"], {"request_id": "req-1", "client_token": "tok-3", "maintain": False, "replaces": None, "lifetime_expires_at": None})]
 
 
 def test_a_refills_instances_belong_to_its_request_and_name_what_they_replace(aws):
     refill = request(maintain=True, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))
-    launch_batch.keep([instance("i-new")], refill, "tok", "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-local")
+    launch_batch.keep([instance("i-new")], records(refill), "tok", "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-local")
     assert aws == [("record", ["i-new"], {"request_id": "req-0", "client_token": "tok", "maintain": True, "replaces": ["i-0123456789abcdef0"], "lifetime_expires_at": None}),
                    ("replaced", ["i-0123456789abcdef0"], ["i-new"])]
 
@@ -149,6 +121,12 @@ def fleet_step(**fields):
     return LoopEvent(request=req, run=run, state_machine="arn:sm"), req, run
 
 
+def through(req, pools, run, context=None) -> Run:
+    """One LaunchBatch step of `req` over `pools`, from `run`, as the handler sequences it."""
+    step = LoopEvent(request=req, run=run, state_machine="arn:sm")
+    return Run.model_validate(launch_batch.launch_step(step, req, PLAN, pools, fill.begin_step(run), context or Clock(100_000)))
+
+
 def test_a_fleet_asks_for_everything_missing_over_the_regions_pools_and_records_before_retiring(aws, monkeypatch):
     step, req, run = fleet_step()
     calls = []
@@ -160,9 +138,9 @@ def test_a_fleet_asks_for_everything_missing_over_the_regions_pools_and_records_
             PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1"), instance("i-2")])),
             PoolAnswer(index=1, result=LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity"))])
 
-    monkeypatch.setattr(launch_batch.fleet_launch, "launch", launch)
-    monkeypatch.setattr(launch_batch.fleet_launch, "retire_version", lambda region, version: aws.append(("retire", region, version)))
-    after = launch_batch.launch_fleet(step, req, [A, B], fill.begin_step(run), set())
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", launch)
+    monkeypatch.setattr(launch_calls.fleet_launch, "retire_version", lambda region, version: aws.append(("retire", region, version)))
+    after = through(req, [A, B], run)
     token = client_token("arn:sm", "req-1", 7)
     assert aws == [("intent", {"request_id": "req-1", "region": REGION, "client_token": token}), ("fleet", token),
                    ("record", ["i-1", "i-2"], {"request_id": "req-1", "client_token": token, "maintain": False, "replaces": None, "lifetime_expires_at": None}),
@@ -178,24 +156,24 @@ def test_a_fleet_asks_for_everything_missing_over_the_regions_pools_and_records_
 
 def test_a_fleet_whose_records_fail_keeps_its_template_version_for_the_retry(aws, monkeypatch):
     step, req, run = fleet_step()
-    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: FleetAnswer(
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: FleetAnswer(
         template_version=("lt-1", "7"), answers=[PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1")]))]))
-    monkeypatch.setattr(launch_batch.fleet_launch, "retire_version", lambda *a: pytest.fail("retired before the records"))
+    monkeypatch.setattr(launch_calls.fleet_launch, "retire_version", lambda *a: pytest.fail("retired before the records"))
 
     def unrecordable(instances, **kw):
         raise instances_table.InstanceRecordError("could not record")
 
     monkeypatch.setattr(instances_table, "record_launched", unrecordable)
     with pytest.raises(instances_table.InstanceRecordError):
-        launch_batch.launch_fleet(step, req, [A, B], run, set())
+        through(req, [A, B], run)
 
 
 def test_a_fleet_without_a_version_of_its_own_retires_nothing(aws, monkeypatch):
     step, req, run = fleet_step()
-    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: FleetAnswer(
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: FleetAnswer(
         failure=LaunchResult(outcome="error", reason="EndpointConnectionError")))
-    monkeypatch.setattr(launch_batch.fleet_launch, "retire_version", lambda *a: pytest.fail("nothing to retire"))
-    after = launch_batch.launch_fleet(step, req, [A, B], run, set())
+    monkeypatch.setattr(launch_calls.fleet_launch, "retire_version", lambda *a: pytest.fail("nothing to retire"))
+    after = through(req, [A, B], run)
     assert after.launched == 0 and [a[0] for a in aws] == ["intent"]
 
 
@@ -204,10 +182,9 @@ def test_an_all_or_nothing_same_az_gang_fleet_asks_one_zone_all_at_once_in_its_c
     other = EFA.model_copy(update={"availability_zone": "us-west-2b"})
     twin = EFA.model_copy(update={"instance_type": "g6.48xlarge"})
     calls = []
-    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
-    grouped: set[str] = set()
-    launch_batch.launch_fleet(step, req, [EFA, twin, other], run, grouped)
-    assert grouped == {REGION}
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
+    through(req, [EFA, twin, other], run)
+    assert ("tidy", REGION, "prod", {"req-1"}) in aws  # the run left the region: its empty groups go
     [call] = calls
     assert call.single_zone is True and call.min_target == 4
     assert call.placement_groups == {"us-west-2a": "gpufill-prod-req-1-us-west-2a", "us-west-2b": "gpufill-prod-req-1-us-west-2b"}
@@ -218,25 +195,25 @@ def test_an_all_or_nothing_same_az_gang_fleet_asks_one_zone_all_at_once_in_its_c
 
 def test_the_user_data_is_the_startup_script_base64_encoded_once(aws):
     from gpufill.adapters.ec2 import instance_settings
-    spec = launch_batch.launch_spec(request(), SETUP)
+    spec = launch_batch.launch_spec(settings(), SETUP, "prod")
     assert base64.b64decode(instance_settings(spec)["UserData"]).decode() == spec.user_data
 
 
 def test_every_recorded_launch_counts_toward_the_instances_launched_metric(aws, monkeypatch):
     counted = []
     monkeypatch.setattr(launch_batch.metrics, "add_metric", lambda **kw: counted.append(kw))
-    launch_batch.keep([], request(), "tok", "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-local")
-    launch_batch.keep([instance("i-1"), instance("i-2")], request(), "tok", "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-local")
+    launch_batch.keep([], records(request()), "tok", "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-local")
+    launch_batch.keep([instance("i-1"), instance("i-2")], records(request()), "tok", "arn:aws:states:us-east-1:123456789012:stateMachine:gpufill-local")
     assert counted == [{"name": "InstancesLaunched", "unit": "Count", "value": 2}]
 
 
 def test_without_a_deployment_name_the_gangs_cluster_group_has_an_empty_one(aws, monkeypatch):
     monkeypatch.delenv("GPUFILL_DEPLOYMENT")
-    monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: LaunchResult(outcome="capacity"))
-    launch_batch.launch(request(placement="same-az"), SETUP, EFA, 4, "tok", set())
+    monkeypatch.setattr(launch_calls.ec2, "launch", lambda pool, **kw: LaunchResult(outcome="capacity"))
+    through(request(placement="same-az", launch_mode="exact"), [EFA], Run(batch=1, remaining=1, next="launch", launch=SETUP))
     step, req, run = fleet_step(placement="same-az", instance_types=["g6.12xlarge"])
-    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: FleetAnswer())
-    launch_batch.launch_fleet(step, req, [EFA], run, set())
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: FleetAnswer())
+    through(req, [EFA], run)
     groups = [a for a in aws if a[0] == "group"]
     assert [(g[1], g[2], g[3]["deployment"]) for g in groups] == [(REGION, "gpufill--req-1-us-west-2a", "")] * 2
 
@@ -244,10 +221,10 @@ def test_without_a_deployment_name_the_gangs_cluster_group_has_an_empty_one(aws,
 def test_an_on_demand_fleet_asks_ec2_to_pick_as_the_request_says(aws, monkeypatch):
     on_demand = [A.model_copy(update={"market": "on-demand"}), B.model_copy(update={"market": "on-demand"})]
     calls = []
-    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
     for strategy in ("cost", "latency"):
         step, req, run = fleet_step(market="on-demand", on_demand_strategy=strategy)
-        launch_batch.launch_fleet(step, req, on_demand, run, set())
+        through(req, on_demand, run)
     assert [(c.market, c.strategy) for c in calls] == [("on-demand", "lowest-price"), ("on-demand", "prioritized")]
 
 
@@ -258,9 +235,9 @@ def test_what_a_fleet_answered_is_logged_for_the_operator(aws, monkeypatch, capl
         FleetAnswer(answers=[PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1")]))]),
         FleetAnswer(failure=LaunchResult(outcome="quota", reason="VcpuLimitExceeded")),
     ])
-    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: next(answers))
-    launch_batch.launch_fleet(step, req, [A, B], run, set())
-    launch_batch.launch_fleet(step, req, [A, B], run, set())
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: next(answers))
+    through(req, [A, B], run)
+    through(req, [A, B], run)
     logged = [r for r in caplog.records if r.getMessage() == "fleet answered"]
     assert [(r.region, r.pools, r.target, r.launched, r.failure) for r in logged] == [
         (REGION, 2, 4, 1, None), (REGION, 2, 4, 0, "VcpuLimitExceeded")]
@@ -389,15 +366,17 @@ def test_a_step_launches_the_plans_pools_from_a_fresh_step_within_the_time_it_ke
     assert out["launched"] == 1 and out["instances"][0]["instance_id"] == "i-new"
 
 
-def test_a_maintained_request_is_kept_before_anything_launches_and_a_refill_does_not_keep_it_again(stepped):
-    asked, _ = stepped
-    req = request(maintain=True, count=2)
-    launch_batch.handler(step_event(req), Context())
-    assert asked[1] == ("keep request", "req-1", req.model_dump(mode="json", exclude_none=True))
-    assert asked[2][0] == "launch step"
-    asked.clear()
-    launch_batch.handler(step_event(request(maintain=True, count=1, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))), Context())
-    assert not [a for a in asked if a[0] == "keep request"]
+def test_a_maintained_request_is_kept_before_anything_launches_and_a_refill_does_not_keep_it_again(aws, monkeypatch):
+    monkeypatch.setattr(run_store, "save_request", lambda rid, body: aws.append(("keep request", rid, body)))
+    monkeypatch.setattr(launch_calls.ec2, "launch", lambda pool, **kw: aws.append(("launch", pool.key)) or LaunchResult(outcome="capacity"))
+    req = request(maintain=True, count=1, launch_mode="exact")
+    through(req, [A], Run(batch=1, remaining=1, next="launch", launch=SETUP))
+    assert aws[0] == ("keep request", "req-1", req.model_dump(mode="json", exclude_none=True))
+    assert [a[0] for a in aws[1:3]] == ["intent", "launch"]
+    aws.clear()
+    refill = request(maintain=True, count=1, launch_mode="exact", refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))
+    through(refill, [A], Run(batch=1, remaining=1, next="launch", launch=SETUP))
+    assert not [a for a in aws if a[0] == "keep request"] and ("launch", A.key) in aws
 
 
 def test_a_refill_whose_request_was_torn_down_launches_nothing(stepped):
@@ -447,7 +426,7 @@ def test_a_request_with_a_lifetime_records_its_end_and_schedules_its_teardown_on
     monkeypatch.setattr(launch_batch.clock, "now", lambda: datetime(2026, 12, 4, 12, tzinfo=UTC))  # before the expiry
     monkeypatch.setattr(schedules, "schedule_expiry", lambda rid, at, sm, late=None: aws.append(("schedule", rid, at, sm)) or made.pop(0))
     timed = request(maintain=True).model_copy(update={"expires_at": "2026-12-04T14:00:00+00:00"})
-    launch_batch.keep([instance("i-1")], timed, "tok", "arn:sm")
+    launch_batch.keep([instance("i-1")], records(timed), "tok", "arn:sm")
     assert aws == [("record", ["i-1"], {"request_id": "req-1", "client_token": "tok", "maintain": True, "replaces": None,
                                         "lifetime_expires_at": "2026-12-04T14:00:00+00:00"}),
                    ("schedule", "req-1", "2026-12-04T14:00:00+00:00", "arn:sm")]
@@ -456,7 +435,7 @@ def test_a_request_with_a_lifetime_records_its_end_and_schedules_its_teardown_on
     # A retried step finds the schedule made already: nothing more is said.
     made.append(False)
     caplog.clear()
-    launch_batch.keep([instance("i-1")], timed, "tok", "arn:sm")
+    launch_batch.keep([instance("i-1")], records(timed), "tok", "arn:sm")
     assert not [r for r in caplog.records if r.getMessage() == "lifetime scheduled"]
 
 
@@ -489,12 +468,17 @@ def probing(aws, monkeypatch):
 
     answers: dict[str, list[LaunchResult]] = {}
 
-    def launch(req, setup, pool, batch, token, grouped):
-        assert (req.request_id, setup, type(grouped)) == ("req-1", SETUP, set)
-        aws.append(("launch", pool.key, batch, token))
-        return answers[pool.key].pop(0) if len(answers[pool.key]) > 1 else answers[pool.key][0]
+    def make(decided, spec):
+        call = decided.call
+        assert (decided.records.request_id, spec.image_id, spec.root_volume_gib) == ("req-1", SETUP.image_id, SETUP.root_volume_gib)
+        if call.api == moves.CREATE_FLEET:
+            aws.append(("fleet", [p.key for _, p in call.pools]))
+            return launch_calls.Answer(FleetAnswer())
+        [(_, pool)] = call.pools
+        aws.append(("launch", pool.key, call.target, call.token))
+        return launch_calls.Answer(answers[pool.key].pop(0) if len(answers[pool.key]) > 1 else answers[pool.key][0])
 
-    monkeypatch.setattr(launch_batch, "launch", launch)
+    monkeypatch.setattr(launch_batch.launch_calls, "make", make)
     monkeypatch.setattr(run_store, "save_attempts", lambda rid, attempts: aws.append(("attempts", rid, [a.outcome for a in attempts])))
     monkeypatch.setattr(run_store, "load_attempts", lambda rid, total: [])
     plan = PlanRef(request_id="req-1", market="spot", key="plan#req-1#k", pools=2)
@@ -514,9 +498,9 @@ def test_a_step_tries_pool_after_pool_with_fresh_tokens_records_each_launch_and_
     req = request(count=1, launch_mode="exact")
     step, run = probe_step(req, remaining=1)
     tidied = []
-    monkeypatch.setattr(launch_batch, "tidy_groups", lambda grouped, run, pools, r: tidied.append((grouped, run.next, pools, r)))
+    monkeypatch.setattr(launch_batch, "tidy_groups", lambda grouped, run, pools, rid, deployment: tidied.append((grouped, run.next, pools, rid)))
     out = launch_batch.launch_step(step, req, plan, [A, B], fill.begin_step(run), Clock(100_000))
-    assert tidied == [(set(), out["next"], [A, B], req)]
+    assert tidied == [(set(), out["next"], [A, B], "req-1")]
     seven, eight = client_token("arn:sm", "req-1", 7), client_token("arn:sm", "req-1", 8)
     assert aws == [("launch", A.key, 1, seven), ("full", A.key, {"request_id": "req-1", "reason": "InsufficientInstanceCapacity"}),
                    ("launch", B.key, 1, eight),
@@ -562,16 +546,10 @@ def test_a_fleet_step_goes_through_the_fleet_and_is_finished_the_same_way(probin
     req = request(launch_mode="fleet", count=1)
     step, run = probe_step(req, remaining=1)
 
-    def fleet(step_, req_, pools, run_, grouped):
-        assert (step_, req_, type(grouped)) == (step, req, set)
-        aws.append(("fleet", [p.key for p in pools]))
-        return run_.model_copy(update={"next": "exhausted", "step_attempts": [], "cause": None})
-
-    monkeypatch.setattr(launch_batch, "launch_fleet", fleet)
     tidied = []
-    monkeypatch.setattr(launch_batch, "tidy_groups", lambda grouped, run, pools, r: tidied.append((grouped, run.next, pools, r)))
+    monkeypatch.setattr(launch_batch, "tidy_groups", lambda grouped, run, pools, rid, deployment: tidied.append((grouped, run.next, pools, rid)))
     out = launch_batch.launch_step(step, req, plan, [A, B], run, Clock(100_000))
-    assert tidied == [(set(), "exhausted", [A, B], req)]
+    assert tidied == [(set(), "exhausted", [A, B], "req-1")]
     assert "wait" not in out and "gang" not in out  # unset fields left out of the state
     assert aws == [("fleet", [A.key, B.key])] and out["next"] == "exhausted"
     assert json.loads(out["cause"])["error"] == "ALL_SPOT_EXHAUSTED"  # finished as the plan's market says
@@ -597,24 +575,22 @@ def test_groups_made_in_regions_the_run_leaves_are_removed_and_a_failure_is_only
             raise TransientAwsError("throttled")
 
     monkeypatch.setattr(placement_groups, "remove_empty", remove_empty)
-    req = request()
     staying = Run(batch=1, remaining=1, next="launch", cursor=1)
-    launch_batch.tidy_groups({REGION, "us-east-1", "eu-west-1", "ap-south-1"}, staying, [A, east], req)
+    launch_batch.tidy_groups({REGION, "us-east-1", "eu-west-1", "ap-south-1"}, staying, [A, east], "req-1", "prod")
     assert removed == [("ap-south-1", "prod", {"req-1"}), ("eu-west-1", "prod", {"req-1"}), (REGION, "prod", {"req-1"})]
     logged = [(r.levelname, r.region) for r in caplog.records if r.getMessage() == "empty cluster groups not deleted"]
     assert logged == [("WARNING", "ap-south-1"), ("WARNING", "eu-west-1")]
     assert "InvalidPlacementGroup.InUse" in [r for r in caplog.records if r.getMessage() == "empty cluster groups not deleted"][1].error
     removed.clear()
-    launch_batch.tidy_groups({REGION, "us-east-1"}, staying.model_copy(update={"next": "refresh", "cursor": 0}), [A, east], req)
+    launch_batch.tidy_groups({REGION, "us-east-1"}, staying.model_copy(update={"next": "refresh", "cursor": 0}), [A, east], "req-1", "prod")
     assert removed == [("us-east-1", "prod", {"req-1"})]
     removed.clear()
     # A run that moves on (or whose cursor is past the plan) stays nowhere.
-    launch_batch.tidy_groups({REGION}, staying.model_copy(update={"next": "prepare", "cursor": 0}), [A, east], req)
-    launch_batch.tidy_groups({REGION}, staying.model_copy(update={"cursor": 2}), [A, east], req)
+    launch_batch.tidy_groups({REGION}, staying.model_copy(update={"next": "prepare", "cursor": 0}), [A, east], "req-1", "prod")
+    launch_batch.tidy_groups({REGION}, staying.model_copy(update={"cursor": 2}), [A, east], "req-1", "prod")
     assert removed == [(REGION, "prod", {"req-1"}), (REGION, "prod", {"req-1"})]
-    monkeypatch.delenv("GPUFILL_DEPLOYMENT")
     removed.clear()
-    launch_batch.tidy_groups({REGION}, staying.model_copy(update={"cursor": 2}), [A, east], req)
+    launch_batch.tidy_groups({REGION}, staying.model_copy(update={"cursor": 2}), [A, east], "req-1", "")
     assert removed == [(REGION, "", {"req-1"})]
 
 
@@ -639,7 +615,6 @@ def test_a_reservations_only_step_that_found_no_room_names_the_reservations_its_
     answers[reserved.key] = [LaunchResult(outcome="capacity", reason="ReservationCapacityExceeded")]
     req = request(count=1, launch_mode="fleet" if fleet_mode else "exact", capacity_reservations="only", market="on-demand")
     step, run = probe_step(req, remaining=1)
-    monkeypatch.setattr(launch_batch, "launch_fleet", lambda step_, req_, pools, run_, grouped: run_.model_copy(update={"next": "exhausted"}))
     out = launch_batch.launch_step(step, req, plan, [reserved], fill.begin_step(run), Clock(100_000))
     assert out["next"] == "exhausted" and "cr-0abc" in out["cause"]
 
@@ -648,14 +623,15 @@ def test_a_reservations_only_step_that_found_no_room_names_the_reservations_its_
     ("none", "on-demand", True), ("open", "on-demand", False), ("none", "spot", False)])
 def test_capacity_reservations_none_keeps_on_demand_launches_out_of_open_reservations(aws, monkeypatch, reservations, market, off):
     sent, calls = [], []
-    monkeypatch.setattr(launch_batch.ec2, "launch", lambda pool, **kw: sent.append(kw["spec"]) or LaunchResult(outcome="capacity"))
-    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: calls.append((call, spec)) or FleetAnswer())
+    monkeypatch.setattr(launch_calls.ec2, "launch", lambda pool, **kw: sent.append(kw["spec"]) or LaunchResult(outcome="capacity"))
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: calls.append((call, spec)) or FleetAnswer())
     pool = A.model_copy(update={"market": market})
-    launch_batch.launch(request(capacity_reservations=reservations, market=market), SETUP, pool, 1, "tok", set())
+    through(request(capacity_reservations=reservations, market=market, launch_mode="exact"), [pool],
+            Run(batch=1, remaining=1, next="launch", launch=SETUP))
     assert sent[0].reservations_off is (reservations == "none")  # RunInstances: asked for the pool's own market
     step, req, run = fleet_step(capacity_reservations=reservations, market=market)
     reserved = pool.model_copy(update={"capacity_reservation_id": "cr-9"})
-    launch_batch.launch_fleet(step, req, [reserved, B], run, set())
+    through(req, [reserved, B], run)
     [(call, spec)] = calls
     assert spec.reservations_off is off and call.capacity_reservation_id == "cr-9"
 
@@ -665,10 +641,10 @@ def test_a_fleet_from_a_reservation_asks_for_its_room_and_remembers_only_ordinar
     reserved = A.model_copy(update={"market": "on-demand", "capacity_reservation_id": "cr-1", "reserved": 2})
     ordinary = B.model_copy(update={"market": "on-demand"})
     calls = []
-    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer(answers=[
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer(answers=[
         PoolAnswer(index=0, result=LaunchResult(outcome="capacity", reason="ReservationCapacityExceeded")),
         PoolAnswer(index=1, result=LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity"))]))
-    launch_batch.launch_fleet(step, req, [reserved, ordinary], run, set())
+    through(req, [reserved, ordinary], run)
     assert calls[0].target == 2  # what the plan gave the reservation, not the 4 still missing
     assert [a for a in aws if a[0] == "full"] == [("full", ordinary.key, {"request_id": "req-1", "reason": "capacity"})]
 
@@ -681,8 +657,8 @@ def test_a_step_that_launches_for_a_request_with_a_lifetime_schedules_its_teardo
     monkeypatch.setattr(schedules, "schedule_expiry", lambda rid, at, sm, late=None: aws.append(("schedule", rid, at, sm)) or True)
     monkeypatch.setattr(launch_batch.clock, "now", lambda: datetime(2026, 12, 4, 12, tzinfo=UTC))  # before the expiry
     monkeypatch.setattr(run_store, "save_attempts", lambda rid, attempts: None)
-    monkeypatch.setattr(launch_batch, "launch", lambda *a: LaunchResult(outcome="launched", instances=[instance("i-1")]))
-    monkeypatch.setattr(launch_batch.fleet_launch, "launch", lambda call, spec, token: FleetAnswer(answers=[
+    monkeypatch.setattr(launch_calls.ec2, "launch", lambda pool, **kw: LaunchResult(outcome="launched", instances=[instance("i-1")]))
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: FleetAnswer(answers=[
         PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1")]))]))
     req = request(count=1, launch_mode="fleet" if fleet_mode else "exact").model_copy(update={"expires_at": "2026-12-04T14:00:00+00:00"})
     run = Run(batch=1, remaining=1, next="launch", attempts_total=0, launch=SETUP)
@@ -703,7 +679,7 @@ def test_a_step_that_ends_a_market_reads_the_whole_attempt_log_for_its_cause(aws
     monkeypatch.setattr(run_store, "load_attempts", lambda rid, total: read.append((rid, total)) or [tried])
     run = Run(batch=1, remaining=1, next="exhausted", attempts_total=5)
     out = launch_batch.finish_step(run, request(count=1), "spot")
-    assert read == [("req-1", 5)] and "us-west-2a" in out.cause
+    assert read == [("req-1", 5)] and "us-west-2a" in out.cause and json.loads(out.cause)["error"] == "ALL_SPOT_EXHAUSTED"
 
 
 def test_a_reservations_only_stop_without_a_plan_names_no_reservation(aws, monkeypatch):
@@ -711,6 +687,26 @@ def test_a_reservations_only_stop_without_a_plan_names_no_reservation(aws, monke
     out = launch_batch.finish_step(Run(batch=1, remaining=1, next="exhausted"), request(count=1, capacity_reservations="only",
                                                                                       market="on-demand"), "on-demand")
     assert out.cause and "cr-" not in out.cause
+    from gpufill.models.run import ReservationSeen
+
+    seen = ReservationSeen(capacity_reservation_id="cr-0abc", region=REGION, availability_zone="us-west-2a",
+                           instance_type="g6.xlarge", available=0, match="open")
+    out = launch_batch.finish_step(Run(batch=1, remaining=1, next="exhausted"), request(count=1, capacity_reservations="only",
+                                   market="on-demand"), "on-demand", PLAN.model_copy(update={"reservations": [seen]}))
+    assert "cr-0abc" in out.cause
+
+
+def test_a_step_refused_into_a_paid_block_keeps_the_blocks_end_under_the_request_that_owns_it(probing, monkeypatch):
+    from test_block_use import HELD
+
+    aws, answers, plan = probing
+    monkeypatch.setattr(run_store, "save_wait", lambda rid, view: aws.append(("wait", rid, view["phase"], view["execution"])))
+    answers[A.key] = [LaunchResult(outcome="error", reason="InvalidParameterValue")]
+    refill = request(count=1, launch_mode="exact", maintain=True, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))
+    step, run = probe_step(refill, remaining=1, capacity_block=HELD)
+    out = launch_batch.launch_step(step, refill, plan, [A, B], fill.begin_step(run), Clock(100_000))
+    assert out["next"] == "rejected" and json.loads(out["cause"])["error"] == "LAUNCH_REJECTED"
+    assert aws[-1] == ("wait", "req-0", "capacity-block-ended", "req-1")
 
 
 def test_a_rejected_run_is_ended_with_the_rejection_explained_and_its_attempts_logged(aws, monkeypatch):
@@ -727,3 +723,37 @@ def test_a_rejected_run_is_ended_with_the_rejection_explained_and_its_attempts_l
     assert out.next == "rejected" and out.cause == rejection_cause(run, req) and out.cause
     done = Run(batch=1, remaining=0, next="done")
     assert launch_batch.finish_step(done, req, "spot") == done
+
+
+def test_a_launch_at_or_after_the_expiry_joins_the_owning_requests_late_round_named_for_its_token(aws, monkeypatch):
+    from gpufill.adapters import schedules
+    from gpufill.policy import lifetime
+
+    joined = []
+    now = datetime(2026, 12, 4, 15, tzinfo=UTC)  # an hour past the expiry
+    monkeypatch.setattr(launch_batch.clock, "now", lambda: now)
+    monkeypatch.setattr(launch_batch, "join_late_round", lambda *args: joined.append(args))
+    monkeypatch.setattr(schedules, "schedule_expiry", lambda *a, **k: pytest.fail("the request's own schedule may be gone"))
+    refill = request(maintain=True, refill=Refill(request_id="req-0", replaces=["i-0123456789abcdef0"]))
+    timed = refill.model_copy(update={"expires_at": "2026-12-04T14:00:00+00:00"})
+    launch_batch.keep([instance("i-1")], records(timed), "tok-9", "arn:sm")
+    assert joined == [("req-0", "2026-12-04T14:00:00+00:00", "arn:sm", lifetime.late_round("2026-12-04T14:00:00+00:00", now, "tok-9"))]
+    assert joined[0][3] != lifetime.late_round("2026-12-04T14:00:00+00:00", now, "tok-8")
+
+
+def test_every_answer_of_the_step_is_counted_by_region_type_and_outcome_for_the_dashboard(stepped, monkeypatch):
+    from gpufill.constants import METRIC_CAPACITY_ANSWERS
+    from gpufill.models.run import Attempt
+
+    counted = []
+    monkeypatch.setattr(launch_batch, "count", lambda name, value, **dims: counted.append((name, value, dims)))
+    tried = [Attempt(number=n, region=pool.region, availability_zone=pool.availability_zone, instance_type=pool.instance_type,
+                     market="spot", batch=1, launched=launched, outcome=outcome)
+             for n, pool, launched, outcome in ((1, A, 0, "capacity"), (2, EFA, 1, "launched"))]
+    monkeypatch.setattr(launch_batch, "launch_step", lambda step, req, plan, pools, run, context: aws_answer(
+        run.model_copy(update={"step_attempts": tried})))
+    launch_batch.handler(step_event(request()), Context())
+    assert counted == [
+        (METRIC_CAPACITY_ANSWERS, 1, {"region": REGION, "instance_type": "g6.xlarge", "outcome": "capacity"}),
+        (METRIC_CAPACITY_ANSWERS, 1, {"region": REGION, "instance_type": "g6.12xlarge", "outcome": "launched"}),
+    ]

@@ -37,3 +37,13 @@ def test_lambda_code_never_imports_the_local_engine_or_cli(path):
 def test_models_import_nothing_from_policy(path):
     # The rules a model checks live with the model; policy reads models, never the other way round.
     assert not {m for m in imports(path) if m.startswith("gpufill.policy")}
+
+
+@pytest.mark.parametrize("mode", ["fleet", "exact"])
+def test_the_request_goes_down_the_layers_through_one_launch_step(mode):
+    # LaunchBatch decides, calls and reads (policy/launch_step.py): the request enters policy once
+    # and never comes back up; tools/param_walk.py follows it (docs/architecture.md#the-layers).
+    param_walk = pytest.importorskip("tools.param_walk")  # absent from the mutation staging copy
+    walked = param_walk.walk("gpufill.handlers.launch_batch.handler", "request", {"launch_mode": mode, "refill": None})
+    got = param_walk.figures(walked)
+    assert got["returns"] <= 3 and got["climbs"] == 0, walked

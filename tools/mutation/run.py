@@ -39,6 +39,7 @@ BASELINE = Path(__file__).with_name("baseline.json")
 MUTATED = ["src/gpufill/models/request.py", "src/gpufill/models/capacity_block_rules.py", "src/gpufill/policy/*",
            # Where a run launches, records, settles and classifies: the code that loses money when wrong.
            "src/gpufill/adapters/aws.py", "src/gpufill/adapters/ec2.py", "src/gpufill/adapters/fleet_launch.py",
+           "src/gpufill/adapters/launch_calls.py",
            "src/gpufill/adapters/instances_table.py", "src/gpufill/adapters/run_store.py",
            "src/gpufill/handlers/launch_batch.py",
            # The handlers that wait for capacity and for boots, refill, roll back and tear down.

@@ -1,14 +1,18 @@
 """LaunchBatch: launch calls for the pools under the cursor, each recorded before the step returns.
 
-With launch_mode "fleet" the step makes one CreateFleet over every open pool of the region
-(policy/fleet_moves.py); otherwise RunInstances calls, one pool at a time.
+The step runs in three movements (policy/launch_step.py): policy decides the call, one adapter
+makes it (adapters/launch_calls.py), policy reads the answer into the run; this handler only
+sequences them and records what was launched (the instances table, the lifetime schedule, the
+capacity cache, the attempt log).
 
-One step makes up to fill.MAX_PROBES_PER_STEP calls in one region, halving the batch and moving
-the cursor between them as the policy says. Every call is exactly-once: its ClientToken comes
-from the deployment, the request and the attempt number, its parameters were fixed by
-PrepareRegion, an intent naming the region is written before it, and an unsettled answer is
-looked up by token. A retried step therefore repeats the very same calls, and EC2 answers a
-call that had launched with the instances it launched then.
+With launch_mode "fleet" the step makes one CreateFleet over every open pool of the region
+(policy/fleet_moves.py); otherwise RunInstances calls, one pool at a time, up to
+fill.MAX_PROBES_PER_STEP in one region, halving the batch and moving the cursor between them as
+the policy says. Every call is exactly-once: its ClientToken comes from the deployment, the
+request and the attempt number, its parameters were fixed by PrepareRegion, an intent naming the
+region is written before it, and an unsettled answer is looked up by token. A retried step
+therefore repeats the very same calls, and EC2 answers a call that had launched with the
+instances it launched then.
 """
 
 from __future__ import annotations
@@ -25,13 +29,13 @@ from gpufill.adapters import (
     ec2,
     instances_table,
     late_rounds,
+    launch_calls,
     managed_instances,
     placement_groups,
     run_store,
     schedules,
     visibility,
 )
-from gpufill.adapters import fleet_launch
 from gpufill.adapters.aws import TransientAwsError
 from gpufill.constants import (
     ENV_DEPLOYMENT,
@@ -45,10 +49,9 @@ from gpufill.handlers.events import LoopEvent
 from gpufill.handlers.observability import count, logger, metrics, tracer, transient_aws_errors
 from gpufill.bootstrap.user_data import render_user_data
 from gpufill.models.request import ResolvedRequest
-from gpufill.models.run import Instance, LaunchResult, MarketName, PlanRef, Pool, RegionLaunch, Run
-from gpufill.policy import block_use, fill, fleet_moves, gang, lifetime
-from gpufill.policy.exhaustion import exhaustion_cause, no_reservation_room_cause, rejection_cause
-from gpufill.policy.tokens import client_token
+from gpufill.models.run import Attempt, Instance, MarketName, PlanRef, Pool, RegionLaunch, Run
+from gpufill.policy import exhaustion, fill, launch_step as moves, lifetime
+from gpufill.policy.launch_step import Records, Settings
 
 # Stop starting calls when less than this is left of the function's time: a call may take 20 s.
 RESERVED_MILLIS = 30_000
@@ -62,9 +65,6 @@ def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=LoopEvent)
     request, plan = step.request, step.plan
     pools = run_store.load_plan(plan.key).pools
-    if request.maintain and request.refill is None:
-        # Kept before anything launches, so every instance that can be reclaimed has a request to refill.
-        run_store.save_request(request.request_id, request.model_dump(mode="json", exclude_none=True))
     run = fill.begin_step(step.run)
     if request.refill is not None and (stopped_by := run_store.refills_stopped_by(request.owner_id)):
         return refill_stopped(run, request, stopped_by).model_dump(mode="json", exclude_none=True)
@@ -113,34 +113,49 @@ def refill_stopped(run: Run, request: ResolvedRequest, stopped_by: str) -> Run:
 
 
 def launch_step(step: LoopEvent, request: ResolvedRequest, plan, pools: list[Pool], run: Run, context: LambdaContext) -> dict:
+    """decide → call → read, until policy decides no more calls; then the step's end recorded."""
+    if request.maintain and request.refill is None:
+        # Kept before anything launches, so every instance that can be reclaimed has a request to refill.
+        run_store.save_request(request.request_id, request.model_dump(mode="json", exclude_none=True))
+    deployment = os.environ.get(ENV_DEPLOYMENT, "")
     grouped: set[str] = set()  # regions where this step made a cluster placement group
-    if request.launch_mode == "fleet" and not any(p.capacity_block for p in pools):  # a block: RunInstances
-        run = launch_fleet(step, request, pools, run, grouped)
-        tidy_groups(grouped, run, pools, request)
-        return finish_step(run, request, plan.market, plan).model_dump(mode="json", exclude_none=True)
-    probes = 0
-    while run.next == "launch" and probes < fill.MAX_PROBES_PER_STEP:
-        if probes and context.get_remaining_time_in_millis() < RESERVED_MILLIS:
+    made = 0
+    while True:
+        decided = moves.decide(run, pools, request, made=made, state_machine=step.state_machine, deployment=deployment)
+        if decided.call is None or (made and context.get_remaining_time_in_millis() < RESERVED_MILLIS):
             break
-        pool = pools[run.cursor]
-        token = client_token(step.state_machine, request.request_id, run.attempts_total + 1)
-        batch = run.batch
-        result = launch(request, run.launch, pool, batch, token, grouped)
-        keep(result.instances, request, token, step.state_machine)
-        # A reservation's room is read afresh by every plan: only ordinary pools enter the capacity cache.
-        if fill.pool_found_empty(batch, result, request) and pool.capacity_reservation_id is None:
-            capacity_cache.remember_full(pool.key, request_id=request.request_id, reason=result.reason or "capacity")
-        run = fill.after_attempt(run, pools, result, request)
-        probes += 1
-        logger.info(
-            "batch answered",
-            extra={"pool": pool.key, "batch": batch, "outcome": result.outcome, "launched": len(result.instances)},
-        )
-    tidy_groups(grouped, run, pools, request)
-    return finish_step(run, request, plan.market, plan).model_dump(mode="json", exclude_none=True)
+        call = decided.call
+        answer = launch_calls.make(decided, launch_spec(decided.settings, decided.run.launch, deployment))
+        if answer.grouped:
+            grouped.add(answer.grouped)
+        keep(moves.launched(answer.answer), decided.records, call.token, step.state_machine)
+        read = moves.read(decided, pools, answer.answer)
+        for index, reason in read.found_empty:
+            capacity_cache.remember_full(pools[index].key, request_id=decided.records.request_id, reason=reason)
+        # Only now: the fleet answered and what it launched is recorded.
+        launch_calls.retire(call.region, answer.answer)
+        log_answer(call, answer.answer)
+        run, made = read.run, made + 1
+    tidy_groups(grouped, run, pools, decided.records.request_id, deployment)
+    ended, wait = exhaustion.step_end(run, request, step_attempts(run, decided.records.request_id), plan.market, plan.reservations)
+    if wait is not None:
+        run_store.save_wait(decided.records.owner_id, wait)
+    return ended.model_dump(mode="json", exclude_none=True)
 
 
-def tidy_groups(grouped: set[str], run: Run, pools: list[Pool], request: ResolvedRequest) -> None:
+def log_answer(call: moves.LaunchCall, answer) -> None:
+    launched = moves.launched(answer)
+    if call.api == moves.CREATE_FLEET:
+        logger.info("fleet answered", extra={
+            "region": call.region, "pools": len(call.pools), "target": call.target, "launched": len(launched),
+            "failure": answer.failure.reason if answer.failure else None,
+        })
+        return
+    [(_, pool)] = call.pools
+    logger.info("batch answered", extra={"pool": pool.key, "batch": call.target, "outcome": answer.outcome, "launched": len(launched)})
+
+
+def tidy_groups(grouped: set[str], run: Run, pools: list[Pool], request_id: str, deployment: str) -> None:
     """A cluster group is made before the launch that may fill it; in a region the run leaves, the
     groups that got no instance are deleted now, so groups stay only where the gang launched (a
     rollback or a teardown deletes those). Never fails the step: a group left behind only counts
@@ -148,33 +163,32 @@ def tidy_groups(grouped: set[str], run: Run, pools: list[Pool], request: Resolve
     staying = pools[run.cursor].region if run.next in ("launch", "refresh") and run.cursor < len(pools) else None
     for region in sorted(grouped - {staying}):
         try:
-            placement_groups.remove_empty(region, os.environ.get(ENV_DEPLOYMENT, ""), {request.request_id})
+            placement_groups.remove_empty(region, deployment, {request_id})
         except (ClientError, TransientAwsError) as error:
             logger.warning("empty cluster groups not deleted", extra={"region": region, "error": str(error)})
 
 
-def keep(instances: list[Instance], request: ResolvedRequest, token: str, state_machine: str) -> None:
+def keep(instances: list[Instance], records: Records, token: str, state_machine: str) -> None:
     """Recorded before the step returns: if this fails the step is retried with the same tokens."""
     if not instances:
         return
-    replaces = request.refill.replaces if request.refill else None
     instances_table.record_launched(
-        instances, request_id=request.owner_id, client_token=token, maintain=request.maintain, replaces=replaces,
-        lifetime_expires_at=request.expires_at,
+        instances, request_id=records.owner_id, client_token=token, maintain=records.maintain, replaces=records.replaces,
+        lifetime_expires_at=records.expires_at,
     )
-    if replaces:
-        instances_table.mark_replaced(replaces, [i.instance_id for i in instances])
-    if request.expires_at:
+    if records.replaces:
+        instances_table.mark_replaced(records.replaces, [i.instance_id for i in instances])
+    if records.expires_at:
         # With the records, so no instance of the request runs unguarded: a failure here retries
         # the step, whose launches answer with the same instances, and the schedule's name is
         # the request's (or, at or past the expiry, the launch's round), so it is made once
         # however often this runs.
-        launch = lifetime.late_round(request.expires_at, clock.now(), token)
+        launch = lifetime.late_round(records.expires_at, clock.now(), token)
         if launch is None:
-            if schedules.schedule_expiry(request.owner_id, request.expires_at, state_machine):
-                logger.info("lifetime scheduled", extra={"expires_at": request.expires_at})
+            if schedules.schedule_expiry(records.owner_id, records.expires_at, state_machine):
+                logger.info("lifetime scheduled", extra={"expires_at": records.expires_at})
         else:
-            join_late_round(request.owner_id, request.expires_at, state_machine, launch)
+            join_late_round(records.owner_id, records.expires_at, state_machine, launch)
     metrics.add_metric(name="InstancesLaunched", unit="Count", value=len(instances))
 
 
@@ -205,120 +219,37 @@ def join_late_round(request_id: str, expires_at: str, state_machine: str, launch
     raise TransientAwsError(f"the late rounds of {request_id} changed {LATE_ROUND_TRIES} times while this launch joined them")
 
 
-def launch_fleet(step: LoopEvent, request: ResolvedRequest, pools: list[Pool], run: Run, grouped: set[str]) -> Run:
-    """One CreateFleet over the region's open pools, for everything still missing."""
-    here = pools[run.cursor]
-    run = fleet_moves.begin_call(run, here)
-    indices = fleet_moves.overrides(run, pools, request)
-    deployment = os.environ.get(ENV_DEPLOYMENT, "")
-    groups = {}
-    for index in indices:
-        group = gang.cluster_group(request, pools[index], deployment)
-        if group and pools[index].availability_zone not in groups:
-            placement_groups.ensure(here.region, group, request_id=request.request_id, deployment=deployment)
-            groups[pools[index].availability_zone] = group
-            grouped.add(here.region)
-    call = fleet_launch.FleetCall(
-        region=here.region,
-        market=here.market,
-        pools=[(index, pools[index]) for index in indices],
-        target=run.batch,
-        strategy=fleet_moves.allocation_strategy(here.market, request),
-        subnets=run.launch.subnets,
-        single_zone=fleet_moves.single_zone(request),
-        min_target=fleet_moves.min_target(run, request),
-        placement_groups=groups,
-        capacity_reservation_id=here.capacity_reservation_id,
-    )
-    token = client_token(step.state_machine, request.request_id, run.attempts_total + 1)
-    run_store.record_intent(request_id=request.owner_id, region=here.region, client_token=token)
-    spec = launch_spec(request, run.launch, reservations_off=request.capacity_reservations == "none" and here.market == "on-demand")
-    answer = fleet_launch.launch(call, spec, token)
-    keep([i for item in answer.answers for i in item.result.instances], request, token, step.state_machine)
-    for index in fleet_moves.pools_found_empty(answer):
-        if pools[index].capacity_reservation_id is not None:
-            continue
-        capacity_cache.remember_full(pools[index].key, request_id=request.request_id, reason="capacity")
-    if answer.template_version:
-        # Only now: the fleet answered and what it launched is recorded.
-        fleet_launch.retire_version(here.region, answer.template_version)
-    logger.info(
-        "fleet answered",
-        extra={
-            "region": here.region,
-            "pools": len(indices),
-            "target": run.batch,
-            "launched": sum(len(item.result.instances) for item in answer.answers),
-            "failure": answer.failure.reason if answer.failure else None,
-        },
-    )
-    return fleet_moves.after_fleet(run, pools, answer, request)
-
-
-def launch(request: ResolvedRequest, setup: RegionLaunch, pool: Pool, batch: int, token: str, grouped: set[str]) -> LaunchResult:
-    subnet = setup.subnets.get(pool.availability_zone)
-    if subnet is None:
-        return LaunchResult(outcome="error", reason="NoSubnet", message=f"no subnet to launch into in {pool.availability_zone}")
-    deployment = os.environ.get(ENV_DEPLOYMENT, "")
-    group = gang.cluster_group(request, pool, deployment)
-    if group:
-        placement_groups.ensure(pool.region, group, request_id=request.request_id, deployment=deployment)
-        grouped.add(pool.region)
-    spec = launch_spec(request, setup, subnet_id=subnet, placement_group=group, reservations_off=request.capacity_reservations == "none")
-    run_store.record_intent(request_id=request.owner_id, region=pool.region, client_token=token)
-    return ec2.launch(
-        pool,
-        min_count=1 if request.launch_mode == "partial" else batch,
-        max_count=batch,
-        client_token=token,
-        spec=spec,
-    )
-
-
-def launch_spec(
-    request: ResolvedRequest,
-    setup: RegionLaunch,
-    *,
-    subnet_id: str | None = None,
-    placement_group: str | None = None,
-    reservations_off: bool = False,
-) -> ec2.LaunchSpec:
+def launch_spec(settings: Settings, setup: RegionLaunch, deployment: str) -> ec2.LaunchSpec:
+    """What every instance of the step is launched with; the call adds its subnet, group and reservation choice."""
     return ec2.LaunchSpec(
-        reservations_off=reservations_off,
         image_id=setup.image_id,
-        request_id=request.owner_id,
-        deployment=os.environ.get(ENV_DEPLOYMENT, ""),
-        placement_group=placement_group,
-        user_tags=request.tags,
-        subnet_id=subnet_id,
+        request_id=settings.owner_id,
+        deployment=deployment,
+        user_tags=settings.tags,
         security_group_ids=(setup.security_group_id,) if setup.security_group_id else (),
         instance_profile_arn=os.environ.get(ENV_INSTANCE_PROFILE_ARN) or None,
         user_data=render_user_data(
             region=os.environ.get("AWS_REGION", LOCAL_HOME_REGION),
             bucket=os.environ[ENV_STARTUP_BUCKET],
-            image=request.image,
-            model_id=request.model_id,
+            image=settings.image,
+            model_id=settings.model_id,
         ),
         root_volume_gib=setup.root_volume_gib,
         kms_key_id=os.environ.get(ENV_EBS_KMS_KEY_ARN) or None,
     )
 
 
-def finish_step(run: Run, request: ResolvedRequest, market: MarketName, plan: PlanRef | None = None) -> Run:
-    """What PrepareRegion and LaunchBatch do at the end of every step: log its attempts, explain a stop."""
+def step_attempts(run: Run, request_id: str) -> list[Attempt]:
+    """The step's attempts added to the run's log; the whole log when the run is exhausted (its cause lists them)."""
     if run.step_attempts:
-        run_store.save_attempts(request.request_id, run.step_attempts)
-    if run.next == "exhausted":
-        attempts = run_store.load_attempts(request.request_id, run.attempts_total)
-        if request.capacity_reservations == "only":
-            seen = plan.reservations if plan is not None else []
-            return run.model_copy(update={"cause": no_reservation_room_cause(run, attempts, request, seen)})
-        return run.model_copy(update={"cause": exhaustion_cause(run, attempts, request, market)})
-    if run.next == "rejected":
-        cause = rejection_cause(run, request)
-        if run.capacity_block is not None:  # a paid block the run leaves: named, here and in `gpufill status`
-            cause = block_use.with_block(cause, run.capacity_block, run.launched)
-            run_store.save_wait(request.owner_id, block_use.ended_view(
-                run.capacity_block, execution=request.request_id, error="LAUNCH_REJECTED", launched=run.launched))
-        return run.model_copy(update={"cause": cause})
-    return run
+        run_store.save_attempts(request_id, run.step_attempts)
+    return run_store.load_attempts(request_id, run.attempts_total) if run.next == "exhausted" else []
+
+
+def finish_step(run: Run, request: ResolvedRequest, market: MarketName, plan: PlanRef | None = None) -> Run:
+    """What PrepareRegion does at the end of its step, as LaunchBatch does: log its attempts, explain a stop."""
+    seen = plan.reservations if plan is not None else []
+    ended, wait = exhaustion.step_end(run, request, step_attempts(run, request.request_id), market, seen)
+    if wait is not None:
+        run_store.save_wait(request.owner_id, wait)
+    return ended

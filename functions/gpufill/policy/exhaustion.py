@@ -7,6 +7,7 @@ import json
 from gpufill import catalog
 from gpufill.models.request import ResolvedRequest
 from gpufill.models.run import Attempt, MarketName, ReservationSeen, Run
+from gpufill.policy import block_use
 
 # A Fail state's cause is capped at 32,768 characters; keep headroom for the JSON framing.
 CAUSE_BUDGET = 30_000
@@ -158,3 +159,24 @@ def _within_budget(cause: dict, attempts: list[Attempt]) -> str:
         cause["pools_tried"] = list(grouped.values())
         text = json.dumps(cause)
     return text
+
+
+def step_end(run: Run, request: ResolvedRequest, attempts: list[Attempt], market: MarketName,
+             reservations: list[ReservationSeen]) -> tuple[Run, dict | None]:
+    """The run at the end of a PrepareRegion or LaunchBatch step, its stop explained (`attempts`:
+    the run's whole attempt log, read when it is exhausted; `reservations`: those the plan saw),
+    and the view of a paid Capacity Block the run leaves, to be kept for `gpufill status` (None:
+    nothing to keep)."""
+    if run.next == "exhausted":
+        if request.capacity_reservations == "only":
+            return run.model_copy(update={"cause": no_reservation_room_cause(run, attempts, request, reservations)}), None
+        return run.model_copy(update={"cause": exhaustion_cause(run, attempts, request, market)}), None
+    if run.next == "rejected":
+        cause = rejection_cause(run, request)
+        if run.capacity_block is None:
+            return run.model_copy(update={"cause": cause}), None
+        # A paid block the run leaves: named, here and in `gpufill status`.
+        cause = block_use.with_block(cause, run.capacity_block, run.launched)
+        view = block_use.ended_view(run.capacity_block, execution=request.request_id, error="LAUNCH_REJECTED", launched=run.launched)
+        return run.model_copy(update={"cause": cause}), view
+    return run, None

@@ -14,6 +14,7 @@ rolled back (policy/gang.py) resumes after the pool where it first landed, in pl
 from __future__ import annotations
 
 from gpufill.models.request import ResolvedRequest
+from gpufill.policy.rules import FillRules
 from gpufill.models.run import Attempt, LaunchResult, Pool, RegionLaunch, Run
 from gpufill.policy import gang
 from gpufill.policy.boot import hourly_cost
@@ -57,7 +58,7 @@ def is_open(pool: Pool, blocked: list[str]) -> bool:
     return not any(key in blocked for key in keys)
 
 
-def may_try(pool: Pool, run: Run, request: ResolvedRequest) -> bool:
+def may_try(pool: Pool, run: Run, request: FillRules) -> bool:
     return is_open(pool, run.blocked) and gang.allows(pool, run.gang, request.placement) and reservation_room(pool, run) != 0
 
 
@@ -100,7 +101,7 @@ def begin_step(run: Run) -> Run:
     return run.model_copy(update={"step_attempts": []})
 
 
-def after_attempt(run: Run, pools: list[Pool], result: LaunchResult, request: ResolvedRequest) -> Run:
+def after_attempt(run: Run, pools: list[Pool], result: LaunchResult, request: FillRules) -> Run:
     pool = pools[run.cursor]
     if len(result.instances) > run.batch:
         raise ValueError(f"RunInstances returned {len(result.instances)} instances for a batch of {run.batch}")
@@ -148,7 +149,7 @@ def _explained(result: LaunchResult) -> bool:
     return result.outcome == "error" or not_visible_yet(result.reason)
 
 
-def _next_move(run: Run, pools: list[Pool], pool: Pool, result: LaunchResult, request: ResolvedRequest) -> Run:
+def _next_move(run: Run, pools: list[Pool], pool: Pool, result: LaunchResult, request: FillRules) -> Run:
     if run.remaining == 0:
         return run.model_copy(update={"next": "done"})
     code = result.reason
@@ -179,7 +180,7 @@ def block(run: Run, key: str) -> Run:
     return run if key in run.blocked else run.model_copy(update={"blocked": [*run.blocked, key]})
 
 
-def pool_found_empty(batch: int, result: LaunchResult, request: ResolvedRequest) -> bool:
+def pool_found_empty(batch: int, result: LaunchResult, request: FillRules) -> bool:
     """A capacity answer that says the pool itself is empty, not merely that the batch was too big."""
     return result.outcome == "capacity" and (request.launch_mode == "partial" or batch == 1)
 
@@ -188,12 +189,12 @@ def halve(run: Run) -> Run:
     return run.model_copy(update={"batch": max(1, run.batch // 2), "next": "launch"})
 
 
-def advance(run: Run, pools: list[Pool], request: ResolvedRequest) -> Run:
+def advance(run: Run, pools: list[Pool], request: FillRules) -> Run:
     """Move to the next pool that is still open; at the end, rewind for the next market."""
     return _advance_from(run, pools, request, run.cursor + 1)
 
 
-def _advance_from(run: Run, pools: list[Pool], request: ResolvedRequest, start_index: int) -> Run:
+def _advance_from(run: Run, pools: list[Pool], request: FillRules, start_index: int) -> Run:
     fresh_batch = min(request.batch_max, run.remaining) if run.remaining else run.batch
     for index in range(start_index, len(pools)):
         if may_try(pools[index], run, request):

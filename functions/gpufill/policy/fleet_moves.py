@@ -16,6 +16,7 @@ they are tried last, as in the other modes. Every pool is asked for at most once
 from __future__ import annotations
 
 from gpufill.models.request import ResolvedRequest
+from gpufill.policy.rules import FillRules
 from gpufill.models.run import FleetAnswer, LaunchResult, Pool, Run
 from gpufill.policy import fill, gang
 from gpufill.policy.errors import is_rejection, is_stale_ami, region_unusable
@@ -28,7 +29,7 @@ ON_DEMAND_STRATEGY = {"cost": "lowest-price", "latency": "prioritized"}
 MAX_FLEET_RETRIES = 2
 
 
-def overrides(run: Run, pools: list[Pool], request: ResolvedRequest) -> list[int]:
+def overrides(run: Run, pools: list[Pool], request: FillRules) -> list[int]:
     """The pools one call covers: from the cursor on, every pool of its region, market and
     deferral the run may try."""
     here = pools[run.cursor]
@@ -62,7 +63,7 @@ def begin_call(run: Run, pool: Pool | None = None) -> Run:
     return run.model_copy(update={"batch": batch})
 
 
-def after_fleet(run: Run, pools: list[Pool], answer: FleetAnswer, request: ResolvedRequest) -> Run:
+def after_fleet(run: Run, pools: list[Pool], answer: FleetAnswer, request: FillRules) -> Run:
     """Log an attempt per pool EC2 answered for, take its instances, and move on."""
     here = pools[run.cursor]
     if answer.failure is not None:
@@ -95,7 +96,7 @@ def after_fleet(run: Run, pools: list[Pool], answer: FleetAnswer, request: Resol
     return _leave(moved, pools, here, request)
 
 
-def _ask_again(run: Run, pools: list[Pool], settled: list, request: ResolvedRequest) -> Run:
+def _ask_again(run: Run, pools: list[Pool], settled: list, request: FillRules) -> Run:
     """EC2 was busy for some pools: the next call covers them alone (the others are settled)."""
     for item in settled:
         run = fill.block(run, fill.pool_key(pools[item.index]))
@@ -104,7 +105,7 @@ def _ask_again(run: Run, pools: list[Pool], settled: list, request: ResolvedRequ
     return run.model_copy(update={"next": "launch", "fleet_retries": run.fleet_retries + 1})
 
 
-def _after_failure(run: Run, pools: list[Pool], failure: LaunchResult, request: ResolvedRequest) -> Run:
+def _after_failure(run: Run, pools: list[Pool], failure: LaunchResult, request: FillRules) -> Run:
     if is_rejection(failure.reason):
         return run.model_copy(update={"next": "rejected"})
     if is_stale_ami(failure.reason):
@@ -115,14 +116,14 @@ def _after_failure(run: Run, pools: list[Pool], failure: LaunchResult, request: 
     return _leave(run, pools, here, request)
 
 
-def _refresh_or_leave(run: Run, pools: list[Pool], request: ResolvedRequest) -> Run:
+def _refresh_or_leave(run: Run, pools: list[Pool], request: FillRules) -> Run:
     """A stale AMI is resolved once per region, then the call is made again with the fresh one."""
     if run.launch is None or not run.launch.ami_refreshed:
         return run.model_copy(update={"next": "refresh"})
     return _leave(run, pools, pools[run.cursor], request)
 
 
-def _leave(run: Run, pools: list[Pool], here: Pool, request: ResolvedRequest) -> Run:
+def _leave(run: Run, pools: list[Pool], here: Pool, request: FillRules) -> Run:
     """The pools this fleet covered are done for the market: on to the next open pool."""
     left = run.model_copy(update={"fleet_retries": 0})
     return fill.advance(fill.block(left, fill.fleet_key(here)), pools, request)

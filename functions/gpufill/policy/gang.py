@@ -27,6 +27,7 @@ import json
 
 from gpufill import catalog
 from gpufill.models.request import ResolvedRequest
+from gpufill.policy.rules import FillRules
 from gpufill.models.run import Attempt, Gang, Pool, Run
 
 CAUSE_BUDGET = 30_000  # a Fail state's cause is capped at 32,768 characters
@@ -58,7 +59,7 @@ def excluded_key(market: str, where: str) -> str:
     return f"{market}:{where}"
 
 
-def landed(run: Run, pool: Pool, request: ResolvedRequest) -> Run:
+def landed(run: Run, pool: Pool, request: FillRules) -> Run:
     """The first instance of a gang fixes its place; later landings change nothing."""
     where = place(pool, request.placement)
     gang = run.gang or Gang()
@@ -75,7 +76,7 @@ def cluster_group(request: ResolvedRequest, pool: Pool, deployment: str) -> str 
     return f"gpufill-{deployment}-{request.request_id}-{pool.availability_zone}"[:MAX_GROUP_NAME]
 
 
-def must_roll_back(run: Run, request: ResolvedRequest) -> bool:
+def must_roll_back(run: Run, request: FillRules) -> bool:
     """Out of pools at the gang's place with the gang short: all_or_nothing starts it again elsewhere."""
     return request.all_or_nothing and run.launched > 0 and run.gang is not None and run.gang.anchor is not None
 
