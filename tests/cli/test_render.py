@@ -3,7 +3,9 @@
 import io
 import json
 
-from gpufill.cli.render import ExecutionView, Progress, render_summary
+from gpufill.cli.execution import ExecutionView
+from gpufill.cli.render_progress import Progress
+from gpufill.cli.render_summary import render_summary
 
 
 def attempt(zone, outcome, launched, batch=4, reason=None):
@@ -135,7 +137,7 @@ def test_a_continued_execution_names_its_successor():
 
 
 def test_the_status_of_a_waiting_request_says_so():
-    from gpufill.cli.render import render_status
+    from gpufill.cli.render_status import render_status
 
     result = {"filter": {"request_id": "r1"}, "regions": ["us-west-2"], "instances": [], "counts": {"running": 1},
               "running": 1, "hourly_cost": 0.4264,
@@ -188,7 +190,7 @@ BLOCK_INSTANCE = {"instance_id": "i-0123456789abcdef0", "region": "us-east-2", "
 
 
 def test_capacity_block_instances_show_their_market_and_block_and_the_fee_once():
-    from gpufill.cli.render import render_status
+    from gpufill.cli.render_status import render_status
 
     second = {**BLOCK_INSTANCE, "instance_id": "i-0123456789abcdef1"}
     attempt = {"number": 1, "region": "us-east-2", "availability_zone": "us-east-2b", "instance_type": "p5.48xlarge",
