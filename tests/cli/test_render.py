@@ -147,6 +147,19 @@ def test_the_status_of_a_waiting_request_says_so():
     assert not any(line.startswith("Waiting:") for line in render_status({**result, "waiting": None}))
 
 
+def test_both_status_views_name_what_ec2_and_the_records_disagree_on():
+    from gpufill.cli.render_status import render_requests, render_status
+
+    result = {"regions": ["us-west-2"], "instances": [], "counts": {}, "running": 0, "hourly_cost": 0,
+              "reconciled": ["i-1"], "unrecorded": ["i-2"], "gone": ["i-3", "i-4"]}
+    disagreements = ["Reconciled (found in EC2 without a record, recorded now): i-1",
+                     "Unrecorded (tagged for this deployment, no request-id tag): i-2",
+                     "Gone (recorded, no longer in EC2): i-3, i-4"]
+    assert render_status(result)[-3:] == disagreements
+    assert render_requests({**result, "waiting": "w"}, [], 0)[-4:] == ["Waiting: w", *disagreements]
+    agreed = {**result, "reconciled": [], "unrecorded": [], "gone": []}
+    assert not any(line.startswith(("Reconciled", "Unrecorded", "Gone")) for line in render_status(agreed) + render_requests(agreed, [], 0))
+
 def test_a_failed_block_payment_names_the_block():
     from gpufill.policy.capacity_blocks import purchase_failed_cause
 

@@ -47,12 +47,7 @@ def render_status(result: dict) -> list[str]:
     ]
     if result.get("note"):
         lines.append(f"Note: {result['note']}")
-    if result.get("reconciled"):
-        lines.append(f"Reconciled (found in EC2 without a record, recorded now): {', '.join(result['reconciled'])}")
-    if result.get("unrecorded"):
-        lines.append(f"Unrecorded (tagged for this deployment, no request-id tag): {', '.join(result['unrecorded'])}")
-    if result.get("gone"):
-        lines.append(f"Gone (recorded, no longer in EC2): {', '.join(result['gone'])}")
+    lines += _reconciled(result)
     replaced = [i for i in result.get("instances", []) if i.get("replaced_by")]
     if replaced:
         pairs = "; ".join(f"{i['instance_id']} -> {', '.join(i['replaced_by'])}" for i in replaced)
@@ -95,9 +90,12 @@ def render_requests(result: dict, shown: list[dict], hidden: int) -> list[str]:
 
 
 def _findings(result: dict) -> list[str]:
+    return ([f"Waiting: {result['waiting']}"] if result.get("waiting") else []) + _reconciled(result)
+
+
+def _reconciled(result: dict) -> list[str]:
+    """What the status run found in EC2 and the records that did not agree, and what it did about it."""
     lines = []
-    if result.get("waiting"):
-        lines.append(f"Waiting: {result['waiting']}")
     if result.get("reconciled"):
         lines.append(f"Reconciled (found in EC2 without a record, recorded now): {', '.join(result['reconciled'])}")
     if result.get("unrecorded"):
