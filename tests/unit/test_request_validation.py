@@ -371,6 +371,23 @@ def test_ready_timeout_must_be_written_as_iso_8601(value, shown):
         "ready_timeout": f"must be an ISO 8601 duration such as 'PT30M' or 'PT1H30M', got {shown}"}
 
 
+BLOCK = {"max_upfront_usd": 60000, "duration_hours": 24, "start_within": "P14D"}
+
+
+@pytest.mark.parametrize(("request_", "field", "examples"), [
+    ({"wait_for_capacity": {"deadline": 3600}}, "wait_for_capacity.deadline", "'PT6H' or 'P2D'"),
+    ({"wait_for_capacity": {"deadline": "PT6H", "first_delay": None}}, "wait_for_capacity.first_delay", "'PT6H' or 'P2D'"),
+    ({"capacity_block": {**BLOCK, "start_within": 86400}}, "capacity_block.start_within", "'P14D' or 'P2W'"),
+    ({"max_lifetime": 28800}, "max_lifetime", "'PT8H' or 'P2D'"),
+])
+def test_every_duration_field_takes_iso_8601_alone_and_names_its_examples(request_, field, examples):
+    shown = "null" if "first_delay" in field else "a number"
+    assert problems(request_) == {field: f"must be an ISO 8601 duration such as {examples}, got {shown}"}
+
+
+def test_the_optional_durations_of_the_request_take_null_as_unset():
+    assert accepted(ready_timeout=None, max_lifetime=None).ready_timeout is None
+
 def test_ready_timeout_that_is_not_a_duration_at_all_is_named():
     assert problems({"ready_timeout": "PTX"}) == {"ready_timeout": "must be an ISO 8601 duration such as 'PT30M', got a string"}
 

@@ -66,9 +66,9 @@ from gpufill.models.request_values import (
     check_tags,
     check_types,
     duration_words,
+    iso_duration,
     json_kind,
     shorten,
-    shown,
 )
 from gpufill.models.request_resolved import CapacityBlockAsk, ResolvedRequest
 
@@ -122,11 +122,7 @@ class Request(RequestRules, BaseModel):
     @field_validator("ready_timeout", mode="before")
     @classmethod
     def _iso_8601_duration(cls, value: Any) -> Any:
-        # pydantic would also take a number of seconds or "HH:MM:SS"; the contract is ISO 8601 only.
-        if value is not None and not (isinstance(value, str) and value.startswith("P")):
-            shown = shorten(value) if isinstance(value, str) else json_kind(value)
-            raise ValueError(f"must be an ISO 8601 duration such as 'PT30M' or 'PT1H30M', got {shown}")
-        return value
+        return value if value is None else iso_duration(value, "'PT30M' or 'PT1H30M'")
 
     @field_validator("ready_timeout")
     @classmethod
@@ -157,9 +153,7 @@ class Request(RequestRules, BaseModel):
     @field_validator("max_lifetime", mode="before")
     @classmethod
     def _lifetime_is_iso_8601(cls, value: Any) -> Any:
-        if value is not None and not (isinstance(value, str) and value.startswith("P")):
-            raise ValueError(f"must be an ISO 8601 duration such as 'PT8H' or 'P2D', got {shown(value)}")
-        return value
+        return value if value is None else iso_duration(value, "'PT8H' or 'P2D'")
 
     @field_validator("max_lifetime")
     @classmethod

@@ -20,9 +20,9 @@ from gpufill.models.request_values import (
     INSTANCE_ID_PATTERN,
     REQUEST_ID_PATTERN,
     duration_words,
+    iso_duration,
     json_kind,
     shorten,
-    shown,
 )
 
 
@@ -40,10 +40,7 @@ class WaitForCapacity(BaseModel):
     @field_validator("deadline", "first_delay", "max_delay", mode="before")
     @classmethod
     def _iso_duration(cls, value: Any) -> Any:
-        # Pydantic also reads bare numbers and "HH:MM:SS"; docs/request.md promises ISO 8601 ("PT6H").
-        if not isinstance(value, str) or not value.startswith("P"):
-            raise ValueError(f"must be an ISO 8601 duration such as 'PT6H' or 'P2D', got {shown(value)}")
-        return value
+        return iso_duration(value, "'PT6H' or 'P2D'")
 
     @field_validator("deadline")
     @classmethod
@@ -102,9 +99,7 @@ class CapacityBlock(BaseModel):
     @field_validator("start_within", mode="before")
     @classmethod
     def _iso_duration(cls, value: Any) -> Any:
-        if not isinstance(value, str) or not value.startswith("P"):
-            raise ValueError(f"must be an ISO 8601 duration such as 'P14D' or 'P2W', got {shown(value)}")
-        return value
+        return iso_duration(value, "'P14D' or 'P2W'")
 
     @field_validator("start_within")
     @classmethod

@@ -120,6 +120,14 @@ def duration_words(seconds: float) -> str:
     return f"{seconds:g} seconds"
 
 
+def iso_duration(value: Any, examples: str) -> Any:
+    """A duration field's value as given, once it is an ISO 8601 duration ("PT6H"): pydantic would
+    also read a bare number of seconds or "HH:MM:SS", and docs/request.md promises ISO 8601 alone."""
+    if not isinstance(value, str) or not value.startswith("P"):
+        raise ValueError(f"must be an ISO 8601 duration such as {examples}, got {shown(value)}")
+    return value
+
+
 def shown(value: Any) -> str:
     return shorten(value) if isinstance(value, str) else json_kind(value)
 
