@@ -7,6 +7,7 @@ from gpufill import catalog
 from gpufill.constants import DEFAULT_BATCH_MAX, EC2_MAX_TAGS, GPUFILL_TAG_COUNT, MAX_COUNT
 from gpufill.bootstrap.user_data import render_user_data
 from gpufill.models.request import Request, describe_problems, normalise, not_an_object
+from gpufill.models.request_values import duration_words
 
 
 def problems(request: object) -> dict[str, str]:
@@ -401,3 +402,18 @@ def test_ready_timeout_takes_whole_seconds():
 def test_ready_timeout_only_goes_with_a_provisioning_run(action):
     assert problems({"action": action, "ready_timeout": "PT5M"}) == {
         "ready_timeout": f"only goes with action 'provision' (this request's action is {action!r})"}
+
+
+def test_a_gpu_named_where_an_instance_type_goes_lists_the_types_gpufill_can_run_that_carry_it():
+    assert problems({"instance_type": "A100"}) == {"instance_type": (
+        "'A100' is a GPU, not an instance type; the types that carry it (GPUs each): p4d.24xlarge (8), p4de.24xlarge (8)")}
+    # g5g's T4G runs on arm64 alone, which gpufill's images do not: no carrier to offer.
+    assert problems({"instance_type": "T4G"}) == {"instance_type": "'T4G' is not an EC2 instance type name such as 'g6.xlarge'"}
+
+
+@pytest.mark.parametrize(("seconds", "words"), [
+    (59, "59 seconds"), (60, "1 minutes"), (90, "1.5 minutes"), (3600, "1 hours"), (5400, "1.5 hours"),
+    (86399, "23.9997 hours"), (86400, "1 days"), (3 * 86400, "3 days"),
+])
+def test_a_duration_in_a_problem_is_said_in_its_largest_unit(seconds, words):
+    assert duration_words(seconds) == words
