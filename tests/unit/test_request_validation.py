@@ -417,3 +417,9 @@ def test_a_gpu_named_where_an_instance_type_goes_lists_the_types_gpufill_can_run
 ])
 def test_a_duration_in_a_problem_is_said_in_its_largest_unit(seconds, words):
     assert duration_words(seconds) == words
+
+
+def test_the_spend_guard_fields_resolve_as_given():
+    assert resolved(max_lifetime="PT8H").max_lifetime_seconds == 28800
+    assert resolved().max_lifetime_seconds is None
+    assert resolved(action="teardown", request_id="r1", trigger="max_lifetime").trigger == "max_lifetime"
