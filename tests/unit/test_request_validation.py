@@ -423,3 +423,13 @@ def test_the_spend_guard_fields_resolve_as_given():
     assert resolved(max_lifetime="PT8H").max_lifetime_seconds == 28800
     assert resolved().max_lifetime_seconds is None
     assert resolved(action="teardown", request_id="r1", trigger="max_lifetime").trigger == "max_lifetime"
+
+
+@pytest.mark.parametrize(("request_", "field", "actions"), [
+    ({"action": "status", "wait_for_capacity": {"deadline": "PT1H"}}, "wait_for_capacity", "'provision'"),
+    ({"action": "plan", "max_lifetime": "PT8H"}, "max_lifetime", "'provision'"),
+    ({"action": "plan", "maintain": True}, "maintain", "'provision'"),
+    ({"action": "provision", "trigger": "max_lifetime"}, "trigger", "'teardown'"),
+])
+def test_an_option_of_another_action_is_named_with_the_action_it_goes_with(request_, field, actions):
+    assert problems(request_) == {field: f"only goes with action {actions} (this request's action is {request_['action']!r})"}
