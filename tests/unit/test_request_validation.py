@@ -433,3 +433,8 @@ def test_the_spend_guard_fields_resolve_as_given():
 ])
 def test_an_option_of_another_action_is_named_with_the_action_it_goes_with(request_, field, actions):
     assert problems(request_) == {field: f"only goes with action {actions} (this request's action is {request_['action']!r})"}
+
+
+def test_a_plan_is_held_to_the_capacity_block_rules_as_a_provisioning_run_is():
+    assert problems({"action": "plan", "market": "capacity-block"}) == {
+        "capacity_block": 'market "capacity-block" needs capacity_block: {"max_upfront_usd", "duration_hours", "start_within"}'}
