@@ -438,3 +438,11 @@ def test_an_option_of_another_action_is_named_with_the_action_it_goes_with(reque
 def test_a_plan_is_held_to_the_capacity_block_rules_as_a_provisioning_run_is():
     assert problems({"action": "plan", "market": "capacity-block"}) == {
         "capacity_block": 'market "capacity-block" needs capacity_block: {"max_upfront_usd", "duration_hours", "start_within"}'}
+
+
+@pytest.mark.parametrize(("options", "problem"), [
+    ({"capacity_reservations": "only"}, '"capacity_reservations": "only" launches into reservations alone; drop one or the other'),
+    ({"maintain": True}, "does not go with maintain yet: a refill would run outside the block"),
+])
+def test_a_capacity_block_refuses_the_options_it_does_not_go_with(options, problem):
+    assert problems({"capacity_block": BLOCK, **options}) == {"capacity_block": problem}
