@@ -443,6 +443,8 @@ def test_a_plan_is_held_to_the_capacity_block_rules_as_a_provisioning_run_is():
 @pytest.mark.parametrize(("options", "problem"), [
     ({"capacity_reservations": "only"}, '"capacity_reservations": "only" launches into reservations alone; drop one or the other'),
     ({"maintain": True}, "does not go with maintain yet: a refill would run outside the block"),
+    ({"placement": "same-az"}, "does not go with a gang (placement other than 'any', or all_or_nothing) yet"),
+    ({"all_or_nothing": True}, "does not go with a gang (placement other than 'any', or all_or_nothing) yet"),
 ])
 def test_a_capacity_block_refuses_the_options_it_does_not_go_with(options, problem):
     assert problems({"capacity_block": BLOCK, **options}) == {"capacity_block": problem}
