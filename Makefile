@@ -75,7 +75,7 @@ bench-engine: $(PY_STAMP) $(NODE_STAMP)
 test-counts: $(PY_STAMP)
 	$(PY) tools/count_tests.py --write
 
-# Mutation testing of models/request.py and policy/ against the fast tests (not part of `make test`):
+# Mutation testing of the request model (models/request*.py) and policy/ against the fast tests (not part of `make test`):
 # the score per module and the survivors; fails when a score falls below tools/mutation/baseline.json.
 mutation: $(PY_STAMP)
 	$(PY) -m pip install --quiet -e '.[mutation]'

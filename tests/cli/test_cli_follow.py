@@ -10,7 +10,7 @@ import stat
 from datetime import UTC, datetime
 
 from gpufill.cli import aws, connect
-from gpufill.cli.render import Progress
+from gpufill.cli.render_progress import Progress
 
 
 class QuietExecution:

@@ -162,7 +162,7 @@ BLOCK = {"max_upfront_usd": 2000, "duration_hours": 24, "start_within": "P7D"}
 ])
 def test_a_request_that_may_buy_a_block_shows_its_upper_bound_before_the_question(market, when):
     from gpufill.cli.confirm import preview
-    from gpufill.cli.render import render_plan_preview
+    from gpufill.cli.render_plan import render_plan_preview
 
     asked = {"count": 2, "instance_types": ["p5.48xlarge"], "regions": ["us-east-2", "us-east-1"], "market": market,
              "capacity_block": BLOCK}

@@ -3,7 +3,9 @@
 import io
 import json
 
-from gpufill.cli.render import ExecutionView, Progress, render_summary
+from gpufill.cli.execution import ExecutionView
+from gpufill.cli.render_progress import Progress
+from gpufill.cli.render_summary import render_summary
 
 
 def attempt(zone, outcome, launched, batch=4, reason=None):
@@ -137,7 +139,7 @@ def test_a_continued_execution_names_its_successor():
 
 
 def test_the_status_of_a_waiting_request_says_so():
-    from gpufill.cli.render import render_status
+    from gpufill.cli.render_status import render_status
 
     result = {"filter": {"request_id": "r1"}, "regions": ["us-west-2"], "instances": [], "counts": {"running": 1},
               "running": 1, "hourly_cost": 0.4264,
@@ -146,6 +148,19 @@ def test_the_status_of_a_waiting_request_says_so():
     assert printed[2:5] == ["", "Waiting: waiting for capacity until T; next try at T2; 3 tries so far", ""]
     assert not any(line.startswith("Waiting:") for line in render_status({**result, "waiting": None}))
 
+
+def test_both_status_views_name_what_ec2_and_the_records_disagree_on():
+    from gpufill.cli.render_status import render_requests, render_status
+
+    result = {"regions": ["us-west-2"], "instances": [], "counts": {}, "running": 0, "hourly_cost": 0,
+              "reconciled": ["i-1"], "unrecorded": ["i-2"], "gone": ["i-3", "i-4"]}
+    disagreements = ["Reconciled (found in EC2 without a record, recorded now): i-1",
+                     "Unrecorded (tagged for this deployment, no request-id tag): i-2",
+                     "Gone (recorded, no longer in EC2): i-3, i-4"]
+    assert render_status(result)[-3:] == disagreements
+    assert render_requests({**result, "waiting": "w"}, [], 0)[-4:] == ["Waiting: w", *disagreements]
+    agreed = {**result, "reconciled": [], "unrecorded": [], "gone": []}
+    assert not any(line.startswith(("Reconciled", "Unrecorded", "Gone")) for line in render_status(agreed) + render_requests(agreed, [], 0))
 
 def test_a_failed_block_payment_names_the_block():
     from gpufill.policy.capacity_blocks import purchase_failed_cause
@@ -190,7 +205,7 @@ BLOCK_INSTANCE = {"instance_id": "i-0123456789abcdef0", "region": "us-east-2", "
 
 
 def test_capacity_block_instances_show_their_market_and_block_and_the_fee_once():
-    from gpufill.cli.render import render_status
+    from gpufill.cli.render_status import render_status
 
     second = {**BLOCK_INSTANCE, "instance_id": "i-0123456789abcdef1"}
     attempt = {"number": 1, "region": "us-east-2", "availability_zone": "us-east-2b", "instance_type": "p5.48xlarge",

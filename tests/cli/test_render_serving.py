@@ -8,7 +8,8 @@ import json
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
-from gpufill.cli.render import Progress, render_summary
+from gpufill.cli.render_progress import Progress
+from gpufill.cli.render_summary import render_summary
 
 
 def exited(run: dict) -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufill.cli import render
+from gpufill.cli import render_progress
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = ROOT / "functions" / "gpufill" / "cli"
@@ -68,7 +68,7 @@ NAMED = {path.name: state_names_in(path.read_text()) for path in sorted(CLI.glob
 
 def test_the_scan_finds_the_states_the_progress_lines_are_known_to_name():
     assert {"AwaitTeardownApproval", "LaunchBatch", "RankPools", "CheckServing", "PauseForCapacity",
-            "FindTeardownInstances", "PlanNextTry", "RollBackGang"} <= NAMED["render.py"]
+            "FindTeardownInstances", "PlanNextTry", "RollBackGang"} <= NAMED["render_progress.py"]
     assert {"AwaitTeardownApproval", "FindTeardownInstances"} <= NAMED["teardown.py"]
 
 
@@ -80,4 +80,4 @@ def test_every_state_the_cli_names_is_in_the_workflow(module):
 def test_every_choice_is_quiet_in_the_progress_lines():
     """A Choice only routes on a value a step already reported: a line for it would say nothing new."""
     choices = {name for name, kind in workflow_states().items() if kind == "Choice"}
-    assert choices - render.QUIET_STATES == set()
+    assert choices - render_progress.QUIET_STATES == set()

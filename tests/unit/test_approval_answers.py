@@ -1,6 +1,6 @@
 """Which approval a name answers, and what an answer did (policy/answers.py); answering with a reply
 refused or lost and the execution unreadable (approve.answer, with moto's table and a fake Step
-Functions client); the wait on a person as `up`/`watch` print it (cli/render.py)."""
+Functions client); the wait on a person as `up`/`watch` print it (cli/render_progress.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpufill import approve
-from gpufill.cli.render import Progress, render_teardown
+from gpufill.cli.render_progress import Progress
+from gpufill.cli.render_teardown import render_teardown
 from gpufill.constants import approval_key
 from gpufill.models.teardown import TeardownInstance
 from gpufill.policy import answers, teardown

@@ -7,6 +7,7 @@ from gpufill import catalog
 from gpufill.constants import DEFAULT_BATCH_MAX, EC2_MAX_TAGS, GPUFILL_TAG_COUNT, MAX_COUNT
 from gpufill.bootstrap.user_data import render_user_data
 from gpufill.models.request import Request, describe_problems, normalise, not_an_object
+from gpufill.models.request_values import duration_words
 
 
 def problems(request: object) -> dict[str, str]:
@@ -371,6 +372,23 @@ def test_ready_timeout_must_be_written_as_iso_8601(value, shown):
         "ready_timeout": f"must be an ISO 8601 duration such as 'PT30M' or 'PT1H30M', got {shown}"}
 
 
+BLOCK = {"max_upfront_usd": 60000, "duration_hours": 24, "start_within": "P14D"}
+
+
+@pytest.mark.parametrize(("request_", "field", "examples"), [
+    ({"wait_for_capacity": {"deadline": 3600}}, "wait_for_capacity.deadline", "'PT6H' or 'P2D'"),
+    ({"wait_for_capacity": {"deadline": "PT6H", "first_delay": None}}, "wait_for_capacity.first_delay", "'PT6H' or 'P2D'"),
+    ({"capacity_block": {**BLOCK, "start_within": 86400}}, "capacity_block.start_within", "'P14D' or 'P2W'"),
+    ({"max_lifetime": 28800}, "max_lifetime", "'PT8H' or 'P2D'"),
+])
+def test_every_duration_field_takes_iso_8601_alone_and_names_its_examples(request_, field, examples):
+    shown = "null" if "first_delay" in field else "a number"
+    assert problems(request_) == {field: f"must be an ISO 8601 duration such as {examples}, got {shown}"}
+
+
+def test_the_optional_durations_of_the_request_take_null_as_unset():
+    assert accepted(ready_timeout=None, max_lifetime=None).ready_timeout is None
+
 def test_ready_timeout_that_is_not_a_duration_at_all_is_named():
     assert problems({"ready_timeout": "PTX"}) == {"ready_timeout": "must be an ISO 8601 duration such as 'PT30M', got a string"}
 
@@ -384,3 +402,49 @@ def test_ready_timeout_takes_whole_seconds():
 def test_ready_timeout_only_goes_with_a_provisioning_run(action):
     assert problems({"action": action, "ready_timeout": "PT5M"}) == {
         "ready_timeout": f"only goes with action 'provision' (this request's action is {action!r})"}
+
+
+def test_a_gpu_named_where_an_instance_type_goes_lists_the_types_gpufill_can_run_that_carry_it():
+    assert problems({"instance_type": "A100"}) == {"instance_type": (
+        "'A100' is a GPU, not an instance type; the types that carry it (GPUs each): p4d.24xlarge (8), p4de.24xlarge (8)")}
+    # g5g's T4G runs on arm64 alone, which gpufill's images do not: no carrier to offer.
+    assert problems({"instance_type": "T4G"}) == {"instance_type": "'T4G' is not an EC2 instance type name such as 'g6.xlarge'"}
+
+
+@pytest.mark.parametrize(("seconds", "words"), [
+    (59, "59 seconds"), (60, "1 minutes"), (90, "1.5 minutes"), (3600, "1 hours"), (5400, "1.5 hours"),
+    (86399, "23.9997 hours"), (86400, "1 days"), (3 * 86400, "3 days"),
+])
+def test_a_duration_in_a_problem_is_said_in_its_largest_unit(seconds, words):
+    assert duration_words(seconds) == words
+
+
+def test_the_spend_guard_fields_resolve_as_given():
+    assert resolved(max_lifetime="PT8H").max_lifetime_seconds == 28800
+    assert resolved().max_lifetime_seconds is None
+    assert resolved(action="teardown", request_id="r1", trigger="max_lifetime").trigger == "max_lifetime"
+
+
+@pytest.mark.parametrize(("request_", "field", "actions"), [
+    ({"action": "status", "wait_for_capacity": {"deadline": "PT1H"}}, "wait_for_capacity", "'provision'"),
+    ({"action": "plan", "max_lifetime": "PT8H"}, "max_lifetime", "'provision'"),
+    ({"action": "plan", "maintain": True}, "maintain", "'provision'"),
+    ({"action": "provision", "trigger": "max_lifetime"}, "trigger", "'teardown'"),
+])
+def test_an_option_of_another_action_is_named_with_the_action_it_goes_with(request_, field, actions):
+    assert problems(request_) == {field: f"only goes with action {actions} (this request's action is {request_['action']!r})"}
+
+
+def test_a_plan_is_held_to_the_capacity_block_rules_as_a_provisioning_run_is():
+    assert problems({"action": "plan", "market": "capacity-block"}) == {
+        "capacity_block": 'market "capacity-block" needs capacity_block: {"max_upfront_usd", "duration_hours", "start_within"}'}
+
+
+@pytest.mark.parametrize(("options", "problem"), [
+    ({"capacity_reservations": "only"}, '"capacity_reservations": "only" launches into reservations alone; drop one or the other'),
+    ({"maintain": True}, "does not go with maintain yet: a refill would run outside the block"),
+    ({"placement": "same-az"}, "does not go with a gang (placement other than 'any', or all_or_nothing) yet"),
+    ({"all_or_nothing": True}, "does not go with a gang (placement other than 'any', or all_or_nothing) yet"),
+])
+def test_a_capacity_block_refuses_the_options_it_does_not_go_with(options, problem):
+    assert problems({"capacity_block": BLOCK, **options}) == {"capacity_block": problem}

@@ -105,7 +105,7 @@ def test_the_store_keeps_notifications_and_the_summary_apart_from_the_records(ta
 
 
 def test_status_shows_the_last_pass():
-    from gpufill.cli.render import render_sweep
+    from gpufill.cli.render_status import render_sweep
 
     summary = {"at": "2026-12-04T12:00:00+00:00", "running": 2, "hourly_cost": 20.0,
                "found": {"untracked": 1, "expired": 0}, "findings": [{"kind": "untracked", "message": "1 instance(s) ...", "command": "gpufill approve x"}]}

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from gpufill.adapters import clock
-from gpufill.cli.render import render_summary
+from gpufill.cli.render_summary import render_summary
 from gpufill.local.reservations import SLOT_RELEASE_SECONDS
 from tests.support.audit import assert_exactly_once, assert_purchases_approved
 from tests.workflow.test_capacity_blocks import OHIO, P5, blocks_held, offer, request

@@ -95,7 +95,7 @@ def test_an_interrupted_instance_is_replaced_in_another_pool_and_its_record_says
         assert states == {old["instance_id"]: "terminated", new["instance_id"]: "running"}
         replaced = {i["instance_id"]: i.get("replaced_by") for i in status.output["instances"]}
         assert replaced == {old["instance_id"]: [new["instance_id"]], new["instance_id"]: None}
-        from gpufill.cli.render import render_status
+        from gpufill.cli.render_status import render_status
 
         assert f"Replaced (EC2 reclaimed them; maintain refilled): {old['instance_id']} -> {new['instance_id']}" in render_status(
             status.output

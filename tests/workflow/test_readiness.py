@@ -1,7 +1,8 @@
 """ready_timeout on the local engine: the run waits for each model server, and the result says per
 instance whether it serves and, when not, the last startup step it reached; status shows the step."""
 
-from gpufill.cli.render import render_status, render_summary
+from gpufill.cli.render_status import render_status
+from gpufill.cli.render_summary import render_summary
 
 # us-west-2a's instances never get past syncing the model; us-west-2b's serve after 5 minutes.
 STALLS = {"serving_after_seconds": 300, "stalls_at": "syncing model"}

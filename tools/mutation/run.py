@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 STAGING = ROOT / "build" / "mutation"
 BASELINE = Path(__file__).with_name("baseline.json")
-MUTATED = ["src/gpufill/models/request.py", "src/gpufill/models/capacity_block_rules.py", "src/gpufill/policy/*",
+MUTATED = ["src/gpufill/models/request*.py", "src/gpufill/models/capacity_block_rules.py", "src/gpufill/policy/*",
            # Where a run launches, records, settles and classifies: the code that loses money when wrong.
            "src/gpufill/adapters/aws.py", "src/gpufill/adapters/ec2.py", "src/gpufill/adapters/fleet_launch.py",
            "src/gpufill/adapters/launch_calls.py",

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from gpufill import catalog
 from gpufill.cli import aws
 from gpufill.cli.common import EXIT_FAILED, Failed, UsageError, fresh_name, program, say
-from gpufill.cli.render import ExecutionView, render_plan_preview, render_summary
+from gpufill.cli.execution import ExecutionView
+from gpufill.cli.render_plan import render_plan_preview
+from gpufill.cli.render_summary import render_summary
 from gpufill.constants import DEFAULT_INSTANCE_TYPE
 
 # What the plan action reads; anything else (tags, maintain, wait_for_capacity, max_lifetime…)

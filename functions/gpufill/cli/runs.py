@@ -20,7 +20,9 @@ from gpufill.cli.common import (
     program,
     say,
 )
-from gpufill.cli.render import ExecutionView, Progress, render_summary
+from gpufill.cli.execution import ExecutionView
+from gpufill.cli.render_progress import Progress
+from gpufill.cli.render_summary import render_summary
 
 
 def add_parsers(verbs) -> None:

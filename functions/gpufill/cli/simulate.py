@@ -21,7 +21,8 @@ from gpufill.cli.common import (
     read_json,
     read_request,
 )
-from gpufill.cli.render import Progress, render_reclaims, render_summary
+from gpufill.cli.render_progress import Progress
+from gpufill.cli.render_summary import render_reclaims, render_summary
 
 DECISIONS = ("approved", "rejected", "timeout")
 # In a --then request, this request id stands for the run simulated just before it.

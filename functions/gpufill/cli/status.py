@@ -18,7 +18,9 @@ from gpufill.cli.common import (
     program,
     say,
 )
-from gpufill.cli.render import ExecutionView, render_requests, render_status, render_summary, render_sweep
+from gpufill.cli.execution import ExecutionView
+from gpufill.cli.render_status import render_requests, render_status, render_sweep
+from gpufill.cli.render_summary import render_summary
 from gpufill.cli.runs import answer_commands, who_answers
 from gpufill.policy import answers, spend
 

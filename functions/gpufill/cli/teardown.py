@@ -22,7 +22,8 @@ from gpufill.cli.common import (
     program,
     say,
 )
-from gpufill.cli.render import ExecutionView, Progress
+from gpufill.cli.execution import ExecutionView
+from gpufill.cli.render_progress import Progress
 from gpufill.cli.runs import answer_commands, asker, deployment_flags, report
 
 AWAIT_APPROVAL = "AwaitTeardownApproval"
