@@ -11,9 +11,9 @@ from tests.support import ROOT
 
 LAYOUT = (ROOT / "docs" / "layout.md").read_text()
 PACKAGE = ROOT / "functions" / "gpufill"
-# The eight questions a newcomer asked of the tree; each row of the table answers one.
-QUESTIONS = ("halved", "fleet request", "approval", "spot to On-Demand", "ClientToken", "capacity cache",
-             "readiness verdict", "refill run")
+# The questions a newcomer asked of the tree; each row of the table answers one.
+QUESTIONS = ("halved", "LaunchBatch step makes next", "launch call is made", "fleet request", "approval",
+             "spot to On-Demand", "ClientToken", "capacity cache", "readiness verdict", "refill run")
 
 
 def where_is_table() -> list[tuple[str, str]]:
