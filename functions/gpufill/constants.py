@@ -336,6 +336,11 @@ REQUEST_KEY_PREFIX = "request#"
 KIND_MAINTENANCE_PAUSE = "maintenance-pause"
 MAINTENANCE_PAUSE_KEY = "maintenance#paused"
 MAINTENANCE_PAUSE_SECONDS = 900
+# A maintained request's item (KIND_REQUEST) holds one stop mark per teardown asked for it (a string
+# set of teardown ids): refills stay stopped while any is there. Items written before marks were per
+# teardown hold a single mark in the legacy attribute, read as one more mark.
+MAINTENANCE_STOPS_ATTRIBUTE = "maintenance_stops"
+MAINTENANCE_STOPPED_LEGACY_ATTRIBUTE = "maintenance_stopped_by"
 # A refill run's execution name: "<request id>-refill-<instance id>", so the warning and the
 # state change of one instance start one run. Step Functions names are at most 80 characters.
 REFILL_NAME_INFIX = "-refill-"

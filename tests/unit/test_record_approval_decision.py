@@ -84,7 +84,7 @@ RECLAIMED = {"instance_id": OLD, "request_id": "req-1", "region": "us-east-1", "
 def refills(aws, monkeypatch):
     from gpufill.adapters import executions, instances_table, run_store
 
-    held = {"marked": {"req-1"}, "fail": None}
+    held = {"marked": {"req-1"}, "others": frozenset(), "fail": None}
     monkeypatch.setattr(schedules, "cancel_reminders", lambda name: True)
     monkeypatch.setattr(schedules, "cancel_expiry", lambda name: True)
 
@@ -92,9 +92,10 @@ def refills(aws, monkeypatch):
         aws.append(("give back", request_id, by))
         if held["fail"]:
             raise held["fail"]
-        found = request_id in held["marked"]
+        if request_id not in held["marked"]:
+            return None
         held["marked"].discard(request_id)
-        return found
+        return held["others"]
 
     monkeypatch.setattr(run_store, "give_back_maintenance", give_back)
     monkeypatch.setattr(run_store, "load_request", lambda request_id: {"count": 1, "maintain": True})
@@ -108,20 +109,29 @@ def with_arn(event: dict) -> dict:
     return {**event, "execution_arn": "arn:aws:states:us-east-1:1:execution:gpufill-dev:td-1"}
 
 
-def test_a_rejection_gives_the_request_its_maintenance_back_and_starts_its_stopped_refill_once(aws, refills):
-    record_approval_decision.handler(with_arn(answer("no")), Context())
-    record_approval_decision.handler(with_arn(answer("no")), Context())  # a retried decision
+@pytest.mark.parametrize("decision", [{"answer": {"decision": "no"}}, {"answer": None, "expired": True}], ids=["rejected", "expired"])
+def test_a_rejection_or_an_expiry_gives_the_request_its_maintenance_back_and_starts_its_stopped_refill_once(aws, refills, decision):
+    out = record_approval_decision.handler(with_arn({**answer("no"), **decision}), Context())
+    record_approval_decision.handler(with_arn({**answer("no"), **decision}), Context())  # a retried decision
+    name = f"req-1-refill-{OLD}-after-r{hashlib.sha256(b'td-1').hexdigest()[:8]}"
     starts = [d for d in aws if d[0] == "start"]
-    assert starts == [("start", f"req-1-refill-{OLD}-after-r{hashlib.sha256(b'td-1').hexdigest()[:8]}", MACHINE, [OLD])]
+    assert starts == [("start", name, MACHINE, [OLD])]
     assert ("give back", "req-1", "td-1") in aws
     assert ("metric", "RefillsRestarted", 1) in aws
+    assert out["note"] == f"request req-1 is maintained again; refill(s) started again: {name}"
 
 
-def test_an_approval_or_an_expiry_starts_no_refill(aws, refills):
-    record_approval_decision.handler(with_arn(answer("approved")), Context())
-    record_approval_decision.handler(with_arn({**answer("no"), "expired": True}), Context())
+def test_a_teardown_given_back_while_another_still_stops_the_request_starts_no_refill(aws, refills):
+    refills["others"] = frozenset({"td-2"})
+    out = record_approval_decision.handler(with_arn({**answer("no"), "expired": True}), Context())
+    assert ("give back", "req-1", "td-1") in aws and not [d for d in aws if d[0] == "start"]
+    assert out["decision"] == "expired" and out["note"] == "request req-1 stays without refills while teardown(s) td-2 stop it"
+
+
+def test_an_approval_starts_no_refill_and_its_decision_has_no_note(aws, refills):
+    out = record_approval_decision.handler(with_arn(answer("approved")), Context())
     record_approval_decision.handler(answer("no"), Context())  # no execution ARN: nothing to start on
-    assert not [d for d in aws if d[0] in ("give back", "start")]
+    assert not [d for d in aws if d[0] in ("give back", "start")] and "note" not in out
 
 
 def test_a_refill_that_cannot_be_started_again_never_fails_the_decision(aws, refills, caplog):

@@ -432,13 +432,13 @@ def test_a_refill_that_was_stopped_is_started_again_and_one_that_stands_is_not()
     assert refill.refills_to_restart({LATER: RECLAIMED, OLD: RECLAIMED}) == [OLD, LATER]
 
 
-def test_a_refill_a_waiting_teardown_held_back_is_started_when_that_teardown_is_rejected():
+def test_a_refill_a_waiting_teardown_held_back_is_started_once_no_teardown_stops_the_request():
     held = {**RECORD, "state": "interrupted", "refill_held_by": "end-serve"}
-    assert refill.refills_to_restart({OLD: held}, "end-serve") == [OLD]
-    assert refill.refills_to_restart({OLD: held}, "another-teardown") == []  # not the one that held it
-    assert refill.refills_to_restart({OLD: held}) == []
-    assert refill.refills_to_restart({OLD: {**held, "terminated_by": "end-serve"}}, "end-serve") == []
-    assert refill.refills_to_restart({OLD: {**held, "replaced_by": [NEW]}, NEW: {**RECORD, "instance_id": NEW}}, "end-serve") == []
+    assert refill.refills_to_restart({OLD: held}, released=True) == [OLD]
+    assert refill.refills_to_restart({OLD: {**held, "refill_held_by": "another-teardown"}}, released=True) == [OLD]
+    assert refill.refills_to_restart({OLD: held}) == []  # another teardown still stops the request
+    assert refill.refills_to_restart({OLD: {**held, "terminated_by": "end-serve"}}, released=True) == []
+    assert refill.refills_to_restart({OLD: {**held, "replaced_by": [NEW]}, NEW: {**RECORD, "instance_id": NEW}}, released=True) == []
 
 
 def test_the_requests_a_rejected_teardown_gives_back_are_the_one_it_names_and_those_it_listed():

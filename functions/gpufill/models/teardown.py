@@ -126,6 +126,8 @@ class ApprovalDecision(_Model):
     approver: str
     reason: str | None = None
     decided_at: str
+    # A rejection or expiry: what became of the maintenance the teardown stopped (approval.maintenance_note).
+    note: str | None = None
 
 
 class RegionTermination(_Model):

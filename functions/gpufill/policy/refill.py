@@ -80,7 +80,8 @@ class Decision(_Model):
     # What the old record says happened to the instance.
     interruption: str | None = None
     # A reclaim that would have been refilled but for a teardown still awaiting its approval: that
-    # teardown's id, so a rejection can start the refill it held back (refills_to_restart).
+    # teardown's id (the first by name when several wait), so the rejection or expiry that leaves no
+    # teardown waiting starts the refill it held back (refills_to_restart).
     held_by: str | None = None
 
 
@@ -134,15 +135,16 @@ def _replacement_holds(record: dict | None) -> bool:
     return not (record.get("rolled_back") or record.get("terminated_at") or record.get("state") in ENDING_STATES)
 
 
-def refills_to_restart(records: dict[str, dict], by: str | None = None) -> list[str]:
+def refills_to_restart(records: dict[str, dict], *, released: bool = False) -> list[str]:
     """The reclaimed instances of a request that nothing replaces now: a refill run was started for
-    each and stopped by a teardown (it launched nothing, or terminated what it launched), or the
-    teardown `by` held its refill back while it waited (never started); and no teardown ended
-    them. Oldest id first."""
+    each and stopped by a teardown (it launched nothing, or terminated what it launched), or, once
+    `released` (the last teardown that stopped the request's maintenance was rejected or expired,
+    so no teardown holds anything back), a waiting teardown held its refill back (never started);
+    and no teardown ended them. Oldest id first."""
     return sorted(
         instance_id
         for instance_id, record in records.items()
-        if (record.get("refill_run") or (by is not None and record.get("refill_held_by") == by))
+        if (record.get("refill_run") or (released and record.get("refill_held_by")))
         and not record.get("terminated_by")
         and not any(_replacement_holds(records.get(r)) for r in record.get("replaced_by") or [])
     )

@@ -159,6 +159,14 @@ def maintenance_to_stop(target: TeardownTarget, allowed: Iterable[TeardownInstan
     return sorted(owners)
 
 
+def gives_back_maintenance(allowed: Iterable[TeardownInstance], refused: Iterable[Refusal]) -> bool:
+    """A teardown that asks nobody because another pending teardown already asks about its instances
+    holds nothing back: its own stop marks go (the other's stay, so refills stay stopped until that
+    one is answered). One that asks nobody because nothing of the request is left keeps its marks:
+    it was asked to end the request, and the request stays without refills, as before."""
+    return not list(allowed) and any(r.reason == "awaiting-approval" for r in refused)
+
+
 def requests_recorded(records: Mapping[str, dict], *, maintained_only: bool = False) -> list[str]:
     """The requests these records belong to (with `maintained_only`, those launched with
     `maintain`: the only ones a refill can be running for)."""
