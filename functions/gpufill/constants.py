@@ -456,8 +456,9 @@ SWEEP_RENOTIFY_SECONDS = 24 * 3600
 SWEEP_SUMMARY_KEY = "sweep#last"
 SWEEP_FINDING_KEY_PREFIX = "sweep-finding#"
 KIND_SWEEP = "sweep"
-# A teardown the sweep asks for is named from its finding, so asking twice is refused by Step
-# Functions (ExecutionAlreadyExists) and never becomes a second request for the same instances.
+# A teardown the sweep asks for is named from the request and instances it ends (never its finding's
+# kind), so asking twice is refused by Step Functions (ExecutionAlreadyExists) and never becomes a
+# second request for the same instances.
 SWEEP_TEARDOWN_PREFIX = "sweep-"
 
 

@@ -458,3 +458,12 @@ def test_a_refill_started_again_has_a_name_of_its_own_per_teardown_within_the_li
     assert len(again) <= 80 and not waiting.is_successor_name(again)
     assert execution_names.reserved_problem(again, {"action": "provision", "refill": {}}) is None
     assert f"-refill-{OLD}-after-r" in again
+
+
+def test_an_instance_of_a_capacity_block_is_never_refilled_outside_its_block():
+    block = {**RECORD, "market": "capacity-block", "capacity_reservation_id": "cr-0123456789abcdef0"}
+    decision = decide(record=block)
+    assert (decision.refill, decision.reason) == (False, "capacity-block")
+    assert decision.detail == (f"{OLD} ran in Capacity Block cr-0123456789abcdef0: a refill would launch outside "
+                               "the block, so none starts")
+    assert decide(record={**block, "capacity_reservation_id": None}).detail.startswith(f"{OLD} ran in Capacity Block ?:")

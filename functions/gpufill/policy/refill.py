@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from gpufill.constants import (
+    CAPACITY_BLOCK_TYPE,
     ENDING_STATES,
     EVENT_SOURCE_EC2,
     EXECUTION_NAME_MAX,
@@ -33,6 +34,7 @@ Ignored = Literal[
     "request-unknown",
     "teardown",
     "torn-down",
+    "capacity-block",
     "already-refilled",
     "not-reclaimed",
     "instance-initiated",
@@ -209,6 +211,11 @@ def decide(
         return _ignore("request-unknown", f"request {request_id} is no longer kept, so it cannot be asked for again")
     if record.get("terminated_by"):
         return _ignore("teardown", f"{instance_id} was ended by gpufill teardown {record['terminated_by']}")
+    if record.get("market") == CAPACITY_BLOCK_TYPE:
+        # It could run only in its block (bought once, ending on its own): a refill would launch
+        # outside it, as spot or On-Demand, which nobody approved buying.
+        return _ignore("capacity-block", f"{instance_id} ran in Capacity Block {record.get('capacity_reservation_id') or '?'}: "
+                                         "a refill would launch outside the block, so none starts")
     ended_by = {r["terminated_by"] for r in request_records if r.get("terminated_by")}
     torn_down = sorted(ended_by | ({stopped_by} if stopped_by else set()))
     if torn_down:

@@ -142,7 +142,7 @@ def _teardown_instance(live: LiveInstance, record: dict | None) -> TeardownInsta
         region=live.region,
         availability_zone=live.availability_zone or record.get("availability_zone"),
         instance_type=live.instance_type or record.get("instance_type"),
-        market=record.get("market") or ("spot" if live.spot else "on-demand"),
+        market=record.get("market") or live.market,
         hourly_price=record.get("hourly_price"),
         state=live.state,
         launched_at=record.get("launched_at") or live.launch_time,
