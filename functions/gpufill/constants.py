@@ -438,6 +438,9 @@ METRIC_PENDING_APPROVALS = "PendingApprovals"
 METRIC_UNTRACKED_INSTANCES = "UntrackedInstances"
 METRIC_EXPIRED_INSTANCES = "ExpiredInstances"
 METRIC_STALE_APPROVALS = "StaleApprovals"
+# An approval request the approval topic refused or failed to take (a topic policy that denies,
+# SNS failing past botocore's retries): the approval still waits, answerable with gpufill approve.
+METRIC_APPROVALS_NOT_PUBLISHED = "ApprovalsNotPublished"
 METRIC_STALE_RUNS = "StaleRuns"
 METRIC_ENDING_BLOCK_INSTANCES = "EndingBlockInstances"
 # ReportResult, when a run ends with instances: the seconds from its start to its fill (the
