@@ -282,3 +282,42 @@ def test_a_schedule_not_deleted_is_logged_with_what_and_for_whom(recorded, monke
     assert "AccessDeniedException" in extra["error"]
     assert recorded == [("metric", "SchedulesNotDeleted", "Count", 1)]
     assert record_approval_decision.end_schedule(lambda name: True, "req-1", kind="lifetime") is True
+
+
+def test_a_late_rounds_decision_brings_the_next_forward_on_its_own_state_machine_and_only_with_its_trigger(recorded, monkeypatch):
+    from gpufill.adapters import late_rounds
+
+    monkeypatch.setattr(late_rounds, "mark_answered", lambda request_id, number: recorded.append(("answered", request_id, number)) or False)
+    monkeypatch.setattr(late_rounds, "read", lambda request_id: {"round": 2, "phase": "open"})
+    monkeypatch.setattr(clock, "iso_now", lambda: "2026-12-04T12:00:00+00:00")
+    monkeypatch.setattr(schedules, "move_expiry", lambda *a: recorded.append(("move", *a)) or True)
+    late = Teardown(request_id="req-1-r1-expired", status="AWAITING_APPROVAL", target=TeardownTarget(request_id="req-1"),
+                    trigger="max_lifetime")
+    event = {"execution_name": "req-1-r1-expired", "execution_arn": "arn:aws:states:us-east-1:1:execution:gpufill-dev:req-1-r1-expired",
+             "answer": {"decision": "approved"}, "teardown": late.model_dump(mode="json")}
+    record_approval_decision.handler(event, Context())
+    assert ("answered", "req-1", 1) in recorded
+    assert ("move", "req-1", "2026-12-04T12:00:00+00:00", MACHINE, "2") in recorded
+    recorded.clear()  # the same name asked by a person (no trigger): not a late round of the spend guard
+    record_approval_decision.handler({**event, "teardown": {**late.model_dump(mode="json"), "trigger": None}}, Context())
+    assert not [d for d in recorded if d[0] in ("answered", "move")]
+
+
+def test_a_schedule_a_decision_cannot_delete_is_named_by_its_kind(recorded, monkeypatch, caplog):
+    def cannot(name):
+        raise refused("DeleteSchedule")
+
+    monkeypatch.setattr(schedules, "cancel_reminders", cannot)
+    monkeypatch.setattr(schedules, "cancel_expiry", cannot)
+    caplog.set_level(logging.WARNING)
+    record_approval_decision.handler(answer("approved"), Context())
+    assert [(e["kind"], e["for"]) for level, message, e in said(caplog) if message == "schedule not deleted"] == [
+        ("reminders", "td-1"), ("lifetime", "req-1")]
+
+
+def test_a_request_no_longer_kept_gets_no_refill_started(recorded, monkeypatch):
+    from gpufill.adapters import run_store
+
+    monkeypatch.setattr(run_store, "load_request", lambda request_id: None)
+    out = record_approval_decision.handler(with_arn(answer("no")), Context())
+    assert not [d for d in recorded if d[0] == "start"] and out["note"] == "request req-1 is maintained again"
