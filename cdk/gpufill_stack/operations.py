@@ -66,6 +66,13 @@ class Operations(Construct):
                 1,
                 f"gpufill ({env}): Lambda throttled {task}; the account's concurrency is used up",
             )
+        self._alarm(
+            "approvals-not-published",
+            self.metric(constants.METRIC_APPROVALS_NOT_PUBLISHED, "Sum", RUN_PERIOD),
+            1,
+            f"gpufill ({env}): the approval topic refused an approval request; the approval still waits: "
+            "`gpufill status` lists it, `gpufill approve|reject` answer it",
+        )
         if sweep_every_minutes is not None:
             self._alarm(
                 "untracked-instances",

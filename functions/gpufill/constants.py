@@ -346,6 +346,11 @@ REQUEST_KEY_PREFIX = "request#"
 KIND_MAINTENANCE_PAUSE = "maintenance-pause"
 MAINTENANCE_PAUSE_KEY = "maintenance#paused"
 MAINTENANCE_PAUSE_SECONDS = 900
+# A maintained request's item (KIND_REQUEST) holds one stop mark per teardown asked for it (a string
+# set of teardown ids): refills stay stopped while any is there. Items written before marks were per
+# teardown hold a single mark in the legacy attribute, read as one more mark.
+MAINTENANCE_STOPS_ATTRIBUTE = "maintenance_stops"
+MAINTENANCE_STOPPED_LEGACY_ATTRIBUTE = "maintenance_stopped_by"
 # A refill run's execution name: "<request id>-refill-<instance id>", so the warning and the
 # state change of one instance start one run. Step Functions names are at most 80 characters.
 REFILL_NAME_INFIX = "-refill-"
@@ -443,6 +448,9 @@ METRIC_PENDING_APPROVALS = "PendingApprovals"
 METRIC_UNTRACKED_INSTANCES = "UntrackedInstances"
 METRIC_EXPIRED_INSTANCES = "ExpiredInstances"
 METRIC_STALE_APPROVALS = "StaleApprovals"
+# An approval request the approval topic refused or failed to take (a topic policy that denies,
+# SNS failing past botocore's retries): the approval still waits, answerable with gpufill approve.
+METRIC_APPROVALS_NOT_PUBLISHED = "ApprovalsNotPublished"
 METRIC_STALE_RUNS = "StaleRuns"
 METRIC_ENDING_BLOCK_INSTANCES = "EndingBlockInstances"
 # ReportResult, when a run ends with instances: the seconds from its start to its fill (the
@@ -461,8 +469,9 @@ SWEEP_RENOTIFY_SECONDS = 24 * 3600
 SWEEP_SUMMARY_KEY = "sweep#last"
 SWEEP_FINDING_KEY_PREFIX = "sweep-finding#"
 KIND_SWEEP = "sweep"
-# A teardown the sweep asks for is named from its finding, so asking twice is refused by Step
-# Functions (ExecutionAlreadyExists) and never becomes a second request for the same instances.
+# A teardown the sweep asks for is named from the request and instances it ends (never its finding's
+# kind), so asking twice is refused by Step Functions (ExecutionAlreadyExists) and never becomes a
+# second request for the same instances.
 SWEEP_TEARDOWN_PREFIX = "sweep-"
 
 

@@ -61,3 +61,19 @@ def test_a_teardown_that_lands_while_a_killed_launch_step_awaits_its_retry_stays
     live_records = {i for i, r in records.items() if r["state"] != "terminated"}
     assert seen.in_ec2 == live_records == seen.reported and not seen.in_ec2 & ended
     assert not seen.untracked_after_status
+
+
+def test_an_approval_request_the_topic_refuses_still_waits_and_is_answered(account):
+    """The approval topic refuses Publish (its policy denies): the teardown's approval is recorded
+    and waits all the same, answerable as `gpufill approve` answers it; the run ends as the answer
+    says, and no instance is lost."""
+    with account() as engine:
+        run = engine.run(REQUEST, name="quiet")
+        engine.faults.aws("sns", "Publish", error="AuthorizationError", times=None)
+        teardown = engine.run({"action": "teardown", "request_id": "quiet"}, name="end-quiet", decision="approved")
+        refused = engine.faults.injected
+        left = live_instances("quiet")
+    assert teardown.status == "SUCCEEDED" and teardown.output["status"] == "TERMINATED", teardown.cause
+    assert sorted(teardown.output["terminated"][0]["terminated"]) == sorted(i["instance_id"] for i in run.output["instances"])
+    assert not left and refused["aws:sns:Publish"] >= 1  # the count and its alarm: tests/unit, tests/infra
+    assert teardown.output["approval"]["decision"] == "approved"

@@ -81,6 +81,9 @@ def test_every_alarm_reads_its_metric_and_notifies_the_topic(synthesized):
     assert (untracked["Namespace"], untracked["MetricName"]) == (constants.METRICS_NAMESPACE, constants.METRIC_UNTRACKED_INSTANCES)
     assert {"Name": constants.METRIC_DIMENSION_DEPLOYMENT, "Value": env} in untracked["Dimensions"]
     assert alarms[f"{prefix}approvals-waiting"]["MetricName"] == constants.METRIC_STALE_APPROVALS
+    # An approval request the topic refused: the approval waits unseen until someone looks.
+    refused = alarms[f"{prefix}approvals-not-published"]
+    assert (refused["MetricName"], refused["Statistic"], refused["Threshold"]) == (constants.METRIC_APPROVALS_NOT_PUBLISHED, "Sum", 1)
     assert f"{prefix}spend-per-hour" not in alarms  # cdk.json sets no alarm_spend_per_hour
     topic = {"Ref": _topic_id(template)}
     for name, alarm in alarms.items():
@@ -159,7 +162,8 @@ def test_the_spend_alarm_and_the_sweep_follow_the_settings(tmp_path, sweep_every
     )
     alarms = _alarms(Template.from_stack(stack).to_json())
     if minutes is None:
-        assert sorted(alarms) == ["gpufill-prod-runs-aborted", "gpufill-prod-runs-failed", "gpufill-prod-runs-timed-out"]
+        assert sorted(alarms) == ["gpufill-prod-approvals-not-published", "gpufill-prod-runs-aborted", "gpufill-prod-runs-failed",
+                                  "gpufill-prod-runs-timed-out"]
         return
     spend = alarms["gpufill-prod-spend-per-hour"]
     assert (spend["MetricName"], spend["Statistic"], spend["Period"]) == (constants.METRIC_HOURLY_COST, "Maximum", 1800)

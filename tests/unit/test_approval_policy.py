@@ -149,3 +149,13 @@ def test_one_character_more_and_the_name_is_cut_with_an_ellipsis():
     name = "n" * (99 - len(HEAD))
     subject = approval.subject_line(3, name)
     assert subject == HEAD + name[: 99 - len(HEAD) - 4] + "...)" and len(subject) == 99
+
+
+def test_the_note_of_a_teardown_given_back_says_per_request_what_became_of_its_maintenance():
+    from gpufill.policy import approval as policy
+
+    assert policy.maintenance_note({}) is None
+    assert policy.maintenance_note({"b": ["b-refill-1", "b-refill-2"], "a": "td-8, td-9", "c": []}) == (
+        "request a stays without refills while teardown(s) td-8, td-9 stop it; "
+        "request b is maintained again; refill(s) started again: b-refill-1, b-refill-2; "
+        "request c is maintained again")

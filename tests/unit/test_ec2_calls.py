@@ -92,11 +92,11 @@ def test_an_instance_launched_into_a_capacity_block_carries_the_blocks_fee_and_n
                                          "upfront_fee": 1390.0})
     account("us-east-1").answers["run_instances"] = [{"Instances": [{"InstanceId": "i-3"}]}]
     [launched] = ec2.launch(block, min_count=1, max_count=1, client_token="tok", spec=SPEC).instances
-    assert (launched.capacity_reservation_id, launched.capacity_block_fee) == ("cr-1", 1390.0)
+    assert (launched.capacity_reservation_id, launched.capacity_block_fee, launched.market) == ("cr-1", 1390.0, "capacity-block")
     # An On-Demand Capacity Reservation is paid by the hour: no fee, even if its pool carried one.
     odcr = block.model_copy(update={"capacity_block": False})
     [launched] = ec2.launch(odcr, min_count=1, max_count=1, client_token="tok", spec=SPEC).instances
-    assert (launched.capacity_reservation_id, launched.capacity_block_fee) == ("cr-1", None)
+    assert (launched.capacity_reservation_id, launched.capacity_block_fee, launched.market) == ("cr-1", None, "on-demand")
     # An On-Demand launch EC2 put into an open reservation it did not name: EC2 says which.
     account("us-east-1").answers["run_instances"] = [{"Instances": [{"InstanceId": "i-4", "CapacityReservationId": "cr-open"}]}]
     [launched] = ec2.launch(ON_DEMAND, min_count=1, max_count=1, client_token="tok", spec=SPEC).instances

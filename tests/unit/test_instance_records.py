@@ -185,6 +185,18 @@ def test_an_instance_found_without_a_record_is_recorded_as_reconciled_once(table
     assert item(table, "i-9")["state"] == "running"
     assert instances_table.record_reconciled(live("i-8"), request_id="req-1", seen_at=AT)["market"] == "on-demand"
     assert "client_token" not in item(table, "i-8")
+    # EC2's InstanceLifecycle capacity-block: recorded as what it is, never as On-Demand.
+    assert instances_table.record_reconciled(live("i-7", capacity_block=True), request_id="req-1", seen_at=AT)["market"] == "capacity-block"
+
+
+def test_ec2s_instance_lifecycle_says_spot_capacity_block_or_nothing():
+    from gpufill.adapters import managed_instances
+
+    def seen(lifecycle):
+        return managed_instances._live("us-west-2", {"InstanceId": "i-1", "State": {"Name": "running"},
+                                                      **({"InstanceLifecycle": lifecycle} if lifecycle else {})})
+
+    assert [seen(x).market for x in ("spot", "capacity-block", None, "scheduled")] == ["spot", "capacity-block", "on-demand", "on-demand"]
 
 
 def failing(code):

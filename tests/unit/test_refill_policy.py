@@ -433,13 +433,13 @@ def test_a_refill_that_was_stopped_is_started_again_and_one_that_stands_is_not()
     assert refill.refills_to_restart({LATER: RECLAIMED, OLD: RECLAIMED}) == [OLD, LATER]
 
 
-def test_a_refill_a_waiting_teardown_held_back_is_started_when_that_teardown_is_rejected():
+def test_a_refill_a_waiting_teardown_held_back_is_started_once_no_teardown_stops_the_request():
     held = {**RECORD, "state": "interrupted", "refill_held_by": "end-serve"}
-    assert refill.refills_to_restart({OLD: held}, "end-serve") == [OLD]
-    assert refill.refills_to_restart({OLD: held}, "another-teardown") == []  # not the one that held it
-    assert refill.refills_to_restart({OLD: held}) == []
-    assert refill.refills_to_restart({OLD: {**held, "terminated_by": "end-serve"}}, "end-serve") == []
-    assert refill.refills_to_restart({OLD: {**held, "replaced_by": [NEW]}, NEW: {**RECORD, "instance_id": NEW}}, "end-serve") == []
+    assert refill.refills_to_restart({OLD: held}, released=True) == [OLD]
+    assert refill.refills_to_restart({OLD: {**held, "refill_held_by": "another-teardown"}}, released=True) == [OLD]
+    assert refill.refills_to_restart({OLD: held}) == []  # another teardown still stops the request
+    assert refill.refills_to_restart({OLD: {**held, "terminated_by": "end-serve"}}, released=True) == []
+    assert refill.refills_to_restart({OLD: {**held, "replaced_by": [NEW]}, NEW: {**RECORD, "instance_id": NEW}}, released=True) == []
 
 
 def test_the_requests_a_rejected_teardown_gives_back_are_the_one_it_names_and_those_it_listed():
@@ -459,3 +459,12 @@ def test_a_refill_started_again_has_a_name_of_its_own_per_teardown_within_the_li
     assert len(again) <= 80 and not waiting.is_successor_name(again)
     assert execution_names.reserved_problem(again, {"action": "provision", "refill": {}}) is None
     assert f"-refill-{OLD}-after-r" in again
+
+
+def test_an_instance_of_a_capacity_block_is_never_refilled_outside_its_block():
+    block = {**RECORD, "market": "capacity-block", "capacity_reservation_id": "cr-0123456789abcdef0"}
+    decision = decide(record=block)
+    assert (decision.refill, decision.reason) == (False, "capacity-block")
+    assert decision.detail == (f"{OLD} ran in Capacity Block cr-0123456789abcdef0: a refill would launch outside "
+                               "the block, so none starts")
+    assert decide(record={**block, "capacity_reservation_id": None}).detail.startswith(f"{OLD} ran in Capacity Block ?:")

@@ -82,3 +82,32 @@ def test_a_schedule_that_cannot_be_deleted_is_logged_and_tried_at_the_next_deliv
     assert done[2:] == [("delete", "td-1"), ("metric", "SchedulesNotDeleted", 1), ("metric", "RemindersStopped", 1)]
     assert "reminder schedule not deleted" in [r.message for r in caplog.records]
     assert not [d for d in done if d[0] == "publish"]
+
+
+def _said(caplog) -> list[tuple]:
+    keys = ("why", "schedule_deleted", "message_id", "error")
+    return [(r.levelname, r.message, {k: getattr(r, k) for k in keys if hasattr(r, k)})
+            for r in caplog.records if r.name.startswith("gpufill")]
+
+
+def test_each_outcome_is_logged_with_what_happened_and_counted_once(aws, monkeypatch, caplog):
+    done, held = aws
+    counted = []
+    monkeypatch.setattr(metrics, "add_metric", lambda name, unit, value: counted.append((name, unit, value)))
+    caplog.set_level(logging.INFO)
+    remind_approvers.handler(EVENT, Context())
+    held["run"] = None
+    remind_approvers.handler(EVENT, Context())
+
+    def refused(name):
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "DeleteSchedule")
+
+    monkeypatch.setattr(schedules, "cancel_reminders", refused)
+    remind_approvers.handler(EVENT, Context())
+    said = _said(caplog)
+    assert said[0] == ("INFO", "reminder sent", {"message_id": "m-1"})
+    assert said[1] == ("INFO", "reminder not sent", {"why": "teardown run no longer running", "schedule_deleted": True})
+    assert said[2][:2] == ("WARNING", "reminder schedule not deleted") and "AccessDeniedException" in said[2][2]["error"]
+    assert said[3] == ("INFO", "reminder not sent", {"why": "teardown run no longer running", "schedule_deleted": False})
+    assert counted == [("RemindersSent", "Count", 1), ("RemindersStopped", "Count", 1),
+                       ("SchedulesNotDeleted", "Count", 1), ("RemindersStopped", "Count", 1)]

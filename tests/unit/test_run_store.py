@@ -181,7 +181,7 @@ def test_a_teardown_stops_a_wait_only_while_it_waits_or_tries(table):
     assert run_store.load_wait("req-1")["stopped_by"] == "teardown:t1"  # a later view keeps the stop mark
 
 
-def test_a_maintained_request_is_kept_and_its_maintenance_ended_once(table):
+def test_a_maintained_request_is_kept_and_each_teardown_stops_its_maintenance_with_a_mark_of_its_own(table):
     assert run_store.load_request("req-1") is None and run_store.maintenance_stopped_by("req-1") is None
     assert run_store.end_maintenance("req-1", by="teardown:t1") is False
     assert item(table, "request#req-1") is None
@@ -189,18 +189,36 @@ def test_a_maintained_request_is_kept_and_its_maintenance_ended_once(table):
     assert run_store.load_request("req-1") == {"count": 4, "maintain": True}
     assert item(table, "request#req-1")["kind"] == "request" and "expires_at" not in item(table, "request#req-1")
     assert run_store.maintenance_stopped_by("req-1") is None
-    assert run_store.end_maintenance("req-1", by="teardown:t1") is True
     assert run_store.end_maintenance("req-1", by="teardown:t2") is True
-    assert run_store.maintenance_stopped_by("req-1") == "teardown:t1"
-    run_store.save_request("req-1", {"count": 4, "maintain": True})  # a later step of the run keeps the mark
-    assert run_store.maintenance_stopped_by("req-1") == "teardown:t1"
-    # A rejected teardown gives back only its own mark, once.
-    assert run_store.give_back_maintenance("req-1", by="teardown:t2") is False
-    assert run_store.maintenance_stopped_by("req-1") == "teardown:t1"
-    assert run_store.give_back_maintenance("req-1", by="teardown:t1") is True
-    assert run_store.maintenance_stopped_by("req-1") is None and run_store.load_request("req-1") == {"count": 4, "maintain": True}
-    assert run_store.give_back_maintenance("req-1", by="teardown:t1") is False
-    assert run_store.give_back_maintenance("never-kept", by="teardown:t1") is False
+    assert run_store.end_maintenance("req-1", by="teardown:t1") is True
+    assert run_store.end_maintenance("req-1", by="teardown:t1") is True  # a retried step: one mark
+    assert run_store.maintenance_stops("req-1") == {"teardown:t1", "teardown:t2"}
+    assert run_store.maintenance_stopped_by("req-1") == "teardown:t1"  # the first by name
+    run_store.save_request("req-1", {"count": 4, "maintain": True})  # a later step of the run keeps the marks
+    assert run_store.maintenance_stops("req-1") == {"teardown:t1", "teardown:t2"}
+    # A rejected teardown gives back only its own mark, once, and says which marks still stand.
+    assert run_store.give_back_maintenance("req-1", by="teardown:t3") is None
+    assert run_store.give_back_maintenance("req-1", by="teardown:t1") == {"teardown:t2"}
+    assert run_store.give_back_maintenance("req-1", by="teardown:t1") is None
+    assert run_store.maintenance_stopped_by("req-1") == "teardown:t2" and run_store.refills_stopped_by("req-1") == "teardown:t2"
+    assert run_store.give_back_maintenance("req-1", by="teardown:t2") == frozenset()
+    assert run_store.maintenance_stopped_by("req-1") is None and run_store.refills_stopped_by("req-1") is None
+    assert run_store.load_request("req-1") == {"count": 4, "maintain": True}
+    assert run_store.give_back_maintenance("req-1", by="teardown:t2") is None
+    assert run_store.give_back_maintenance("never-kept", by="teardown:t1") is None
+
+
+def test_a_mark_written_before_marks_were_per_teardown_reads_as_one_and_goes_the_same_way(table):
+    run_store.save_request("req-1", {"count": 4, "maintain": True})
+    table.update_item(Key={"instance_id": "request#req-1"}, UpdateExpression="SET maintenance_stopped_by = :by",
+                      ExpressionAttributeValues={":by": "teardown:old"})
+    assert run_store.refills_stopped_by("req-1") == "teardown:old"
+    run_store.end_maintenance("req-1", by="teardown:new")
+    assert run_store.maintenance_stops("req-1") == {"teardown:old", "teardown:new"}
+    assert run_store.give_back_maintenance("req-1", by="teardown:other") is None
+    assert run_store.give_back_maintenance("req-1", by="teardown:old") == {"teardown:new"}
+    assert run_store.give_back_maintenance("req-1", by="teardown:new") == frozenset()
+    assert run_store.refills_stopped_by("req-1") is None
 
 
 def test_a_plan_is_read_once_per_container(table, monkeypatch):

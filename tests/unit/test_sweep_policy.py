@@ -57,7 +57,7 @@ def test_an_unrecorded_instance_is_untracked_once_past_the_grace_and_gets_one_te
     assert (finding.kind, finding.instance_ids, finding.hourly_cost) == ("untracked", ["i-1"], 55.0)
     [ask] = result.teardowns
     assert ask.execution_input() == {"action": "teardown", "instance_ids": ["i-1"], "requested_by": "gpufill sweep (untracked)"}
-    assert ask.name.startswith("sweep-untracked-r1-") and len(ask.name) <= 80
+    assert ask.name.startswith("sweep-teardown-r1-") and len(ask.name) <= 80
     assert ask.name in finding.command and result.notify == [finding]
     just_launched = live("i-2", launched=(NOW - timedelta(seconds=SWEEP_GRACE_SECONDS - 60)).isoformat())
     assert assess(live_=[just_launched], reconciled=["i-2"]).findings == []  # a step may be recording it now
@@ -122,7 +122,7 @@ def test_the_summary_and_the_notification():
     assert summary["found"] == {"untracked": 1, "expired": 0, "block-ending": 0, "approval-waiting": 0, "run-ended": 0}
     assert summary["hourly_cost"] == 55.0 and summary["teardowns_asked"] == [result.teardowns[0].name]
     subject, body = sweep.notification(result.findings[0], "dev")
-    assert len(subject) < 100 and "55 USD per hour" in body and "gpufill approve sweep-untracked-r1-" in body
+    assert len(subject) < 100 and "55 USD per hour" in body and "gpufill approve sweep-teardown-r1-" in body
 
 
 def test_pending_approval_reads_only_waiting_items():
@@ -189,7 +189,7 @@ def test_a_finding_and_the_summary_say_exactly_this():
         command=f"gpufill approve {ask.name}   (or: gpufill reject {ask.name})",
         message="2 instance(s) of request r1 past its max_lifetime with no teardown pending (10 USD/h): i-1, i-2",
     )
-    assert ask == sweep.TeardownAsk(name=f"sweep-expired-r1-{sweep._digest(['i-1', 'i-2'])}", finding="expired", instance_ids=["i-1", "i-2"])
+    assert ask == sweep.TeardownAsk(name=f"sweep-teardown-r1-{sweep._digest(['i-1', 'i-2'])}", finding="expired", instance_ids=["i-1", "i-2"])
     assert untracked.message == "1 instance(s) tagged for deployment dev but not recorded by any run (no request) (55 USD/h): i-9"
     assert untracked.command == "gpufill status; end them in the EC2 console (us-west-2) or tag them gpufill:request-id"
     assert waiting == sweep.Finding(
@@ -234,7 +234,7 @@ def test_a_block_ending_within_the_hour_with_instances_is_one_finding_and_one_as
         "2026-12-04T12:50+00:00, with no teardown pending; EC2 begins to terminate them 30 minutes before the end "
         "(0 USD/h): i-1, i-2"
     )
-    assert ask == sweep.TeardownAsk(name=f"sweep-block-ending-r1-{sweep._digest(['i-1', 'i-2'])}", finding="block-ending",
+    assert ask == sweep.TeardownAsk(name=f"sweep-teardown-r1-{sweep._digest(['i-1', 'i-2'])}", finding="block-ending",
                                     instance_ids=["i-1", "i-2"])
     assert finding.command == f"gpufill approve {ask.name}   (or: gpufill reject {ask.name})"
     assert result.counts()["block-ending"] == 2 and result.notify == [finding]
@@ -331,7 +331,7 @@ def test_a_long_list_of_instances_is_cut_at_ten_and_a_long_request_id_keeps_the_
     assert ten.findings[0].message.endswith(", ".join(ids[:10]))
     long_id = "r" * 80
     [ask] = assess(live_=[live("i-1", request=long_id)], reconciled=["i-1"]).teardowns
-    assert ask.name == f"sweep-untracked-{'r' * 48}-{sweep._digest(['i-1'])}"
+    assert ask.name == f"sweep-teardown-{'r' * 48}-{sweep._digest(['i-1'])}"
     assert sweep._digest(["i-2", "i-1"]) == hashlib.sha256(b"i-1,i-2").hexdigest()[:10]
 
 
@@ -379,3 +379,34 @@ def test_moments_in_another_zone_are_the_same_instant(monkeypatch):
         monkeypatch.undo()
         time.tzset()
     assert "which ends at 2026-12-04T12:30+00:00" in finding.message
+
+
+def test_an_instance_ec2_says_runs_in_a_capacity_block_costs_nothing_by_the_hour_even_with_no_fee_recorded():
+    """A block's instance found untracked, or recorded by a status run from EC2 (market capacity-block,
+    no fee): its block was paid for once, so it adds nothing to HourlyCost or the spend alarm."""
+    from gpufill.policy import spend
+
+    block = live("i-1").model_copy(update={"capacity_block": True})
+    assert block.market == "capacity-block" and live("i-2").market == "on-demand"
+    assert live("i-3").model_copy(update={"spot": True}).market == "spot"
+    assert assess(records={"i-1": record()}, live_=[block]).hourly_cost == 0.0
+    assert assess(records={"i-1": record(market="capacity-block")}, live_=[live("i-1")]).hourly_cost == 0.0
+    assert assess(records={"i-1": record()}, live_=[live("i-1")]).hourly_cost == 10.0
+    assert spend.rate({"market": "capacity-block", "hourly_price": 3.5, "instance_type": "p5.48xlarge", "region": "us-west-2"}) == (0.0, False)
+
+
+def test_a_finding_that_changes_kind_between_passes_asks_under_the_same_name():
+    """Pass 1 finds block instances past their lifetime (expired) and starts a teardown; before its
+    approval is recorded, pass 2 finds the block ending within the hour (block-ending): the ask is
+    named from what it tears down, so Step Functions starts it once."""
+    lifetime = {LIFETIME_ATTRIBUTE: (NOW - timedelta(hours=1)).isoformat()}
+    records = {"i-1": in_block(**lifetime), "i-2": in_block(**lifetime)}
+    instances = [live("i-1"), live("i-2")]
+    first = assess(records=records, live_=instances, block_ends={BLOCK: NOW + timedelta(hours=2)})
+    later = NOW + timedelta(minutes=15)
+    second = assess(records=records, live_=instances, now=later, block_ends={BLOCK: NOW + timedelta(minutes=50)})
+    [expired], [ending] = first.teardowns, second.teardowns
+    assert (expired.finding, ending.finding) == ("expired", "block-ending")
+    assert expired.name == ending.name == f"sweep-teardown-r1-{sweep._digest(['i-1', 'i-2'])}"
+    # Other instances of the same request, or the same ids of another request, are another ask.
+    assert expired.name != assess(records={"i-1": in_block(**lifetime)}, live_=[live("i-1")]).teardowns[0].name

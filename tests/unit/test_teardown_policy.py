@@ -310,3 +310,15 @@ def test_a_teardown_stops_the_maintenance_of_the_request_named_and_of_every_inst
     assert maintenance_to_stop(TeardownTarget(request_id="a"), []) == ["a"]
     assert maintenance_to_stop(TeardownTarget(instance_ids=["i-1", "i-2"]), [one("i-1", "b"), one("i-2", None)]) == ["b"]
     assert maintenance_to_stop(TeardownTarget(all=True), [one("i-1", "c"), one("i-2", "b"), one("i-3", "c")]) == ["b", "c"]
+
+
+def test_a_teardown_that_asks_nobody_gives_its_maintenance_back_only_when_another_teardown_holds_its_instances():
+    from gpufill.models.teardown import Refusal
+
+    held = Refusal(instance_id="i-1", reason="awaiting-approval", detail="teardown end-a already asks")
+    gone = Refusal(instance_id="i-2", reason="already-terminated", detail="terminated")
+    asked = TeardownInstance(instance_id="i-3", region="us-west-2", state="running")
+    assert teardown.gives_back_maintenance([], [held, gone]) is True
+    assert teardown.gives_back_maintenance([], [gone]) is False  # nothing left: the request stays ended
+    assert teardown.gives_back_maintenance([], []) is False
+    assert teardown.gives_back_maintenance([asked], [held]) is False  # it asks: its mark stands

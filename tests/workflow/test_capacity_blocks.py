@@ -49,6 +49,7 @@ def test_the_cheapest_fitting_block_across_regions_is_bought_after_approval_and_
     result = execution.output
     assert result["status"] == "FULFILLED"
     assert {(i["region"], i["capacity_reservation_id"]) for i in result["instances"]} == {(VIRGINIA, block.id)}
+    assert {i["market"] for i in result["instances"]} == {"capacity-block"}  # neither spot nor On-Demand
     # It waited for the block's start (5 modelled hours), then launched once, into the block.
     assert elapsed >= 5 * 3600
     entered = execution.entered()
@@ -105,8 +106,14 @@ def test_a_purchase_whose_reply_is_lost_or_whose_step_is_retried_buys_one_block(
 def test_a_teardown_is_asked_an_hour_before_the_block_ends_and_ec2_ends_its_instances_at_the_end(local_account):
     with local_account(market(offer(OHIO, 1800, start_in_hours=1))) as engine:
         execution = engine.run(request(), name="cb-ends", decision="approved")
-        shown = engine.run({"action": "status", "request_id": "cb-ends"}, name="cb-ends-status").output["waiting"]
+        status = engine.run({"action": "status", "request_id": "cb-ends"}, name="cb-ends-status").output
+        shown = status["waiting"]
         assert shown.startswith("runs in Capacity Block cr-") and "until " in shown
+        # Recorded, listed and described by EC2 as what it is: a Capacity Block's instance, $0 an hour.
+        assert {i["market"] for i in status["instances"]} == {"capacity-block"} and status["hourly_cost"] == 0
+        lifecycles = {i.get("InstanceLifecycle") for r in engine.client("ec2", OHIO).describe_instances(
+            InstanceIds=[i["instance_id"] for i in status["instances"]])["Reservations"] for i in r["Instances"]}
+        assert lifecycles == {"capacity-block"}
         [block] = blocks_held(engine).values()
         ids = [i["instance_id"] for i in execution.output["instances"]]
         left = (block.end - clock.now()).total_seconds()

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from gpufill import constants
-from gpufill.adapters import instances_table
+from gpufill.adapters import instances_table, run_store
 from gpufill.local import interruptions
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
@@ -429,3 +429,37 @@ def test_a_reclaim_while_the_requests_teardown_waits_is_refilled_when_that_teard
     assert refilled.status == "SUCCEEDED" and refilled.output["status"] == "FULFILLED", refilled.cause
     [new] = refilled.output["instances"]
     assert seen.in_ec2 == recorded == seen.reported == {new["instance_id"]}  # its count again, each once
+
+
+def test_a_reclaim_while_the_requests_teardown_waits_is_refilled_when_nobody_answers_in_time():
+    """maintain → the request's teardown asks for approval → EC2 reclaims the instance meanwhile (held
+    back) → nobody answers before the deadline: the expiry ends nothing, so it acts as a rejection
+    for maintenance: the held refill starts, once, the request holds its count again, and the run's
+    end says so."""
+    import threading
+
+    from gpufill.policy import refill as refill_policy
+
+    with engine([{"at_seconds": 600, "instance": 1}]) as account:
+        [old] = account.run(REQUEST, name="serve").output["instances"]
+        ended: dict = {}
+        asking = threading.Thread(target=lambda: ended.setdefault("teardown", account.run(
+            {"action": "teardown", "request_id": "serve"}, name="serve-down")))
+        asking.start()
+        account.wait_for_approval("serve-down")
+        account.advance(600)  # the reclaim, while the approval waits
+        account.settle()
+        account.expire_approval("serve-down")
+        asking.join(60)
+        [name] = refills(account)
+        refilled = account.follow(name)
+        stopped_after = run_store.refills_stopped_by("serve")
+
+    teardown = ended["teardown"]
+    assert teardown.status == "SUCCEEDED" and teardown.output["status"] == "EXPIRED"
+    assert teardown.output["approval"]["decision"] == "expired"
+    assert name == refill_policy.execution_name("serve", old["instance_id"], after="serve-down")
+    assert teardown.output["approval"]["note"] == f"request serve is maintained again; refill(s) started again: {name}"
+    assert refilled.status == "SUCCEEDED" and refilled.output["status"] == "FULFILLED", refilled.cause
+    assert stopped_after is None
+

@@ -23,7 +23,7 @@ def test_an_untracked_instance_is_found_notified_once_and_ended_only_after_an_ap
     with LocalEngine(MarketScenario.model_validate(MARKET), sweep=True) as engine:
         [stray] = launch(engine, WEST, request_id="by-hand", record=False)
         engine.advance(31 * MINUTES)  # two passes: the first may see it inside its 15 minutes of grace
-        asks = [name for name in engine.executions() if name.startswith("sweep-untracked-by-hand-")]
+        asks = [name for name in engine.executions() if name.startswith("sweep-teardown-by-hand-")]
         assert len(asks) == 1, engine.schedule_runs
         [ask] = asks
         engine.wait_for_approval(ask)
@@ -65,7 +65,7 @@ def test_a_block_ending_with_its_teardown_rejected_is_notified_once_and_asked_fo
 
         first = sweep_pass(engine)
         [ask] = first["teardowns_asked"]
-        assert first["found"]["block-ending"] == 2 and ask.startswith("sweep-block-ending-cb-sweep-"), first
+        assert first["found"]["block-ending"] == 2 and ask.startswith("sweep-teardown-cb-sweep-"), first
         engine.wait_for_approval(ask)
         [told] = [m for m in engine.approval_messages() if "sweep: block-ending" in (m["subject"] or "")]
         assert block.id in told["message"] and "upfront fee 1800 USD" in told["message"]
@@ -98,7 +98,7 @@ def test_an_expired_request_whose_teardown_was_rejected_is_notified_once_and_ask
 
         first = sweep_pass(engine)
         [ask] = first["teardowns_asked"]
-        assert first["found"]["expired"] == 2 and ask.startswith("sweep-expired-old-"), first
+        assert first["found"]["expired"] == 2 and ask.startswith("sweep-teardown-old-"), first
         engine.wait_for_approval(ask)
         [told] = [m for m in engine.approval_messages() if "sweep: expired" in (m["subject"] or "")]
         assert "past its max_lifetime" in told["message"] and f"gpufill approve {ask}" in told["message"]

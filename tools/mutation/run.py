@@ -55,7 +55,9 @@ MUTATED = ["src/gpufill/models/request*.py", "src/gpufill/models/capacity_block_
            "src/gpufill/adapters/capacity_blocks.py", "src/gpufill/adapters/schedules.py", "src/gpufill/adapters/late_rounds.py",
            "src/gpufill/handlers/describe_capacity_block_offerings.py", "src/gpufill/handlers/choose_capacity_block.py",
            "src/gpufill/handlers/purchase_capacity_block.py", "src/gpufill/handlers/plan_block_launch.py",
-           "src/gpufill/handlers/await_purchase_approval.py"]
+           "src/gpufill/handlers/await_purchase_approval.py",
+           # A teardown's decision gives back maintenance and restarts refills; its reminders ask again.
+           "src/gpufill/handlers/record_approval_decision.py", "src/gpufill/handlers/remind_approvers.py"]
 # mutmut leaves decorated functions alone, and a Lambda handler is decorated (Powertools' logger,
 # tracer and metrics, then transient_aws_errors): in the staged copy of these modules each decorated
 # top-level function is defined bare and wrapped by the same decorators, in the same order, right
@@ -64,7 +66,8 @@ UNDECORATED = ["handlers/launch_batch.py", "handlers/wait_for_capacity.py", "han
                "handlers/start_refill.py", "handlers/terminate_region_instances.py", "handlers/roll_back_gang.py",
                "handlers/sweep.py", "handlers/answer_approval.py",
                "handlers/describe_capacity_block_offerings.py", "handlers/choose_capacity_block.py",
-               "handlers/purchase_capacity_block.py", "handlers/plan_block_launch.py", "handlers/await_purchase_approval.py"]
+               "handlers/purchase_capacity_block.py", "handlers/plan_block_launch.py", "handlers/await_purchase_approval.py",
+               "handlers/record_approval_decision.py", "handlers/remind_approvers.py"]
 # mutmut runs the unit tests that reach each mutated function. The bad-request workflow tests
 # assert the same rules through the local engine, which costs ~15 s per mutant (the engine is
 # deployed anew in each forked test run); the module-level pass runs them in full.

@@ -19,7 +19,7 @@ import json
 import os
 from datetime import datetime
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from gpufill.adapters.aws import client, resource
 from gpufill.adapters.instances_table import plain
@@ -127,6 +127,19 @@ def record_decision(
 def publish(subject: str, body: str) -> str:
     topic = os.environ[ENV_APPROVAL_TOPIC_ARN]
     return client("sns").publish(TopicArn=topic, Subject=subject, Message=body)["MessageId"]
+
+
+def ask(subject: str, body: str) -> tuple[str | None, str | None]:
+    """Publish an approval request whose approval is already recorded and waits for its answer:
+    (message id, None), or (None, why) when the topic refused it (its policy denies, SNS failing
+    after botocore's own retries). A refusal never ends the wait: the approval stays answerable
+    (`gpufill status` lists it, `gpufill approve|reject` answer it)."""
+    try:
+        return publish(subject, body), None
+    except ClientError as error:
+        return None, f"{error.response.get('Error', {}).get('Code', 'ClientError')}: {error}"
+    except BotoCoreError as error:
+        return None, f"{type(error).__name__}: {error}"
 
 
 # --- the operator's side (gpufill approve / reject); `table` is a boto3 Table of the deployment ---

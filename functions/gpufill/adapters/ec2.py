@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnec
 from gpufill.adapters import clock
 from gpufill.adapters.aws import TRANSPORT_ERRORS, TransientAwsError, attempts, client, is_transient
 from gpufill.adapters.visibility import until_visible
-from gpufill.constants import TAG_DEPLOYMENT, TAG_MANAGED, TAG_POOL, TAG_REQUEST_ID, TAG_STARTUP_STEP
+from gpufill.constants import CAPACITY_BLOCK_TYPE, TAG_DEPLOYMENT, TAG_MANAGED, TAG_POOL, TAG_REQUEST_ID, TAG_STARTUP_STEP
 from gpufill.models.run import Instance, LaunchResult, Pool
 from gpufill.policy.errors import classify
 
@@ -196,7 +196,8 @@ def _instances(pool: Pool, described: list[dict]) -> list[Instance]:
             region=pool.region,
             availability_zone=i.get("Placement", {}).get("AvailabilityZone", pool.availability_zone),
             instance_type=pool.instance_type,
-            market=pool.market,
+            # EC2 bills an instance in a Capacity Block as neither: its block's fee was paid once.
+            market=CAPACITY_BLOCK_TYPE if pool.capacity_block else pool.market,
             hourly_price=pool.price,
             # An On-Demand launch may land in an open reservation it did not name: EC2 says which.
             capacity_reservation_id=i.get("CapacityReservationId") or pool.capacity_reservation_id,

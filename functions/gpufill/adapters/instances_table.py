@@ -183,7 +183,7 @@ def record_reconciled(instance: LiveInstance, *, request_id: str, seen_at: datet
         "region": instance.region,
         "availability_zone": instance.availability_zone,
         "instance_type": instance.instance_type,
-        "market": "spot" if instance.spot else "on-demand",
+        "market": instance.market,
         "client_token": instance.client_token,
         "state": instance.state,
         "launched_at": instance.launch_time,

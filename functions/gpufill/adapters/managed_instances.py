@@ -9,7 +9,7 @@ from datetime import datetime
 from gpufill.adapters.aws import TransientAwsError, client, is_transient
 import os
 
-from gpufill.constants import ENV_DEPLOYMENT, TAG_DEPLOYMENT, TAG_MANAGED, TAG_MANAGED_VALUE, TAG_REQUEST_ID
+from gpufill.constants import CAPACITY_BLOCK_TYPE, ENV_DEPLOYMENT, TAG_DEPLOYMENT, TAG_MANAGED, TAG_MANAGED_VALUE, TAG_REQUEST_ID
 from gpufill.models.teardown import LiveInstance
 
 FILTER_VALUES_MAX = 200  # DescribeInstances takes at most 200 values per filter
@@ -109,5 +109,6 @@ def _live(region: str, i: dict) -> LiveInstance:
         tags={t["Key"]: t["Value"] for t in i.get("Tags") or []},
         launch_time=launched.isoformat(timespec="seconds") if isinstance(launched, datetime) else launched,
         spot=i.get("InstanceLifecycle") == "spot",
+        capacity_block=i.get("InstanceLifecycle") == CAPACITY_BLOCK_TYPE,
         client_token=i.get("ClientToken") or None,
     )

@@ -33,6 +33,8 @@ from gpufill.constants import (
     KIND_WAIT,
     MAINTENANCE_PAUSE_KEY,
     MAINTENANCE_PAUSE_SECONDS,
+    MAINTENANCE_STOPPED_LEGACY_ATTRIBUTE,
+    MAINTENANCE_STOPS_ATTRIBUTE,
     LAUNCH_REGIONS_KEY,
     PLAN_KEY_PREFIX,
     REQUEST_KEY_PREFIX,
@@ -256,41 +258,76 @@ def _load_request_item(request_id: str) -> dict | None:
     return _table().get_item(Key={INSTANCES_TABLE_KEY: f"{REQUEST_KEY_PREFIX}{request_id}"}, ConsistentRead=True).get("Item")
 
 
+# A request's maintenance is stopped by each teardown asked for it, one mark per teardown, so
+# refills stay stopped while any of them waits for its approval and a rejection or an expiry
+# removes its own mark only. A mark in the legacy attribute reads as one more and goes the same way.
+MAINTENANCE_STOPS = MAINTENANCE_STOPS_ATTRIBUTE
+MAINTENANCE_STOPPED_LEGACY = MAINTENANCE_STOPPED_LEGACY_ATTRIBUTE
+
+
 def end_maintenance(request_id: str, *, by: str) -> bool:
     """A teardown was asked for the request's instances: no refill launches for it from now on,
-    whatever the approval says. False when the request is not maintained (no stored request)."""
+    whatever the approval says, until every teardown that marked it gave its mark back. False when
+    the request is not maintained (no stored request)."""
     try:
         _table().update_item(
             Key={INSTANCES_TABLE_KEY: f"{REQUEST_KEY_PREFIX}{request_id}"},
-            UpdateExpression="SET maintenance_stopped_by = if_not_exists(maintenance_stopped_by, :by)",
+            UpdateExpression="ADD #stops :by",
             ConditionExpression="attribute_exists(#key)",
-            ExpressionAttributeNames={"#key": INSTANCES_TABLE_KEY},
-            ExpressionAttributeValues={":by": by},
+            ExpressionAttributeNames={"#key": INSTANCES_TABLE_KEY, "#stops": MAINTENANCE_STOPS},
+            ExpressionAttributeValues={":by": {by}},
         )
     except _table().meta.client.exceptions.ConditionalCheckFailedException:
         return False
     return True
 
 
-def give_back_maintenance(request_id: str, *, by: str) -> bool:
-    """A rejected teardown gives the request its maintenance back: its stop mark goes, only if it
-    is that teardown's (a mark another teardown wrote stays). False when there was none of its."""
+def give_back_maintenance(request_id: str, *, by: str) -> frozenset[str] | None:
+    """A rejected or expired teardown (or one that asked nobody) removes its own stop mark, once.
+    None when it held none; otherwise the marks still standing, as the same write left them: the
+    one decision whose removal leaves none is the one that starts the held refills again."""
+    client = _table().meta.client
+    key = {INSTANCES_TABLE_KEY: f"{REQUEST_KEY_PREFIX}{request_id}"}
     try:
-        _table().update_item(
-            Key={INSTANCES_TABLE_KEY: f"{REQUEST_KEY_PREFIX}{request_id}"},
-            UpdateExpression="REMOVE maintenance_stopped_by",
-            ConditionExpression="maintenance_stopped_by = :by",
-            ExpressionAttributeValues={":by": by},
-        )
-    except _table().meta.client.exceptions.ConditionalCheckFailedException:
-        return False
-    return True
+        item = _table().update_item(
+            Key=key,
+            UpdateExpression="DELETE #stops :by",
+            ConditionExpression="contains(#stops, :one)",
+            ExpressionAttributeNames={"#stops": MAINTENANCE_STOPS},
+            ExpressionAttributeValues={":by": {by}, ":one": by},
+            ReturnValues="ALL_NEW",
+        )["Attributes"]
+    except client.exceptions.ConditionalCheckFailedException:
+        try:  # a mark written before marks were per teardown
+            item = _table().update_item(
+                Key=key,
+                UpdateExpression="REMOVE #legacy",
+                ConditionExpression="#legacy = :one",
+                ExpressionAttributeNames={"#legacy": MAINTENANCE_STOPPED_LEGACY},
+                ExpressionAttributeValues={":one": by},
+                ReturnValues="ALL_NEW",
+            )["Attributes"]
+        except client.exceptions.ConditionalCheckFailedException:
+            return None
+    return _stops(item)
+
+
+def _stops(item: dict | None) -> frozenset[str]:
+    if not item:
+        return frozenset()
+    legacy = item.get(MAINTENANCE_STOPPED_LEGACY)
+    return frozenset(item.get(MAINTENANCE_STOPS) or ()) | ({legacy} if legacy else set())
+
+
+def maintenance_stops(request_id: str) -> frozenset[str]:
+    """Every teardown whose mark stops the request's maintenance now (empty while it is maintained)."""
+    return _stops(_load_request_item(request_id))
 
 
 def maintenance_stopped_by(request_id: str) -> str | None:
-    """The teardown that stopped the request's maintenance, or None while it is maintained."""
-    item = _load_request_item(request_id)
-    return None if item is None else item.get("maintenance_stopped_by")
+    """A teardown that stopped the request's maintenance (the first by name when several did), or
+    None while it is maintained."""
+    return min(maintenance_stops(request_id), default=None)
 
 
 def pause_maintenance(*, by: str) -> None:
@@ -325,7 +362,7 @@ def refills_stopped_by(request_id: str) -> str | None:
     maintenance, or a teardown of everything listing the deployment right now. One strongly
     consistent read of both items."""
     found = _batch_get([f"{REQUEST_KEY_PREFIX}{request_id}", MAINTENANCE_PAUSE_KEY])
-    stopped = (found.get(f"{REQUEST_KEY_PREFIX}{request_id}") or {}).get("maintenance_stopped_by")
+    stopped = min(_stops(found.get(f"{REQUEST_KEY_PREFIX}{request_id}")), default=None)
     if stopped:
         return stopped
     pause = found.get(MAINTENANCE_PAUSE_KEY)

@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill.adapters import approvals
 from gpufill.handlers.events import PurchaseApprovalEvent
-from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
+from gpufill.handlers.observability import approval_not_published, logger, metrics, tracer, transient_aws_errors
 from gpufill.handlers.await_teardown_approval import _when
 from gpufill.policy import approval
 from gpufill.policy.capacity_blocks import purchase_message
@@ -42,7 +42,9 @@ def handler(event: dict, context: LambdaContext) -> dict:
         commands=approval.commands(step.execution_arn, step.task_token),
         expires=deadline,
     )
-    message_id = approvals.publish(subject, body)
+    message_id, refused = approvals.ask(subject, body)
+    if refused:
+        approval_not_published(step.execution_name, refused)
     logger.info("purchase approval requested", extra={"offering": offering, "deadline": deadline.isoformat()})
     metrics.add_metric(name="PurchaseApprovalsRequested", unit="Count", value=1)
     return {"pending": True, "deadline": deadline.isoformat(timespec="seconds"), "message_id": message_id}

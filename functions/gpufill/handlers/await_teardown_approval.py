@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpufill.adapters import approvals, clock, schedules
 from gpufill.handlers.events import ApprovalRequestEvent
-from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
+from gpufill.handlers.observability import approval_not_published, logger, metrics, tracer, transient_aws_errors
 from gpufill.policy import approval, lifetime
 
 
@@ -48,7 +48,9 @@ def handler(event: dict, context: LambdaContext) -> dict:
     subject, body = approval.message(
         step.teardown, execution_arn=step.execution_arn, task_token=step.task_token, expires=deadline
     )
-    message_id = approvals.publish(subject, body)
+    message_id, refused = approvals.ask(subject, body)
+    if refused:
+        approval_not_published(step.execution_name, refused)
     logger.info(
         "teardown approval requested",
         extra={"instances": [i.instance_id for i in step.teardown.instances], "deadline": deadline.isoformat()},

@@ -28,6 +28,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
     target = TeardownTarget(request_id=request.target_request_id, instance_ids=request.instance_ids, all=request.all)
     listing = target
     late = None
+    marked: set[str] = set()  # the requests whose maintenance this teardown stopped
     if target.all:
         # Every region this deployment ever launched in, every record, every tagged instance.
         # Refills pause before the records are read and each maintained request is marked before
@@ -39,6 +40,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
             found = inventory.gather(request_id=None, request_regions=request.regions, everything=True, now=clock.now())
             for owner in teardown.requests_recorded(found.records, maintained_only=True):
                 run_store.end_maintenance(owner, by=request.request_id)
+                marked.add(owner)
         finally:
             run_store.resume_maintenance(by=request.request_id)
         records, live, deployment = found.records, found.live, found.deployment
@@ -47,6 +49,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         # recorded its instances before this (they are listed below) or reads this mark after
         # recording them, and terminates what it launched (handlers/launch_batch.py).
         run_store.end_maintenance(target.request_id, by=request.request_id)
+        marked.add(target.request_id)
         # A late round of the spend guard lists now: a launch recorded from here on opens the next
         # round (due once this one's approval can no longer wait), never a second one asking at once.
         late = lifetime.late_round_of(target.request_id, request.request_id) if request.trigger else None
@@ -64,6 +67,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
             named = list(target.instance_ids or [])
             for owner in teardown.requests_recorded(instances_table.records_by_ids(named)):
                 run_store.end_maintenance(owner, by=request.request_id)
+                marked.add(owner)
             # Read again after the marks: a refill replacing a named instance either wrote its
             # replacement on that record before this read (it is listed with the ids given) or
             # reads the mark after, and terminates what it launched.
@@ -99,8 +103,12 @@ def handler(event: dict, context: LambdaContext) -> dict:
     metrics.add_metric(name="TeardownRefusedInstances", unit="Count", value=len(refused))
     # Asking to end a request's instances ends its maintenance first: a reclaim during the
     # approval, or a refill waiting for capacity, launches no replacement the approval never saw.
-    for owner in teardown.maintenance_to_stop(target, allowed):
-        run_store.end_maintenance(owner, by=request.request_id)
+    if teardown.gives_back_maintenance(allowed, refused):
+        for owner in sorted(marked):
+            run_store.give_back_maintenance(owner, by=request.request_id)
+    else:
+        for owner in teardown.maintenance_to_stop(target, allowed):
+            run_store.end_maintenance(owner, by=request.request_id)
     if target.request_id is not None and run_store.mark_wait_stopped(target.request_id, by=request.request_id):
         # Asking to end a request's instances ends its wait for more, whatever the approval says.
         said = "The request was waiting for capacity: its wait ends at its next try, and nothing more is launched."

@@ -4,7 +4,13 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 
 import os
 
-from gpufill.constants import ENV_DEPLOYMENT, METRIC_DIMENSION_DEPLOYMENT, METRICS_NAMESPACE, SERVICE_NAME
+from gpufill.constants import (
+    ENV_DEPLOYMENT,
+    METRIC_APPROVALS_NOT_PUBLISHED,
+    METRIC_DIMENSION_DEPLOYMENT,
+    METRICS_NAMESPACE,
+    SERVICE_NAME,
+)
 
 logger = Logger(service=SERVICE_NAME)
 tracer = Tracer(service=SERVICE_NAME)
@@ -59,3 +65,11 @@ def count(name: str, value: float, unit: str = "Count", **dimensions: str) -> No
         metric.add_dimension(name=METRIC_DIMENSION_DEPLOYMENT, value=os.environ.get(ENV_DEPLOYMENT) or "unknown")
         for key, text in dimensions.items():
             metric.add_dimension(name=key, value=text)
+
+
+def approval_not_published(execution_name: str, why: str) -> None:
+    """The approval topic refused an approval request: logged and counted (alarmed), and the run
+    goes on waiting, so the approval stays answerable with gpufill approve|reject."""
+    logger.error("approval request not published: the approval waits; gpufill status lists it, gpufill approve|reject answer it",
+                 extra={"execution": execution_name, "error": why})
+    metrics.add_metric(name=METRIC_APPROVALS_NOT_PUBLISHED, unit="Count", value=1)

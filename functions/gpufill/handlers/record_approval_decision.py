@@ -4,9 +4,10 @@ Only {"decision": "approved"} approves; anything else sent with the token is a r
 With `expired` (the approval timed out) the decision is recorded as expired, and the approval
 topic is told: nothing was terminated and the instances keep running. Either way the approval's
 reminders end; an approved teardown of a request (or of everything) also ends the max_lifetime
-schedule of each request it ends, so a later expiry asks nobody about instances already gone; a
-rejected one gives back the maintenance it stopped and starts again the refills it stopped, so a
-request with `maintain` returns to its count.
+schedule of each request it ends, so a later expiry asks nobody about instances already gone. A
+rejected or expired one ends nothing, so it gives back the maintenance it stopped: its own stop
+mark goes, and once no other teardown of the request still marks it, the refills it held back
+start again, so a request with `maintain` returns to its count.
 """
 
 from __future__ import annotations
@@ -55,14 +56,18 @@ def handler(event: dict, context: LambdaContext) -> dict:
                 logger.info("lifetime schedule removed", extra={"request": request_id})
     if step.teardown is not None and step.teardown.trigger and step.execution_arn:
         next_late_round_sooner(step.teardown, execution_name=step.execution_name, state_machine=executions.state_machine_of(step.execution_arn))
-    if step.teardown is not None and decided.decision == "rejected" and step.execution_arn:
-        restart_refills(step.teardown, by=step.teardown.request_id, state_machine=executions.state_machine_of(step.execution_arn))
+    if step.teardown is not None and decided.decision in approval.ENDS_NOTHING and step.execution_arn:
+        # An expiry changes nothing the person did not approve: for maintenance it is a rejection.
+        note = approval.maintenance_note(restart_refills(
+            step.teardown, by=step.teardown.request_id, state_machine=executions.state_machine_of(step.execution_arn)
+        ))
+        decided = decided.model_copy(update={"note": note})
     if step.teardown is not None and decided.decision == "expired":
         subject, body = approval.expired_notice(step.teardown, execution_name=step.execution_name, deadline=item.get("deadline"))
         approvals.publish(subject, body)
     logger.info("teardown decision", extra=decided.model_dump())
     metrics.add_metric(name=f"Teardown{decided.decision.capitalize()}", unit="Count", value=1)
-    return decided.model_dump(mode="json")
+    return decided.model_dump(mode="json", exclude=set() if decided.note else {"note"})
 
 
 def next_late_round_sooner(teardown: Teardown, *, execution_name: str, state_machine: str) -> None:
@@ -84,31 +89,42 @@ def next_late_round_sooner(teardown: Teardown, *, execution_name: str, state_mac
         logger.warning("next late round not moved", extra={"error": str(error)})
 
 
-def restart_refills(teardown: Teardown, *, by: str, state_machine: str) -> list[str]:
-    """A rejected teardown ends nothing, so the requests it stopped keep their maintenance: their
-    stop mark (this teardown's only) goes, and each refill it stopped (one that launched nothing
-    or terminated what it launched) is started again, under a name of its own per teardown, so a
-    retried decision starts it once. Never fails the decision: a refill not started is logged."""
+def restart_refills(teardown: Teardown, *, by: str, state_machine: str) -> dict[str, list[str] | str]:
+    """A rejected or expired teardown ends nothing, so the requests it stopped keep their
+    maintenance: its own stop mark goes and, when that leaves none (no other teardown of the
+    request waits or was approved), each refill the marks stopped (one that launched nothing or
+    terminated what it launched, or one held back while a teardown waited) is started again, under
+    a name of its own per teardown, so a retried decision starts it once. Never fails the decision:
+    a refill not started is logged and counted.
+
+    Answers per request: the refill runs started, or the teardowns still stopping it (by name)."""
+    outcome: dict[str, list[str] | str] = {}
     started = []
     for request_id in refill.requests_to_resume(teardown.target.request_id, [o for b in teardown.regions for o in b.requests]):
         try:
-            if not run_store.give_back_maintenance(request_id, by=by):
+            left = run_store.give_back_maintenance(request_id, by=by)
+            if left is None:
                 continue
+            if left:
+                outcome[request_id] = ", ".join(sorted(left))
+                continue
+            outcome[request_id] = []
             stored = run_store.load_request(request_id)
             records = instances_table.request_holdings(request_id).records
-            for instance_id in refill.refills_to_restart(records, by) if stored else []:
+            for instance_id in refill.refills_to_restart(records, released=True) if stored else []:
                 name = refill.execution_name(request_id, instance_id, after=by)
                 body = refill.refill_input(stored, request_id=request_id, instance_id=instance_id,
                                            pool=refill.reclaimed_pool(records[instance_id]))
                 executions.start(name, body, state_machine)
                 started.append(name)
+                outcome[request_id].append(name)  # type: ignore[union-attr]
         except (ClientError, BotoCoreError, executions.ExecutionNameTaken) as error:
             logger.warning("refill not started again", extra={"request": request_id, "error": str(error)})
             metrics.add_metric(name="RefillsNotRestarted", unit="Count", value=1)
     if started:
         logger.info("refills started again", extra={"runs": started})
         metrics.add_metric(name="RefillsRestarted", unit="Count", value=len(started))
-    return started
+    return outcome
 
 
 def end_schedule(cancel: Callable[[str], bool], name: str, *, kind: str) -> bool:

@@ -65,7 +65,9 @@ def handler(event: dict, context: LambdaContext) -> dict:
         try:
             executions.start(ask.name, ask.execution_input())
         except executions.ExecutionNameTaken:
-            logger.warning("a teardown's name is taken by another execution", extra={"execution": ask.name})
+            # The name is the instances' own: an earlier pass asked to end the same instances under
+            # another finding (its input names that one), so they are asked about once, not twice.
+            logger.info("these instances were asked about already", extra={"execution": ask.name, "finding": ask.finding})
     for finding in result.notify:
         subject, body = sweep.notification(finding, found.deployment)
         approvals.publish(subject, body)

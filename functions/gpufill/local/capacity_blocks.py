@@ -68,6 +68,8 @@ class Block(Held):
     # When the payment settles, and whether it fails there (`payment-failed`) instead of scheduling the block.
     settles_at: datetime | None = None
     payment_fails: bool = False
+    # EC2 describes an instance in a block with InstanceLifecycle "capacity-block".
+    lifecycle = RESERVATION_TYPE
 
     def no_room(self) -> EC2ClientError:
         """A Capacity Block answers a launch beyond its room with insufficient capacity (AWS's EC2

@@ -49,6 +49,10 @@ class Held:
     tags: dict[str, str]
     instances: list = field(default_factory=list)
 
+    # What DescribeInstances says of an instance running here (InstanceLifecycle): nothing for an
+    # On-Demand Capacity Reservation, "capacity-block" for a Capacity Block.
+    lifecycle = None
+
     def described(self) -> dict:
         """What DescribeCapacityReservations adds for this kind of reservation (a Capacity Block its dates)."""
         return {}
@@ -190,4 +194,6 @@ class Reservations:
             for instance in instances:
                 # moto's serializer answers an attribute of this name as the instance's CapacityReservationId.
                 instance.capacity_reservation_id = held.id
+                if held.lifecycle:  # moto answers `lifecycle` as the instance's InstanceLifecycle
+                    instance.lifecycle = held.lifecycle
                 held.instances.append(instance)

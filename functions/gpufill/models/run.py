@@ -14,6 +14,8 @@ from gpufill.constants import (
 )
 
 MarketName = Literal["spot", "on-demand"]
+# What an instance runs as: a pool's market, or a Capacity Block (bought once, MarketType capacity-block).
+InstanceMarket = Literal["spot", "on-demand", "capacity-block"]
 Outcome = Literal["launched", "capacity", "quota", "throttled", "error"]
 # What the state machine does after a step: launch again in this region, prepare the next region
 # (or the same one with a fresh AMI), stop because the fill is done, the market is exhausted or
@@ -122,7 +124,7 @@ class Instance(_Model):
     region: str
     availability_zone: str
     instance_type: str
-    market: MarketName
+    market: InstanceMarket
     hourly_price: float | None = None
     # The On-Demand Capacity Reservation the instance runs in, when it runs in one.
     capacity_reservation_id: str | None = None

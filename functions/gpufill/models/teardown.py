@@ -39,7 +39,14 @@ class LiveInstance(_Model):
     tags: dict[str, str] = Field(default_factory=dict)
     launch_time: str | None = None
     spot: bool = False
+    # EC2's InstanceLifecycle "capacity-block": it runs in a Capacity Block.
+    capacity_block: bool = False
     client_token: str | None = None
+
+    @property
+    def market(self) -> str:
+        """What EC2 says it runs as, for an instance with no record to say it."""
+        return "capacity-block" if self.capacity_block else "spot" if self.spot else "on-demand"
 
 
 class TeardownTarget(_Model):
@@ -126,6 +133,8 @@ class ApprovalDecision(_Model):
     approver: str
     reason: str | None = None
     decided_at: str
+    # A rejection or expiry: what became of the maintenance the teardown stopped (approval.maintenance_note).
+    note: str | None = None
 
 
 class RegionTermination(_Model):

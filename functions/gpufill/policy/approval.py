@@ -21,6 +21,9 @@ MAX_SUBJECT = 99
 # the approver this route records is whatever was typed: the message says so.
 BREAK_GLASS = "Break-glass, for an administrator allowed states:SendTaskSuccess (records the approver as typed)"
 ELLIPSIS = "..."
+# The decisions that end nothing: a teardown rejected, or one nobody answered in time (an expiry
+# changes nothing a person did not approve), gives back the maintenance it stopped.
+ENDS_NOTHING = frozenset({"rejected", "expired"})
 
 
 def decide(answer: Any) -> tuple[Decision, str | None, str, str | None]:
@@ -182,6 +185,20 @@ def expired_notice(teardown: Teardown, *, execution_name: str, deadline: str | N
         f"  {again}",
     ]
     return f"{head}{name})", "\n".join(lines)
+
+
+def maintenance_note(outcome: dict[str, list[str] | str]) -> str | None:
+    """What giving back a teardown's maintenance did, per request, for the run's output: the
+    refills started again, or the teardowns that still keep the request's refills stopped."""
+    said = []
+    for request_id, what in sorted(outcome.items()):
+        if isinstance(what, str):
+            said.append(f"request {request_id} stays without refills while teardown(s) {what} stop it")
+        elif what:
+            said.append(f"request {request_id} is maintained again; refill(s) started again: {', '.join(what)}")
+        else:
+            said.append(f"request {request_id} is maintained again")
+    return "; ".join(said) or None
 
 
 def subject_line(count: int, execution_name: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from gpufill.constants import (
+    CAPACITY_BLOCK_TYPE,
     ENDING_STATES,
     EVENT_SOURCE_EC2,
     EXECUTION_NAME_MAX,
@@ -33,6 +34,7 @@ Ignored = Literal[
     "request-unknown",
     "teardown",
     "torn-down",
+    "capacity-block",
     "already-refilled",
     "not-reclaimed",
     "instance-initiated",
@@ -80,7 +82,8 @@ class Decision(_Model):
     # What the old record says happened to the instance.
     interruption: str | None = None
     # A reclaim that would have been refilled but for a teardown still awaiting its approval: that
-    # teardown's id, so a rejection can start the refill it held back (refills_to_restart).
+    # teardown's id (the first by name when several wait), so the rejection or expiry that leaves no
+    # teardown waiting starts the refill it held back (refills_to_restart).
     held_by: str | None = None
 
 
@@ -134,15 +137,16 @@ def _replacement_holds(record: dict | None) -> bool:
     return not (record.get("rolled_back") or record.get("terminated_at") or record.get("state") in ENDING_STATES)
 
 
-def refills_to_restart(records: dict[str, dict], by: str | None = None) -> list[str]:
+def refills_to_restart(records: dict[str, dict], *, released: bool = False) -> list[str]:
     """The reclaimed instances of a request that nothing replaces now: a refill run was started for
-    each and stopped by a teardown (it launched nothing, or terminated what it launched), or the
-    teardown `by` held its refill back while it waited (never started); and no teardown ended
-    them. Oldest id first."""
+    each and stopped by a teardown (it launched nothing, or terminated what it launched), or, once
+    `released` (the last teardown that stopped the request's maintenance was rejected or expired,
+    so no teardown holds anything back), a waiting teardown held its refill back (never started);
+    and no teardown ended them. Oldest id first."""
     return sorted(
         instance_id
         for instance_id, record in records.items()
-        if (record.get("refill_run") or (by is not None and record.get("refill_held_by") == by))
+        if (record.get("refill_run") or (released and record.get("refill_held_by")))
         and not record.get("terminated_by")
         and not any(_replacement_holds(records.get(r)) for r in record.get("replaced_by") or [])
     )
@@ -207,6 +211,11 @@ def decide(
         return _ignore("request-unknown", f"request {request_id} is no longer kept, so it cannot be asked for again")
     if record.get("terminated_by"):
         return _ignore("teardown", f"{instance_id} was ended by gpufill teardown {record['terminated_by']}")
+    if record.get("market") == CAPACITY_BLOCK_TYPE:
+        # It could run only in its block (bought once, ending on its own): a refill would launch
+        # outside it, as spot or On-Demand, which nobody approved buying.
+        return _ignore("capacity-block", f"{instance_id} ran in Capacity Block {record.get('capacity_reservation_id') or '?'}: "
+                                         "a refill would launch outside the block, so none starts")
     ended_by = {r["terminated_by"] for r in request_records if r.get("terminated_by")}
     torn_down = sorted(ended_by | ({stopped_by} if stopped_by else set()))
     if torn_down:

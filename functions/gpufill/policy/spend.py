@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from gpufill import catalog
+from gpufill.constants import CAPACITY_BLOCK_TYPE
 
 BILLED_STATES = frozenset({"running"})
 # Still on the bill (launch to now): an instance starting or stopping is paid for as it runs.
@@ -28,8 +29,8 @@ ENDED_STATES = frozenset({"terminated", "gone"})
 
 def rate(instance: Mapping) -> tuple[float | None, bool]:
     """The instance's $/h and whether it is the catalog's estimate rather than its recorded price."""
-    if block_fee(instance) is not None:
-        return 0.0, False  # paid upfront with its block
+    if block_fee(instance) is not None or instance.get("market") == CAPACITY_BLOCK_TYPE:
+        return 0.0, False  # paid upfront with its block (EC2 says so even where no fee is recorded)
     price = instance.get("hourly_price")
     if isinstance(price, (int, float)):
         return float(price), False

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from gpufill.constants import (
+    CAPACITY_BLOCK_TYPE,
     LIFETIME_ATTRIBUTE,
     GONE_AFTER_SECONDS,
     INSTANCES_TTL_ATTRIBUTE,
@@ -141,7 +142,8 @@ def _summarise(
         other_requests=len(by_request) - len(biggest),
         running=len(running),
         # A Capacity Block's instances were paid for upfront: nothing more accrues by the hour.
-        hourly_cost=round(sum(e.hourly_price or 0.0 for e in running if e.capacity_block_fee is None), 4),
+        hourly_cost=round(sum(e.hourly_price or 0.0 for e in running
+                              if e.capacity_block_fee is None and e.market != CAPACITY_BLOCK_TYPE), 4),
         reconciled=capped("reconciled"),
         unrecorded=capped("unrecorded"),
         gone=capped("gone"),
@@ -207,7 +209,7 @@ def _entry(instance: LiveInstance, record: dict | None, finding: str, now: datet
         region=instance.region,
         availability_zone=instance.availability_zone or record.get("availability_zone"),
         instance_type=instance.instance_type or record.get("instance_type"),
-        market=record.get("market") or ("spot" if instance.spot else "on-demand"),
+        market=record.get("market") or instance.market,
         hourly_price=record.get("hourly_price"),
         state=instance.state,
         launched_at=launched,

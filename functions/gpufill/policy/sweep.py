@@ -31,6 +31,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpufill.constants import (
+    CAPACITY_BLOCK_TYPE,
     LIFETIME_ATTRIBUTE,
     SWEEP_BLOCK_ENDING_SECONDS,
     SWEEP_GRACE_SECONDS,
@@ -184,7 +185,7 @@ def assess(
         if instance is None or instance.state != "running":
             return 0.0
         record = records.get(instance_id) or {}
-        if _block_of(record) is not None:
+        if _block_of(record) is not None or (record.get("market") or instance.market) == CAPACITY_BLOCK_TYPE:
             return 0.0  # a Capacity Block's instances were paid for upfront: nothing accrues by the hour
         hourly = record.get("hourly_price")
         if hourly is None and instance.instance_type:
@@ -224,7 +225,7 @@ def assess(
         regions = sorted({ours[i].region for i in ids})
         todo = [i for i in ids if i not in claimed] if request_id is not None else []
         claimed.update(todo)
-        ask = TeardownAsk(name=_ask_name(kind, request_id, todo), finding=kind, instance_ids=todo) if todo else None
+        ask = TeardownAsk(name=_ask_name(request_id, todo), finding=kind, instance_ids=todo) if todo else None
         if ask is not None:
             teardowns.append(ask)
             command = f"gpufill approve {ask.name}   (or: gpufill reject {ask.name})"
@@ -323,9 +324,12 @@ def notification(finding: Finding, deployment: str) -> tuple[str, str]:
     return subject, "\n".join(lines)
 
 
-def _ask_name(kind: Kind, request_id: str | None, ids: list[str]) -> str:
-    """`sweep-<kind>-<request>-<digest of the ids>`: at most 80 characters of [A-Za-z0-9-_]."""
-    return f"{SWEEP_TEARDOWN_PREFIX}{kind}-{(request_id or 'none')[:48]}-{_digest(ids)}"
+def _ask_name(request_id: str | None, ids: list[str]) -> str:
+    """`sweep-teardown-<request>-<digest of the ids>`: at most 80 characters of [A-Za-z0-9-_]. Named
+    from what it tears down, never from the finding's kind: a finding that changes kind between
+    passes (expired, then its block ending) before the first ask's approval is recorded asks
+    under the same name, which Step Functions refuses to start twice."""
+    return f"{SWEEP_TEARDOWN_PREFIX}teardown-{(request_id or 'none')[:48]}-{_digest(ids)}"
 
 
 def _block_of(record: Mapping) -> str | None:

@@ -142,7 +142,7 @@ def _teardown_instance(live: LiveInstance, record: dict | None) -> TeardownInsta
         region=live.region,
         availability_zone=live.availability_zone or record.get("availability_zone"),
         instance_type=live.instance_type or record.get("instance_type"),
-        market=record.get("market") or ("spot" if live.spot else "on-demand"),
+        market=record.get("market") or live.market,
         hourly_price=record.get("hourly_price"),
         state=live.state,
         launched_at=record.get("launched_at") or live.launch_time,
@@ -157,6 +157,14 @@ def maintenance_to_stop(target: TeardownTarget, allowed: Iterable[TeardownInstan
     if target.request_id is not None:
         owners.add(target.request_id)
     return sorted(owners)
+
+
+def gives_back_maintenance(allowed: Iterable[TeardownInstance], refused: Iterable[Refusal]) -> bool:
+    """A teardown that asks nobody because another pending teardown already asks about its instances
+    holds nothing back: its own stop marks go (the other's stay, so refills stay stopped until that
+    one is answered). One that asks nobody because nothing of the request is left keeps its marks:
+    it was asked to end the request, and the request stays without refills, as before."""
+    return not list(allowed) and any(r.reason == "awaiting-approval" for r in refused)
 
 
 def requests_recorded(records: Mapping[str, dict], *, maintained_only: bool = False) -> list[str]:
