@@ -91,6 +91,16 @@ def test_ec2s_message_is_kept_with_an_error_attempt_only_and_cut_at_300_characte
     assert noted.step_attempts[-1].note == "no subnet"
 
 
+def test_ec2s_message_is_kept_for_a_resource_it_did_not_show_in_time_but_not_for_other_busy_answers():
+    req = request()
+    pool = Pool(region="us-west-2", availability_zone="us-west-2a", instance_type="g6.xlarge", market="spot", note="scored B")
+    run = entered(fill.start(req), "us-west-2")
+    unseen = LaunchResult(outcome="throttled", reason="InvalidGroup.NotFound", message="The security group 'sg-1' does not exist")
+    assert fill.after_attempt(run, [pool], unseen, req).step_attempts[-1].note == "The security group 'sg-1' does not exist"
+    busy = LaunchResult(outcome="throttled", reason="RequestLimitExceeded", message="Request limit exceeded.")
+    assert fill.after_attempt(run, [pool], busy, req).step_attempts[-1].note == "scored B"
+
+
 def test_a_step_begins_with_no_attempts_of_its_own():
     attempt = Attempt(region="us-west-2", availability_zone="us-west-2a", instance_type="g6.xlarge", market="spot",
                       batch=1, launched=0, outcome="capacity")
