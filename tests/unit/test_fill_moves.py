@@ -182,3 +182,18 @@ def test_more_instances_than_the_batch_is_an_error_naming_both_counts():
     spot = pools("us-west-2/a")
     with pytest.raises(ValueError, match="^RunInstances returned 5 instances for a batch of 4$"):
         fill.after_attempt(entered(fill.start(req), "us-west-2"), spot, launched(5, spot[0]), req)
+
+
+def test_a_launch_into_a_reservation_names_it_in_the_attempt_and_counts_each_instance_it_took_once():
+    req = request(count=8, launch_mode="exact")
+    reserved = Pool(region="us-west-2", availability_zone="us-west-2a", instance_type="g6.xlarge", market="on-demand",
+                    capacity_reservation_id="cr-1", reserved=3)
+    plain = pools("us-west-2/b", market="on-demand")[0]
+    run = entered(fill.prepare(fill.start(req), [reserved, plain], req), "us-west-2")
+    assert run.batch == 3  # no more than the plan gave the reservation
+    answer = launched(2, reserved)
+    for instance in answer.instances:
+        instance.capacity_reservation_id = "cr-1"
+    run = fill.after_attempt(run, [reserved, plain], answer, req)
+    assert run.step_attempts[-1].capacity_reservation_id == "cr-1" and run.reserved_taken == {"cr-1": 2}
+    assert (run.next, run.cursor, run.batch) == ("launch", 0, 1)  # one place is left in it
