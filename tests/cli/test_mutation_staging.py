@@ -8,7 +8,7 @@ import sys
 from tests.support import ROOT
 
 sys.path.insert(0, str(ROOT / "tools" / "mutation"))
-from run import UNDECORATED, undecorate  # noqa: E402
+from run import UNDECORATED, failure_message, undecorate  # noqa: E402
 
 
 def test_decorators_become_the_same_wrapping_in_the_same_order():
@@ -35,3 +35,10 @@ def test_every_staged_handler_is_bare_and_wrapped_by_its_own_decorators_in_order
         for decorator in reversed(decorators):
             expected = f"{decorator}({expected})"
         assert ast.unparse(wrap.value) == expected, name
+
+
+def test_a_failed_mutmut_run_shows_its_last_lines_not_its_spinner():
+    output = "".join(f"line {n}\n" for n in range(50)) + "⠋ running\r⠙ running\rFAILED tests/unit/test_x.py\n\n"
+    message = failure_message(1, output, lines=3)
+    assert message.splitlines() == ["mutmut run failed with exit status 1; its last lines:", "line 48", "line 49",
+                                    "FAILED tests/unit/test_x.py"]

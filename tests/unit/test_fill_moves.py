@@ -91,6 +91,16 @@ def test_ec2s_message_is_kept_with_an_error_attempt_only_and_cut_at_300_characte
     assert noted.step_attempts[-1].note == "no subnet"
 
 
+def test_ec2s_message_is_kept_for_a_resource_it_did_not_show_in_time_but_not_for_other_busy_answers():
+    req = request()
+    pool = Pool(region="us-west-2", availability_zone="us-west-2a", instance_type="g6.xlarge", market="spot", note="scored B")
+    run = entered(fill.start(req), "us-west-2")
+    unseen = LaunchResult(outcome="throttled", reason="InvalidGroup.NotFound", message="The security group 'sg-1' does not exist")
+    assert fill.after_attempt(run, [pool], unseen, req).step_attempts[-1].note == "The security group 'sg-1' does not exist"
+    busy = LaunchResult(outcome="throttled", reason="RequestLimitExceeded", message="Request limit exceeded.")
+    assert fill.after_attempt(run, [pool], busy, req).step_attempts[-1].note == "scored B"
+
+
 def test_a_step_begins_with_no_attempts_of_its_own():
     attempt = Attempt(region="us-west-2", availability_zone="us-west-2a", instance_type="g6.xlarge", market="spot",
                       batch=1, launched=0, outcome="capacity")
@@ -172,3 +182,18 @@ def test_more_instances_than_the_batch_is_an_error_naming_both_counts():
     spot = pools("us-west-2/a")
     with pytest.raises(ValueError, match="^RunInstances returned 5 instances for a batch of 4$"):
         fill.after_attempt(entered(fill.start(req), "us-west-2"), spot, launched(5, spot[0]), req)
+
+
+def test_a_launch_into_a_reservation_names_it_in_the_attempt_and_counts_each_instance_it_took_once():
+    req = request(count=8, launch_mode="exact")
+    reserved = Pool(region="us-west-2", availability_zone="us-west-2a", instance_type="g6.xlarge", market="on-demand",
+                    capacity_reservation_id="cr-1", reserved=3)
+    plain = pools("us-west-2/b", market="on-demand")[0]
+    run = entered(fill.prepare(fill.start(req), [reserved, plain], req), "us-west-2")
+    assert run.batch == 3  # no more than the plan gave the reservation
+    answer = launched(2, reserved)
+    for instance in answer.instances:
+        instance.capacity_reservation_id = "cr-1"
+    run = fill.after_attempt(run, [reserved, plain], answer, req)
+    assert run.step_attempts[-1].capacity_reservation_id == "cr-1" and run.reserved_taken == {"cr-1": 2}
+    assert (run.next, run.cursor, run.batch) == ("launch", 0, 1)  # one place is left in it

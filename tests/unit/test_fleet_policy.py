@@ -312,3 +312,18 @@ def test_a_fleet_answer_invents_no_capacity_for_a_pool_ec2_named_no_answer_for()
          "ErrorCode": "InsufficientInstanceCapacity"},
         {"ErrorCode": "RequestLimitExceeded"}]})
     assert {(x.index, x.result.outcome) for x in named} == {(0, "capacity"), (1, "throttled")}
+
+
+def test_busy_pools_whose_quota_group_the_same_answer_closed_are_not_asked_again_the_region_is_left():
+    a, b, east = pool("us-west-2", "a"), pool("us-west-2", "b"), pool("us-east-1", "a")
+    pools = [a, b, east]
+    request = request_of(count=4)
+    answer = FleetAnswer(answers=[
+        PoolAnswer(index=0, result=LaunchResult(outcome="quota", reason="MaxSpotInstanceCountExceeded")),
+        PoolAnswer(index=1, result=LaunchResult(outcome="throttled", reason="RequestLimitExceeded")),
+    ])
+    moved = fleet_moves.after_fleet(entered(pools, request), pools, answer, request)
+    # b is throttled, but the quota answer closed its group (G) here: no call could launch it.
+    assert (moved.next, moved.cursor, moved.fleet_retries, moved.batch) == ("prepare", 2, 0, 4)
+    assert "spot/us-west-2/fresh" in moved.blocked and "spot/us-west-2/G and VT" in moved.blocked
+    assert [(x.availability_zone, x.outcome) for x in moved.step_attempts] == [("us-west-2a", "quota"), ("us-west-2b", "throttled")]

@@ -174,8 +174,20 @@ def run_mutmut(children: int, only: list[str] | None = None) -> None:
     if only and not names:
         return  # only module-level rules match (constants, bootstrap.user_data)
     _refresh_data_files()
-    subprocess.run([str(mutmut), "run", "--max-children", str(children), *names], cwd=STAGING, env=env,
-                   check=True, stdout=subprocess.DEVNULL)
+    # mutmut's progress lines are noise on success; on failure its last lines say why (a clean
+    # test run that failed, a stats run that found no tests), which "exit status 1" alone does not.
+    done = subprocess.run([str(mutmut), "run", "--max-children", str(children), *names], cwd=STAGING, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    if done.returncode != 0:
+        raise SystemExit(failure_message(done.returncode, done.stdout))
+
+
+def failure_message(returncode: int, output: str, lines: int = 40) -> str:
+    """mutmut's last lines, with its progress spinner's carriage-return updates folded away."""
+    shown = [line.rsplit("\r", 1)[-1] for line in output.split("\n")]
+    tail = "\n".join(line for line in shown if line.strip())
+    tail = "\n".join(tail.splitlines()[-lines:])
+    return f"mutmut run failed with exit status {returncode}; its last lines:\n{tail}"
 
 
 def mutmut_results() -> dict[str, dict[str, str]]:
