@@ -60,3 +60,14 @@ def test_every_example_request_runs_on_a_plentiful_market(plenty, example):
     assert execution.status == "SUCCEEDED", execution.cause
     expected = "PLANNED" if request.get("action") == "plan" else "FULFILLED"
     assert execution.output["status"] == expected
+
+
+def test_each_function_keeps_its_own_caches_as_in_its_own_execution_environments(plenty):
+    """On Lambda a plan PrepareRegion read and cached is not in LaunchBatch's memory: LaunchBatch
+    reads it from the table itself, and that GetItem is counted and judged by its own role."""
+    start = len(plenty.calls.invocations)
+    execution = plenty.run({"count": 1, "regions": ["us-west-2"]}, name="own-caches")
+    assert execution.status == "SUCCEEDED", execution.cause
+    reads = {i.handler: i.calls.count("dynamodb:GetItem") for i in plenty.calls.invocations[start:]
+             if i.handler in ("prepare_region", "launch_batch")}
+    assert reads == {"prepare_region": 1, "launch_batch": 1}

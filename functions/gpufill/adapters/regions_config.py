@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 
-from aws_lambda_powertools.utilities import parameters
+from aws_lambda_powertools.utilities.parameters import SSMProvider
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpufill.adapters import container
 from gpufill.constants import ENV_REGIONS_PARAMETER
 
 # A changed parameter reaches running Lambda containers within this many seconds.
@@ -31,10 +32,16 @@ class RegionsConfig(BaseModel):
         return self.overrides.get(region, RegionOverride())
 
 
+# Each function's own provider, and so its own cache of the parameter (Powertools' default
+# provider is one per process). The CDK app imports this module for the model alone: no client
+# is made until a function loads the config.
+_providers: container.PerFunction[SSMProvider] = container.PerFunction(SSMProvider)
+
+
 def load() -> RegionsConfig:
-    value = parameters.get_parameter(os.environ[ENV_REGIONS_PARAMETER], max_age=MAX_AGE_SECONDS, transform="json")
+    value = _providers.mine().get(os.environ[ENV_REGIONS_PARAMETER], max_age=MAX_AGE_SECONDS, transform="json")
     return RegionsConfig.model_validate(value)
 
 
 def forget() -> None:
-    parameters.clear_caches()
+    _providers.forget_all()

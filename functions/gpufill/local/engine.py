@@ -265,19 +265,16 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         path.write_text(json.dumps(usage_of(self)))
 
     def _forget_caches(self) -> None:
-        from gpufill.adapters import ami, aws, network, placement_scores, regions_config, run_store, spot_advisor
+        from gpufill.adapters import aws, container, spot_advisor
 
         aws.forget_clients()
-        placement_scores.reset()
-        network.forget()
-        regions_config.forget()
-        ami.image_for.cache_clear()
-        run_store.forget()
+        container.start_afresh()  # every function's caches (adapters/container.py)
         spot_advisor.reset()
 
     def cold_start(self) -> None:
-        """Forget every per-container cache (clients, resolved AMIs, the regions config,
-        network lookups, placement scores), as a new Lambda container starts with none."""
+        """Forget every function's caches (clients, plans, resolved AMIs, the regions config,
+        network lookups, placement scores, the Spot Advisor feed), as new Lambda execution
+        environments start with none."""
         from gpufill.adapters import spot_advisor
 
         self._forget_caches()
@@ -289,11 +286,13 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         the account while this invocation is paused, as another Lambda container or a person would
         act between two of its calls. Calls made in it are not this function's, and other
         functions' invocations run meanwhile."""
+        from gpufill.adapters import container
+
         invocation = self._invocation
         task, function = getattr(invocation, "task", None), getattr(invocation, "function", None)
         invocation.task = invocation.function = None
         try:
-            with self._environments.suspended():
+            with self._environments.suspended(), container.running_as(None):
                 yield
         finally:
             invocation.task, invocation.function = task, function

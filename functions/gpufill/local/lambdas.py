@@ -1,5 +1,6 @@
 """Lambda in the simulated account: every invocation runs the function's handler in this process,
-with the function's own Environment and the Lambda-level faults of engine.faults; an asynchronous
+with the function's own Environment, its own caches (as in execution environments of its own,
+adapters/container.py) and the Lambda-level faults of engine.faults; an asynchronous
 invocation (EventBridge's Lambda targets) is queued for a few delivery threads and tried up to
 three times, as Lambda does."""
 
@@ -104,6 +105,7 @@ def in_process(engine):
     from moto.awslambda.models import LambdaBackend, LambdaFunction
     from moto.awslambda.responses import LambdaResponse
 
+    from gpufill.adapters import container
     from gpufill.local.faults import KilledInvocation
     from gpufill.local.iam import trust
 
@@ -142,7 +144,8 @@ def in_process(engine):
         handler = getattr(importlib.import_module(module_name), attr)
         # A function the state machine does not invoke (StartRefill) runs outside any run.
         logged = calls.invocation(module_name.rsplit(".", 1)[-1]) if deployed.placeholder else calls.outside_runs()
-        with engine._environments.applied(function.environment_vars), logged:
+        # Its caches are its own: what another function cached stays in that function's memory.
+        with engine._environments.applied(function.environment_vars), logged, container.running_as(function.function_name):
             engine._invocation.task = task
             engine._invocation.function = deployed
             try:
