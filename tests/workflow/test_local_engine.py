@@ -44,6 +44,18 @@ def plenty():
         yield engine
 
 
+def test_each_function_keeps_its_own_caches_as_in_its_own_execution_environments(plenty):
+    """On Lambda a plan PrepareRegion read and cached is not in LaunchBatch's memory: LaunchBatch
+    reads it from the table itself, and that GetItem is counted and judged by its own role.
+    (Before the examples below, which take much of the market's stock.)"""
+    start = len(plenty.calls.invocations)
+    execution = plenty.run({"count": 1, "regions": ["us-west-2"]}, name="own-caches")
+    assert execution.status == "SUCCEEDED", execution.cause
+    reads = {i.handler: i.calls.count("dynamodb:GetItem") for i in plenty.calls.invocations[start:]
+             if i.handler in ("prepare_region", "launch_batch")}
+    assert reads == {"prepare_region": 1, "launch_batch": 1}
+
+
 # Requests that launch into reservations alone need a market that holds some
 # (examples/markets/reserved-capacity.json); the "only" cases of tests/workflow/test_capacity_reservations.py
 # cover that path.
@@ -61,13 +73,3 @@ def test_every_example_request_runs_on_a_plentiful_market(plenty, example):
     expected = "PLANNED" if request.get("action") == "plan" else "FULFILLED"
     assert execution.output["status"] == expected
 
-
-def test_each_function_keeps_its_own_caches_as_in_its_own_execution_environments(plenty):
-    """On Lambda a plan PrepareRegion read and cached is not in LaunchBatch's memory: LaunchBatch
-    reads it from the table itself, and that GetItem is counted and judged by its own role."""
-    start = len(plenty.calls.invocations)
-    execution = plenty.run({"count": 1, "regions": ["us-west-2"]}, name="own-caches")
-    assert execution.status == "SUCCEEDED", execution.cause
-    reads = {i.handler: i.calls.count("dynamodb:GetItem") for i in plenty.calls.invocations[start:]
-             if i.handler in ("prepare_region", "launch_batch")}
-    assert reads == {"prepare_region": 1, "launch_batch": 1}
