@@ -21,6 +21,18 @@ def test_lambdas_run_in_process_with_dummy_credentials(monkeypatch):
     monkeypatch.setenv("AWS_PROFILE", "someones-real-profile")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAREALKEY")
     threads_before = set(threading.enumerate())
+    # Executions still running as the engine closes (a Ctrl-C) are stopped while every Lambda
+    # invocation still runs in-process: after, moto's own invoke would probe for Docker and log
+    # its FileNotFoundError on the user's terminal.
+    from moto.awslambda.models import LambdaFunction
+
+    moto_invoke, end_executions, in_process_at_end = LambdaFunction._invoke_lambda, LocalEngine._end_executions, []
+
+    def ending(engine):
+        in_process_at_end.append(LambdaFunction._invoke_lambda is not moto_invoke)
+        end_executions(engine)
+
+    monkeypatch.setattr(LocalEngine, "_end_executions", ending)
     with LocalEngine(MarketScenario.load(EXAMPLES / "markets/plenty.json")) as engine:
         assert os.environ["AWS_ACCESS_KEY_ID"] != "AKIAREALKEY" and "AWS_PROFILE" not in os.environ
         reply = boto3.client("lambda", region_name="us-east-1").invoke(
@@ -36,6 +48,7 @@ def test_lambdas_run_in_process_with_dummy_credentials(monkeypatch):
     assert [z.availability_zone for z in facts.types[0].zones] == ["us-west-2a", "us-west-2b", "us-west-2c"]
     assert os.environ["AWS_ACCESS_KEY_ID"] == "AKIAREALKEY" and os.environ["AWS_PROFILE"] == "someones-real-profile"
     assert not [t for t in set(threading.enumerate()) - threads_before if t.is_alive()]
+    assert in_process_at_end == [True]
 
 
 @pytest.fixture(scope="module")

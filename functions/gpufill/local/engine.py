@@ -3,7 +3,8 @@ statemachine/*.asl.json in moto's Step Functions interpreter, every Lambda task 
 
 What it guarantees: nothing leaves the process. Dummy credentials are set before any
 client exists, every AWS call is served by moto, and every execution thread has ended
-before the mock closes (a thread outliving the mock would reach real endpoints).
+before the mock or any patch closes (a thread outliving the mock would reach real endpoints;
+one outliving the in-process Lambda invoker, moto's Docker-backed Lambda).
 
 LocalEngine is made of one part per job, each in its own module: the deployments in the
 account (deployments.py), modelled time (modelled_time.py), Lambda's invocations
@@ -187,7 +188,6 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
             self.at(event.at_seconds, partial(interruptions.reclaim, self,
                                               interruptions.Reclaim(at_seconds=event.at_seconds, instance=event.instance)))
         self._stack.enter_context(mock_aws(config={"stepfunctions": {"execute_state_machine": True}}))
-        self._stack.callback(self._end_executions)
         self._stack.enter_context(self.market.patches())
         self._stack.enter_context(lambdas.in_process(self))
         self._stack.enter_context(function_urls.in_process(self))
@@ -231,6 +231,10 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self._stack.enter_context(simulation_api.patches(self._policies_of_role, self.account))
         self._stack.enter_context(limits.patches(self._answered_tokens))
         self._stack.enter_context(speedups.parse_definitions_once())
+        # Last in, so first out: executions still running as the engine closes (a Ctrl-C) are stopped
+        # while the account is whole. Undone earlier, the in-process Lambda invoker would leave a
+        # running Task to moto's own invoke, which probes for Docker and logs its failure.
+        self._stack.callback(self._end_executions)
         from gpufill.adapters import spot_advisor
 
         spot_advisor.reset(self.scenario.advisor_document())
