@@ -61,3 +61,25 @@ def test_a_per_function_value_is_made_once_per_function():
     assert store.mine() == {"a": 1} and len(made) == 2
     store.forget_all()
     assert store.mine() == {}
+
+
+def test_the_regions_config_is_read_once_per_function_and_again_when_a_minute_old(monkeypatch):
+    from gpufill.adapters import regions_config
+
+    reads, now = [], [1000.0]
+    monkeypatch.setenv("REGIONS_PARAMETER", "/gpufill/dev/regions")
+    monkeypatch.setattr(regions_config, "_read", lambda name: reads.append(name) or {"regions": ["us-west-2"]})
+    monkeypatch.setattr(regions_config.time, "monotonic", lambda: now[0])
+    regions_config.forget()
+    with container.running_as("gpufill-dev-ValidateRequest"):
+        assert regions_config.load().regions == ["us-west-2"]
+        regions_config.load().regions.append("changed by a caller")  # never the kept value
+        assert regions_config.load().regions == ["us-west-2"]
+    with container.running_as("gpufill-dev-PrepareRegion"):
+        regions_config.load()
+    assert len(reads) == 2
+    now[0] += regions_config.MAX_AGE_SECONDS
+    with container.running_as("gpufill-dev-PrepareRegion"):
+        regions_config.load()
+    assert reads == ["/gpufill/dev/regions"] * 3
+    regions_config.forget()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
 
-from aws_lambda_powertools.utilities.parameters import SSMProvider
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpufill.adapters import container
@@ -32,16 +33,25 @@ class RegionsConfig(BaseModel):
         return self.overrides.get(region, RegionOverride())
 
 
-# Each function's own provider, and so its own cache of the parameter (Powertools' default
-# provider is one per process). The CDK app imports this module for the model alone: no client
-# is made until a function loads the config.
-_providers: container.PerFunction[SSMProvider] = container.PerFunction(SSMProvider)
+# Each function's own copy of the parameter: name -> (monotonic time read, value).
+_kept: container.PerFunction[dict[str, tuple[float, dict]]] = container.PerFunction(dict)
 
 
 def load() -> RegionsConfig:
-    value = _providers.mine().get(os.environ[ENV_REGIONS_PARAMETER], max_age=MAX_AGE_SECONDS, transform="json")
-    return RegionsConfig.model_validate(value)
+    name = os.environ[ENV_REGIONS_PARAMETER]
+    mine = _kept.mine()
+    kept = mine.get(name)
+    if kept is None or time.monotonic() - kept[0] >= MAX_AGE_SECONDS:
+        kept = mine[name] = (time.monotonic(), _read(name))
+    return RegionsConfig.model_validate(kept[1])
+
+
+def _read(name: str) -> dict:
+    # Imported here: the CDK app imports this module for the model alone, without boto3's clients.
+    from gpufill.adapters.aws import client
+
+    return json.loads(client("ssm").get_parameter(Name=name)["Parameter"]["Value"])
 
 
 def forget() -> None:
-    _providers.forget_all()
+    _kept.forget_all()
