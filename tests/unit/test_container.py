@@ -83,3 +83,16 @@ def test_the_regions_config_is_read_once_per_function_and_again_when_a_minute_ol
         regions_config.load()
     assert reads == ["/gpufill/dev/regions"] * 3
     regions_config.forget()
+
+
+def test_concurrent_invocations_of_one_function_run_in_environments_of_their_own_then_reuse_them():
+    from gpufill.local.lambdas import ExecutionEnvironments
+
+    environments = ExecutionEnvironments()
+    first = environments.take("gpufill-local-ScoreRegion")
+    second = environments.take("gpufill-local-ScoreRegion")  # while the first is busy: a new one
+    other = environments.take("gpufill-local-RankPools")
+    assert (first, second, other) == ("gpufill-local-ScoreRegion", "gpufill-local-ScoreRegion#2", "gpufill-local-RankPools")
+    environments.give_back("gpufill-local-ScoreRegion", second)
+    assert environments.take("gpufill-local-ScoreRegion") == second  # a free, warm one is reused
+    assert environments.take("gpufill-local-ScoreRegion") == "gpufill-local-ScoreRegion#3"
