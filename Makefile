@@ -63,8 +63,9 @@ bench-quick: $(PY_STAMP) $(NODE_STAMP)
 # 25 requests at once in one deployment on one scarce market, with EC2's throttling at AWS's bucket
 # sizes (SCALE=0.2 shrinks them): endings, duplicates, orphans, throttles, DynamoDB conflicts, against
 # one request alone. Writes bench/results/load.md (docs/benchmark.md, "Many requests at once").
+# A run is stopped after TIMEOUT wall seconds (default: 600 times the load average per core, when above 1).
 bench-load: $(PY_STAMP) $(NODE_STAMP)
-	$(PY) -m bench.load $(if $(RUNS),--runs $(RUNS)) $(if $(SCALE),--scale $(SCALE))
+	$(PY) -m bench.load $(if $(RUNS),--runs $(RUNS)) $(if $(SCALE),--scale $(SCALE)) $(if $(TIMEOUT),--timeout $(TIMEOUT))
 
 bench-engine: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench.engine_speed $(if $(BASE),--engine-base $(BASE)) $(if $(REPEAT),--repeat $(REPEAT))

@@ -8,6 +8,9 @@ holds has a record (orphans). It reports per run its ending, instances, launch c
 time, and in total the throttles EC2 answered per API, DynamoDB's conditional-check refusals and
 the modelled time the backoff after throttles took; and one request alone on the same market,
 for comparison. Writes bench/results/load.md (docs/benchmark.md quotes it).
+
+A run not ended within the wall limit is stopped: `--timeout`, by default 600 s times the
+machine's load average per core when that is above 1 (the engine runs on wall time it shares).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import sys
 from collections import Counter
 import time
@@ -46,6 +50,8 @@ MARKET = {
     },
 }
 REQUEST = {"count": 2, "regions": [WEST, EAST], "launch_mode": "partial"}
+# The wall seconds a run may take on an idle machine before it is stopped (see wall_limit).
+WALL_LIMIT_SECONDS = 600.0
 # Every way a run may end (docs/failures.md); anything else is a raw ending.
 SUCCEEDED_ENDS = ("FULFILLED", "PARTIAL", "PLANNED")
 FAILED_ENDS = ("ALL_SPOT_EXHAUSTED", "ALL_ON_DEMAND_FAILED", "LAUNCH_REJECTED", "PROVISIONING_FAILED",
@@ -140,8 +146,16 @@ def _audit(executions, regions) -> tuple[set[str], set[str], set[str]]:
     return duplicates, orphans, unreported
 
 
+def wall_limit(base: float = WALL_LIMIT_SECONDS) -> float:
+    """`base` wall seconds, times the machine's 1-minute load average per core when above 1: the
+    runs share the cores with whatever else runs, and on a busy machine the same work takes that
+    much longer in wall time."""
+    per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    return base * max(1.0, per_core)
+
+
 def run_load(runs: int = 25, *, scale: float = 1.0, market: dict = MARKET, request: dict = REQUEST,
-             alone: bool = True, timeout: float = 600.0) -> LoadResult:
+             alone: bool = True, timeout: float = WALL_LIMIT_SECONDS) -> LoadResult:
     """`runs` requests started at once in one engine, audited; and one alone on a fresh engine."""
     scenario = MarketScenario.model_validate(market)
     regions = tuple(market["regions"])
@@ -227,14 +241,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=25)
     parser.add_argument("--scale", type=float, default=1.0, help="EC2 bucket sizes and rates times this (0: off)")
     parser.add_argument("--out", type=Path, default=RESULTS / "load.md")
+    parser.add_argument(
+        "--timeout", type=_positive, default=None, metavar="SECONDS",
+        help=f"wall seconds a run may take before it is stopped (default: {WALL_LIMIT_SECONDS:.0f} times the "
+             f"machine's load average per core when above 1; now {wall_limit():.0f})")
     args = parser.parse_args(argv)
-    result = run_load(args.runs, scale=args.scale)
+    timeout = args.timeout if args.timeout is not None else wall_limit()
+    result = run_load(args.runs, scale=args.scale, timeout=timeout)
     text = as_markdown(result, scale=args.scale)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)
     bad = result.raw_endings or result.duplicates or result.orphans
     return 1 if bad else 0
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"--timeout must be a positive number of seconds, not {text}")
+    return value
 
 
 if __name__ == "__main__":

@@ -37,6 +37,9 @@ ENV_DEPLOYMENT = "GPUFILL_DEPLOYMENT"
 # A customer-managed KMS key for the instances' EBS volumes (cdk context `ebs_kms_key_arn`; unset:
 # AWS-managed): the LaunchBatch role may use it through EC2 only, and the Lambdas read its ARN here.
 ENV_EBS_KMS_KEY_ARN = "EBS_KMS_KEY_ARN"
+# Set by Lambda itself in every execution environment: the function's name (adapters/container.py
+# keeps each function's caches apart by it).
+ENV_LAMBDA_FUNCTION_NAME = "AWS_LAMBDA_FUNCTION_NAME"
 
 SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
 SPOT_ADVISOR_TIMEOUT_SECONDS = 3.0

@@ -34,7 +34,14 @@ def _silence_node_end_of_life_banner() -> None:
         os.environ[name] = ",".join([*listed, major])
 
 
-_silence_node_end_of_life_banner()  # before aws_cdk is imported: that starts the jsii runtime
+@pytest.fixture(scope="session", autouse=True)
+def _quiet_node() -> None:
+    """Before any test here imports aws_cdk (which starts jsii's Node runtime). Every module of
+    tests/infra imports the CDK in its tests, not at the top: every pytest-xdist worker collects
+    every module, and only the one worker that runs tests/infra (tests/support/schedule.py) should
+    pay for a Node runtime and `node --version`."""
+    _silence_node_end_of_life_banner()
+
 
 from infra_helpers import ACCOUNT, REGION  # noqa: E402
 
@@ -57,7 +64,7 @@ class Synthesized:
 
 
 @pytest.fixture(scope="session")
-def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+def synthesized(_quiet_node, tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     from aws_cdk.assertions import Template
     from gpufill_stack.deployment import build_app, new_app
 

@@ -9,8 +9,6 @@ import sysconfig
 
 import pytest
 from gpufill import constants
-from gpufill_stack.functions import ASSET_EXCLUDE, MissingTaskPermissions, _check_table
-from gpufill_stack.task_permissions import TASKS
 
 from infra_helpers import REGION
 
@@ -98,6 +96,8 @@ def test_environment_names_the_deployment(synthesized, task_functions):
 
 
 def test_memory_and_timeout_come_from_the_task_table(task_functions):
+    from gpufill_stack.task_permissions import TASKS
+
     for placeholder, (_, function) in task_functions.items():
         assert function["Properties"]["MemorySize"] == TASKS[placeholder].memory_mb
         assert function["Properties"]["Timeout"] == TASKS[placeholder].timeout_seconds
@@ -118,6 +118,8 @@ def test_asset_leaves_out_the_local_engine_cli_tests_and_caches(synthesized, tas
     present = {p.relative_to(asset).as_posix() for p in asset.rglob("*")}
     assert not [p for p in present if "__pycache__" in p or p.endswith(".pyc") or ".egg-info" in p]
     assert not [p for p in present if p.startswith("tests")]
+    from gpufill_stack.functions import ASSET_EXCLUDE
+
     assert "gpufill/local" in ASSET_EXCLUDE and "gpufill/cli" in ASSET_EXCLUDE
 
 
@@ -152,12 +154,18 @@ assert not stray, stray
 
 
 def test_a_task_without_a_permission_row_fails_synth_loudly():
+    from gpufill_stack.functions import MissingTaskPermissions, _check_table
+    from gpufill_stack.task_permissions import TASKS
+
     tasks = {**constants.LAMBDA_TASKS, "BrandNewFunctionArn": "gpufill.handlers.brand_new.handler"}
     with pytest.raises(MissingTaskPermissions, match="Add a row .* for: BrandNewFunctionArn"):
         _check_table(tasks, TASKS)
 
 
 def test_a_row_without_a_task_fails_synth_loudly():
+    from gpufill_stack.functions import MissingTaskPermissions, _check_table
+    from gpufill_stack.task_permissions import TASKS
+
     tasks = {k: v for k, v in constants.LAMBDA_TASKS.items() if k != "ReportResultFunctionArn"}
     with pytest.raises(MissingTaskPermissions, match="Remove .*: ReportResultFunctionArn"):
         _check_table(tasks, TASKS)
@@ -165,7 +173,7 @@ def test_a_row_without_a_task_fails_synth_loudly():
 
 def test_the_functions_construct_refuses_a_task_without_a_row():
     from aws_cdk import App, Stack
-    from gpufill_stack.functions import Functions
+    from gpufill_stack.functions import Functions, MissingTaskPermissions
 
     stack = Stack(App(), "Probe")
     with pytest.raises(MissingTaskPermissions, match="BrandNewFunctionArn"):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from cfnlint.api import ManualArgs, lint_file
 from gpufill import constants
 
 from infra_aws_calls import reachable
@@ -148,6 +147,8 @@ def _joined(value) -> str:
 
 
 def test_cfn_lint_reports_no_errors_in_the_forwarding_stacks(synthesized, forwarding):
+    from cfnlint.api import ManualArgs, lint_file
+
     for region, (stack, _) in forwarding.items():
         path = synthesized.outdir / f"{stack.artifact_id}.template.json"
         errors = [m for m in lint_file(path, ManualArgs(regions=[region])) if m.rule.id.startswith("E")]

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from gpufill_stack.deployment import cdk_json_context
-from gpufill_stack.settings import DeploySettings, SettingsError
 
 
 class Context:
@@ -17,7 +15,12 @@ class Context:
         return self.values.get(key)
 
 
-def settings(**overrides) -> DeploySettings:
+def settings(**overrides):
+    # Imported here, not at collection: every pytest-xdist worker collects this module, and the
+    # CDK's modules start jsii's Node runtime (tests/infra/conftest.py).
+    from gpufill_stack.deployment import cdk_json_context
+    from gpufill_stack.settings import DeploySettings
+
     return DeploySettings.from_context(Context(**{**cdk_json_context(), **overrides}))
 
 
@@ -93,5 +96,7 @@ def test_an_ebs_kms_key_names_its_region():
     ],
 )
 def test_bad_context_fails_with_the_key_named(overrides, message):
+    from gpufill_stack.settings import SettingsError
+
     with pytest.raises(SettingsError, match=message):
         settings(**overrides)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from gpufill import constants
-from gpufill_stack.deployment import cdk_json_context
 
 from infra_helpers import as_list, get_att, statements_of_role
 
@@ -48,6 +47,8 @@ def test_regions_parameter_holds_the_context_config(synthesized):
     assert props["Name"] == constants.regions_parameter_name(_env(synthesized))
     assert props["Type"] == "String"
     value = json.loads(props["Value"])
+    from gpufill_stack.deployment import cdk_json_context
+
     assert value["regions"] == cdk_json_context()["regions"]
     assert set(value) <= {"regions", "overrides"}
 

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufill.models.request import Request, normalise
-from gpufill.models.run import FleetAnswer, Instance, LaunchResult, Pool, PoolAnswer, RegionLaunch
+from gpufill.models.run import FleetAnswer, Instance, LaunchResult, Pool, PoolAnswer, RegionLaunch, Run
 from gpufill.policy import fill, fleet_moves
 
 REGIONS = ["us-west-2", "us-east-1", "eu-central-1"]
@@ -249,6 +249,19 @@ def test_the_blocked_keys_of_a_fleet_leave_the_other_tier_and_regions_open():
     assert not fill.is_open(fresh, blocked) and fill.is_open(deferred, blocked)
     assert fill.is_open(pool("us-west-2", "a"), blocked)
     assert fill.fleet_key(deferred) == "spot/us-east-1/deferred" and fill.fleet_key(fresh) == "spot/us-east-1/fresh"
+
+
+def test_a_pool_key_names_each_part_once_and_a_key_of_the_doubled_form_still_blocks_its_pool():
+    reserved = pool("us-east-1", "a", market="on-demand").model_copy(update={"capacity_reservation_id": "cr-1"})
+    assert fill.pool_key(pool("us-west-2", "a")) == "spot/us-west-2/us-west-2a/g6.xlarge"
+    assert fill.pool_key(reserved) == "on-demand/us-east-1/us-east-1a/g6.xlarge/cr-1"
+    # A run state written when the key named its market twice is read with each key once.
+    legacy = Run(batch=1, remaining=1, blocked=["spot/spot/us-west-2/us-west-2a/g6.xlarge", "spot/us-west-2/G and VT",
+                                                "on-demand/on-demand/us-east-1/us-east-1a/g6.xlarge/cr-1"])
+    assert legacy.blocked == ["spot/us-west-2/us-west-2a/g6.xlarge", "spot/us-west-2/G and VT",
+                              "on-demand/us-east-1/us-east-1a/g6.xlarge/cr-1"]
+    assert not fill.is_open(pool("us-west-2", "a"), legacy.blocked) and not fill.is_open(reserved, legacy.blocked)
+    assert fill.is_open(pool("us-west-2", "b", itype="p5.48xlarge"), legacy.blocked)
 
 
 def test_a_stale_image_refused_for_the_whole_call_is_resolved_once():

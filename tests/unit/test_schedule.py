@@ -1,7 +1,11 @@
 """The order make test hands modules to its workers: the longest first, each module whole."""
 
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
+from tests.support import ROOT
 from tests.support.schedule import costs_from_durations, estimate, longest_first, make_scheduler, scope_of
 
 
@@ -83,3 +87,15 @@ def test_the_workers_are_handed_units_in_the_order_given_not_by_their_number_of_
     assert workers[0].sent[0] == [0]  # the long run
     assert workers[1].sent[0] == [1, 2]  # both infra modules, one synth
     assert workers[0].sent[1] == list(range(3, 13))
+
+
+def test_a_worker_that_only_collects_tests_infra_starts_no_node_runtime():
+    """Every worker collects every module; only the one handed tests/infra should import the CDK
+    (jsii's Node runtime) or cfn-lint: tests/infra imports them in its tests and fixtures."""
+    code = ("import sys, pytest\n"
+            "pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', 'tests/infra'])\n"
+            "print(sorted(m for m in ('jsii', 'aws_cdk', 'constructs', 'cfnlint') if m in sys.modules))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert "tests collected" in done.stdout, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout

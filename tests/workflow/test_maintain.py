@@ -396,10 +396,12 @@ def test_a_rejected_teardown_lets_the_request_refill_what_its_stopped_refill_ter
     assert new["instance_id"] in replaced_by and len(replaced_by) == 2  # the stopped one, then this one
 
 
-def test_a_reclaim_while_the_requests_teardown_waits_is_refilled_when_that_teardown_is_rejected():
+@pytest.mark.parametrize("answer", ["rejected", "expired"])
+def test_a_reclaim_while_the_requests_teardown_waits_is_refilled_when_that_teardown_ends_nothing(answer):
     """maintain → the request's teardown asks for approval → EC2 reclaims the instance meanwhile: no
-    refill starts (the teardown may yet be approved) → the teardown is rejected: the refill it held
-    back starts, once, and the request holds its count again."""
+    refill starts (the teardown may yet be approved) → the teardown is rejected, or nobody answers
+    before the deadline (the expiry ends nothing, so it acts as a rejection for maintenance): the
+    refill it held back starts, once, the request holds its count again, and the run's end says so."""
     import threading
 
     from gpufill.policy import refill as refill_policy
@@ -416,50 +418,25 @@ def test_a_reclaim_while_the_requests_teardown_waits_is_refilled_when_that_teard
         account.settle()
         held = record(old["instance_id"])
         refills_while_waiting = refills(account)
-        account.answer_approval("serve-down", "rejected")
+        if answer == "rejected":
+            account.answer_approval("serve-down", "rejected")
+        else:
+            account.expire_approval("serve-down")
         asking.join(60)
         [name] = refills(account)
         refilled = account.follow(name)
         seen = audit(account, refilled, request_id="serve", regions=(EAST, WEST))
         recorded = {i for i in recorded_instances("serve") if record(i)["state"] != "interrupted"}
-
-    assert refills_while_waiting == [] and held["refill_held_by"] == "serve-down" and held["state"] == "interrupted"
-    assert ended["teardown"].output["status"] == "REJECTED"
-    assert name == refill_policy.execution_name("serve", old["instance_id"], after="serve-down")
-    assert refilled.status == "SUCCEEDED" and refilled.output["status"] == "FULFILLED", refilled.cause
-    [new] = refilled.output["instances"]
-    assert seen.in_ec2 == recorded == seen.reported == {new["instance_id"]}  # its count again, each once
-
-
-def test_a_reclaim_while_the_requests_teardown_waits_is_refilled_when_nobody_answers_in_time():
-    """maintain → the request's teardown asks for approval → EC2 reclaims the instance meanwhile (held
-    back) → nobody answers before the deadline: the expiry ends nothing, so it acts as a rejection
-    for maintenance: the held refill starts, once, the request holds its count again, and the run's
-    end says so."""
-    import threading
-
-    from gpufill.policy import refill as refill_policy
-
-    with engine([{"at_seconds": 600, "instance": 1}]) as account:
-        [old] = account.run(REQUEST, name="serve").output["instances"]
-        ended: dict = {}
-        asking = threading.Thread(target=lambda: ended.setdefault("teardown", account.run(
-            {"action": "teardown", "request_id": "serve"}, name="serve-down")))
-        asking.start()
-        account.wait_for_approval("serve-down")
-        account.advance(600)  # the reclaim, while the approval waits
-        account.settle()
-        account.expire_approval("serve-down")
-        asking.join(60)
-        [name] = refills(account)
-        refilled = account.follow(name)
         stopped_after = run_store.refills_stopped_by("serve")
 
+    assert refills_while_waiting == [] and held["refill_held_by"] == "serve-down" and held["state"] == "interrupted"
     teardown = ended["teardown"]
-    assert teardown.status == "SUCCEEDED" and teardown.output["status"] == "EXPIRED"
-    assert teardown.output["approval"]["decision"] == "expired"
+    assert teardown.status == "SUCCEEDED" and teardown.output["status"] == answer.upper()
+    assert teardown.output["approval"]["decision"] == answer
     assert name == refill_policy.execution_name("serve", old["instance_id"], after="serve-down")
     assert teardown.output["approval"]["note"] == f"request serve is maintained again; refill(s) started again: {name}"
     assert refilled.status == "SUCCEEDED" and refilled.output["status"] == "FULFILLED", refilled.cause
+    [new] = refilled.output["instances"]
+    assert seen.in_ec2 == recorded == seen.reported == {new["instance_id"]}  # its count again, each once
     assert stopped_after is None
 

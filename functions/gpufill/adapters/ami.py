@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from functools import cache
-
-from gpufill.adapters import regions_config
+from gpufill.adapters import container, regions_config
 from gpufill.adapters.aws import client
 from gpufill.constants import DLAMI_PARAMETER
 
 
-@cache
+@container.cached()
 def image_for(region: str) -> str:
     override = regions_config.load().override(region).ami
     return override or latest_public(region)
@@ -20,7 +18,7 @@ def latest_public(region: str) -> str:
 
 
 def resolve_again(region: str) -> str:
-    """After InvalidAMIID: ask the public parameter again, bypassing the cache and any stale override."""
+    """After InvalidAMIID: ask the public parameter again, bypassing this function's cache and any stale override."""
     image_for.cache_clear()
     return latest_public(region)
 

@@ -6,10 +6,9 @@ nothing inbound, so gpufill's own group has zero ingress rules.
 
 from __future__ import annotations
 
-from functools import cache
-
 from botocore.exceptions import ClientError
 
+from gpufill.adapters import container
 from gpufill.adapters.aws import client
 from gpufill.constants import INSTANCE_SECURITY_GROUP_NAME, TAG_MANAGED
 
@@ -18,7 +17,7 @@ class NetworkSetupError(Exception):
     """The region has no default VPC (or subnet for the AZ) and the regions config names none."""
 
 
-@cache
+@container.cached()
 def default_vpc(region: str) -> str:
     vpcs = client("ec2", region).describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"]
     if not vpcs:
@@ -26,7 +25,7 @@ def default_vpc(region: str) -> str:
     return vpcs[0]["VpcId"]
 
 
-@cache
+@container.cached()
 def default_subnet(region: str, zone: str) -> str:
     subnets = client("ec2", region).describe_subnets(
         Filters=[
@@ -40,7 +39,7 @@ def default_subnet(region: str, zone: str) -> str:
     return subnets[0]["SubnetId"]
 
 
-@cache
+@container.cached()
 def instance_security_group(region: str) -> str:
     """gpufill's zero-ingress group in the default VPC: found by name and tag, created the first time."""
     ec2 = client("ec2", region)

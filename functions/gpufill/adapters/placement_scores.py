@@ -25,7 +25,7 @@ import time
 from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
-from gpufill.adapters import clock
+from gpufill.adapters import clock, container
 from gpufill.adapters.aws import client, resource
 from gpufill.constants import (
     CAPACITY_TABLE_KEY,
@@ -37,7 +37,8 @@ from gpufill.constants import (
 
 logger = Logger(child=True)
 KEEP_SECONDS = 600
-_cache: dict[str, tuple[float, dict]] = {}
+# Each function's own answers: config key -> (monotonic time kept, scores).
+_cache: container.PerFunction[dict[str, tuple[float, dict]]] = container.PerFunction(dict)
 
 ZoneScores = dict[tuple[str, str], int]  # (region, AZ id) -> score
 RegionScores = dict[str, int]  # region -> score
@@ -59,7 +60,8 @@ def _scores(
     instance_types: list[str], target_capacity: int, regions: list[str], home_region: str, *, single_zone: bool
 ) -> dict | None:
     key = _config_key(instance_types, target_capacity, regions, single_zone)
-    kept = _cache.get(key)
+    mine = _cache.mine()
+    kept = mine.get(key)
     if kept and time.monotonic() - kept[0] < KEEP_SECONDS:
         return kept[1]
     found = _shared(key)
@@ -70,7 +72,7 @@ def _scores(
             logger.warning("spot placement scores unavailable; ranking without them", extra={"error": str(error)})
             return None
         _share(key, found)
-    _cache[key] = (time.monotonic(), found)
+    mine[key] = (time.monotonic(), found)
     return found
 
 
@@ -139,4 +141,4 @@ def _share(key: str, found: dict) -> None:
 
 
 def reset() -> None:
-    _cache.clear()
+    _cache.forget_all()

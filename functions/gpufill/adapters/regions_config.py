@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
 
-from aws_lambda_powertools.utilities import parameters
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpufill.adapters import container
 from gpufill.constants import ENV_REGIONS_PARAMETER
 
 # A changed parameter reaches running Lambda containers within this many seconds.
@@ -31,10 +33,25 @@ class RegionsConfig(BaseModel):
         return self.overrides.get(region, RegionOverride())
 
 
+# Each function's own copy of the parameter: name -> (monotonic time read, value).
+_kept: container.PerFunction[dict[str, tuple[float, dict]]] = container.PerFunction(dict)
+
+
 def load() -> RegionsConfig:
-    value = parameters.get_parameter(os.environ[ENV_REGIONS_PARAMETER], max_age=MAX_AGE_SECONDS, transform="json")
-    return RegionsConfig.model_validate(value)
+    name = os.environ[ENV_REGIONS_PARAMETER]
+    mine = _kept.mine()
+    kept = mine.get(name)
+    if kept is None or time.monotonic() - kept[0] >= MAX_AGE_SECONDS:
+        kept = mine[name] = (time.monotonic(), _read(name))
+    return RegionsConfig.model_validate(kept[1])
+
+
+def _read(name: str) -> dict:
+    # Imported here: the CDK app imports this module for the model alone, without boto3's clients.
+    from gpufill.adapters.aws import client
+
+    return json.loads(client("ssm").get_parameter(Name=name)["Parameter"]["Value"])
 
 
 def forget() -> None:
-    parameters.clear_caches()
+    _kept.forget_all()

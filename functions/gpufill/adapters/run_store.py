@@ -13,11 +13,10 @@ import hashlib
 import json
 import os
 from decimal import Decimal
-from functools import lru_cache
 
 from boto3.dynamodb.types import Binary
 
-from gpufill.adapters import clock
+from gpufill.adapters import clock, container
 from gpufill.adapters.aws import resource
 from gpufill.constants import (
     ENV_DEPLOYMENT,
@@ -102,7 +101,7 @@ def save_plan(plan: Plan) -> str:
     return key
 
 
-@lru_cache(maxsize=32)
+@container.cached(maxsize=32)  # a key names one plan for good: never stale
 def load_plan(key: str) -> Plan:
     item = _table().get_item(Key={INSTANCES_TABLE_KEY: key}, ConsistentRead=True).get("Item")
     if item is None:

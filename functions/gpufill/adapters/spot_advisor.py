@@ -1,4 +1,4 @@
-"""Spot Advisor interruption tiers, fetched once per container.
+"""Spot Advisor interruption tiers, fetched once per function's execution environment.
 
 The advisor feed is a public JSON file; when it cannot be had within the timeout
 every tier is unknown (0 interruption points) and the run goes on.
@@ -13,10 +13,14 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from gpufill.adapters import container
 from gpufill.constants import ENV_SPOT_ADVISOR_URL, SPOT_ADVISOR_TIMEOUT_SECONDS, SPOT_ADVISOR_URL
 
 logger = Logger(child=True)
-_document: dict[str, Any] | None = None
+# Each function's own copy of the feed, fetched the first time it asks ({"document": ...}).
+_documents: container.PerFunction[dict[str, dict[str, Any]]] = container.PerFunction(dict)
+# A known document each function gets instead of fetching the feed (tests, the local engine).
+_stand_in: dict[str, Any] | None = None
 
 
 def fetch_document() -> dict[str, Any]:
@@ -26,14 +30,14 @@ def fetch_document() -> dict[str, Any]:
 
 
 def _load() -> dict[str, Any]:
-    global _document
-    if _document is None:
+    mine = _documents.mine()
+    if "document" not in mine:
         try:
-            _document = fetch_document()
+            mine["document"] = fetch_document() if _stand_in is None else _stand_in
         except Exception as error:  # noqa: BLE001 (any failure means "unknown", never a failed run)
             logger.warning("Spot Advisor unavailable; interruption tiers unknown", extra={"error": str(error)})
-            _document = {}
-    return _document
+            mine["document"] = {}
+    return mine["document"]
 
 
 def tier(region: str, instance_type: str) -> int | None:
@@ -42,6 +46,8 @@ def tier(region: str, instance_type: str) -> int | None:
 
 
 def reset(document: dict[str, Any] | None = None) -> None:
-    """Forget the cached feed, or put a known one in its place (tests, local engine)."""
-    global _document
-    _document = document
+    """Forget every function's copy of the feed; with a document, every fetch from now on
+    answers it instead of the feed (tests, local engine)."""
+    global _stand_in
+    _stand_in = document
+    _documents.forget_all()

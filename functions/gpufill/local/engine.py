@@ -3,7 +3,8 @@ statemachine/*.asl.json in moto's Step Functions interpreter, every Lambda task 
 
 What it guarantees: nothing leaves the process. Dummy credentials are set before any
 client exists, every AWS call is served by moto, and every execution thread has ended
-before the mock closes (a thread outliving the mock would reach real endpoints).
+before the mock or any patch closes (a thread outliving the mock would reach real endpoints;
+one outliving the in-process Lambda invoker, moto's Docker-backed Lambda).
 
 LocalEngine is made of one part per job, each in its own module: the deployments in the
 account (deployments.py), modelled time (modelled_time.py), Lambda's invocations
@@ -187,7 +188,6 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
             self.at(event.at_seconds, partial(interruptions.reclaim, self,
                                               interruptions.Reclaim(at_seconds=event.at_seconds, instance=event.instance)))
         self._stack.enter_context(mock_aws(config={"stepfunctions": {"execute_state_machine": True}}))
-        self._stack.callback(self._end_executions)
         self._stack.enter_context(self.market.patches())
         self._stack.enter_context(lambdas.in_process(self))
         self._stack.enter_context(function_urls.in_process(self))
@@ -231,6 +231,10 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         self._stack.enter_context(simulation_api.patches(self._policies_of_role, self.account))
         self._stack.enter_context(limits.patches(self._answered_tokens))
         self._stack.enter_context(speedups.parse_definitions_once())
+        # Last in, so first out: executions still running as the engine closes (a Ctrl-C) are stopped
+        # while the account is whole. Undone earlier, the in-process Lambda invoker would leave a
+        # running Task to moto's own invoke, which probes for Docker and logs its failure.
+        self._stack.callback(self._end_executions)
         from gpufill.adapters import spot_advisor
 
         spot_advisor.reset(self.scenario.advisor_document())
@@ -265,19 +269,16 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         path.write_text(json.dumps(usage_of(self)))
 
     def _forget_caches(self) -> None:
-        from gpufill.adapters import ami, aws, network, placement_scores, regions_config, run_store, spot_advisor
+        from gpufill.adapters import aws, container, spot_advisor
 
         aws.forget_clients()
-        placement_scores.reset()
-        network.forget()
-        regions_config.forget()
-        ami.image_for.cache_clear()
-        run_store.forget()
+        container.start_afresh()  # every function's caches (adapters/container.py)
         spot_advisor.reset()
 
     def cold_start(self) -> None:
-        """Forget every per-container cache (clients, resolved AMIs, the regions config,
-        network lookups, placement scores), as a new Lambda container starts with none."""
+        """Forget every function's caches (clients, plans, resolved AMIs, the regions config,
+        network lookups, placement scores, the Spot Advisor feed), as new Lambda execution
+        environments start with none."""
         from gpufill.adapters import spot_advisor
 
         self._forget_caches()
@@ -289,11 +290,13 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         the account while this invocation is paused, as another Lambda container or a person would
         act between two of its calls. Calls made in it are not this function's, and other
         functions' invocations run meanwhile."""
+        from gpufill.adapters import container
+
         invocation = self._invocation
         task, function = getattr(invocation, "task", None), getattr(invocation, "function", None)
         invocation.task = invocation.function = None
         try:
-            with self._environments.suspended():
+            with self._environments.suspended(), container.running_as(None):
                 yield
         finally:
             invocation.task, invocation.function = task, function

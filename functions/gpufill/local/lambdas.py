@@ -1,5 +1,6 @@
 """Lambda in the simulated account: every invocation runs the function's handler in this process,
-with the function's own Environment and the Lambda-level faults of engine.faults; an asynchronous
+with the function's own Environment, its own caches (as in execution environments of its own,
+adapters/container.py) and the Lambda-level faults of engine.faults; an asynchronous
 invocation (EventBridge's Lambda targets) is queued for a few delivery threads and tried up to
 three times, as Lambda does."""
 
@@ -36,6 +37,30 @@ class FakeContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+class ExecutionEnvironments:
+    """Which execution environment of its function each invocation runs in. Lambda gives each
+    concurrent request an environment of its own and hands a free, warm one to the next request:
+    an invocation here takes a free environment of its function, or a new one when all are busy,
+    and its caches are that environment's (adapters/container.py keys them by the name returned)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free: dict[str, list[str]] = {}
+        self._made: dict[str, int] = {}
+
+    def take(self, function_name: str) -> str:
+        with self._lock:
+            free = self._free.setdefault(function_name, [])
+            if free:
+                return free.pop()
+            made = self._made[function_name] = self._made.get(function_name, 0) + 1
+            return function_name if made == 1 else f"{function_name}#{made}"
+
+    def give_back(self, function_name: str, environment: str) -> None:
+        with self._lock:
+            self._free[function_name].append(environment)
 
 
 class AsyncInvocations:
@@ -104,10 +129,12 @@ def in_process(engine):
     from moto.awslambda.models import LambdaBackend, LambdaFunction
     from moto.awslambda.responses import LambdaResponse
 
+    from gpufill.adapters import container
     from gpufill.local.faults import KilledInvocation
     from gpufill.local.iam import trust
 
     calls, faults = engine.calls, engine.faults
+    environments = ExecutionEnvironments()
     invoked = threading.local()  # the qualifier (alias or version) the caller named, per thread
     original_backend_invoke, original_response_invoke = LambdaBackend.invoke, LambdaResponse.invoke
 
@@ -142,7 +169,10 @@ def in_process(engine):
         handler = getattr(importlib.import_module(module_name), attr)
         # A function the state machine does not invoke (StartRefill) runs outside any run.
         logged = calls.invocation(module_name.rsplit(".", 1)[-1]) if deployed.placeholder else calls.outside_runs()
-        with engine._environments.applied(function.environment_vars), logged:
+        # Its caches are its environment's: what another function, or a concurrent invocation of
+        # this one, cached stays in that environment's memory.
+        environment = environments.take(function.function_name)
+        with engine._environments.applied(function.environment_vars), logged, container.running_as(environment):
             engine._invocation.task = task
             engine._invocation.function = deployed
             try:
@@ -155,6 +185,7 @@ def in_process(engine):
             finally:
                 engine._invocation.task = None
                 engine._invocation.function = None
+                environments.give_back(function.function_name, environment)
         if fault is not None:  # after_handler: the work is done, the answer is lost
             return lambda_error(fault.error, function), True, ""
         return json.dumps(result), False, ""

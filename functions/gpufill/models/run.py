@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gpufill.constants import (
     WAIT_FIRST_DELAY_SECONDS,
@@ -251,7 +251,8 @@ class Run(_Model):
     step_attempts: list[Attempt] = Field(default_factory=list)
     instances: list[Instance] = Field(default_factory=list)
     hourly_cost: float = 0.0
-    # "market/region" (the region is out: unreachable or unusable) or "market/region/quota group".
+    # "market/region" (the region is out: unreachable or unusable), "market/region/quota group",
+    # a fleet's "market/region/tier" or one pool's "market/region/AZ/type[/reservation]" (policy/fill.py).
     blocked: list[str] = Field(default_factory=list)
     launch: RegionLaunch | None = None
     # With wait_for_capacity: each region's launch parameters as an earlier try of this run fixed
@@ -281,6 +282,19 @@ class Run(_Model):
     # When the run was accepted (epoch seconds, the handlers' clock): a continued execution keeps
     # it, so the time to fill counts from the request's start, not from its latest execution.
     started_at: float | None = None
+
+    @field_validator("blocked")
+    @classmethod
+    def _market_named_once(cls, keys: list[str]) -> list[str]:
+        """A pool's key once named its market twice ("spot/spot/us-west-2/..."), and a run state
+        written then (an execution running across a deploy, a continued wait) still blocks the
+        same pool: such a key is read with the market once. No other key repeats its first part."""
+        return list(dict.fromkeys(_market_once(key) for key in keys))
+
+
+def _market_once(key: str) -> str:
+    market, _, rest = key.partition("/")
+    return rest if market in get_args(MarketName) and rest.startswith(f"{market}/") else key
 
 
 class LaunchResult(_Model):

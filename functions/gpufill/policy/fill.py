@@ -49,8 +49,9 @@ def fleet_key(pool: Pool) -> str:
 
 
 def pool_key(pool: Pool) -> str:
-    """One pool a fleet settled while the rest of its region is asked again."""
-    return f"{pool.market}/{pool.key}"
+    """One pool a fleet settled while the rest of its region is asked again: "market/region/AZ/type",
+    with "/reservation" for a reservation's pool (Pool.key already names the market)."""
+    return pool.key
 
 
 def is_open(pool: Pool, blocked: list[str]) -> bool:

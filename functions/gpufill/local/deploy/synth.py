@@ -40,6 +40,7 @@ INPUTS = (
     "functions/gpufill/catalog/**/*",
     "functions/gpufill/adapters/__init__.py",
     "functions/gpufill/adapters/regions_config.py",
+    "functions/gpufill/adapters/container.py",  # regions_config's per-function cache
     "functions/gpufill/policy/__init__.py",
     "functions/gpufill/policy/approvers.py",  # the `approvers` setting is checked at synth
 )
