@@ -34,8 +34,16 @@ def restock_only(case: DynamicCase) -> DynamicCase:
     return dataclasses.replace(case, changes=tuple(c for c in case.changes if c.delta > 0))
 
 
-def on_engine(case: DynamicCase) -> tuple[Counter, float | None, int, int]:
-    """(instances per pool, time to N, fleets, facts reads) of the state machine with wait_for_capacity PT12H."""
+# Wall seconds the engine may spend on one execution of the chain. engine.run stops a run still
+# going after its timeout (600 s by default) and reports it FAILED with LocalTimeout: that, not the
+# chain's hand-over (engine.run follows `continued_as` to the last execution), is why the scarce
+# markets' runs of 12 modelled hours once printed no instance.
+RUN_TIMEOUT_SECONDS = 3 * 3600
+
+
+def on_engine(case: DynamicCase, timeout: float = RUN_TIMEOUT_SECONDS) -> tuple[Counter, float | None, int, int, str]:
+    """(instances per pool, time to N, fleets, facts reads, how the run ended) of the state
+    machine with wait_for_capacity PT12H."""
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     complete_engine_model()
     scenario = {**case.start.scenario, "restock": [
@@ -51,7 +59,7 @@ def on_engine(case: DynamicCase) -> tuple[Counter, float | None, int, int]:
             return admit(backend, region, zone, itype, market, instances, **options)
 
         engine.market.admit = counted
-        execution = engine.run(request, name=f"check-{case.name}")
+        execution = engine.run(request, name=f"check-{case.name}", timeout=timeout)
         scans = engine.calls.calls.count("ec2:DescribeSpotPriceHistory")
         fleets = engine.calls.calls.count("ec2:CreateFleet")
     output = execution.output if isinstance(execution.output, dict) else {}
@@ -61,31 +69,33 @@ def on_engine(case: DynamicCase) -> tuple[Counter, float | None, int, int]:
         held += n
         if held >= case.count and reached is None:
             reached = at
-    return pools, reached, fleets, scans // len(case.start.regions())
+    ended = execution.status if execution.error is None else f"{execution.status} {execution.error}"
+    return pools, reached, fleets, scans // len(case.start.regions()), f"{ended} after {len(execution.continued_from) + 1} execution(s)"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.dynamic.engine_check", description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=generate.DEFAULT_SEED)
     parser.add_argument("--cases", type=int, nargs="*", default=list(QUICK), help="market indexes of the seed")
+    parser.add_argument("--timeout", type=float, default=RUN_TIMEOUT_SECONDS, help="wall seconds per execution")
     args = parser.parse_args(argv)
     cases = generate.generated(args.seed)
     print("| market | same pools | time to N: replay / engine | fleets: replay / engine | facts reads: replay / engine "
-          "| engine wall s |")
-    print("| --- | --- | --- | --- | --- | --- |")
+          "| engine run | engine wall s |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for index in args.cases:
         case = restock_only(cases[index])
         ec2 = gpufill.run(case, request_id=f"check-{case.name}")  # the same jitter as the engine's run
         mine = Counter((i.zone, i.instance_type) for i in ec2.instances)
         reads = ec2.calls["DescribeSpotPriceHistory"] // len(case.start.regions())
         started = time.monotonic()
-        pools, reached, engine_fleets, engine_reads = on_engine(case)
+        pools, reached, engine_fleets, engine_reads, ended = on_engine(case, args.timeout)
         wall = time.monotonic() - started
         replay_t = time_to_n(ec2.instances, case.count)
         show = lambda t: "—" if t is None else f"{t:.0f} s"  # noqa: E731
         print(f"| {case.name} | {'yes' if pools == mine else f'no: {dict(mine)} / {dict(pools)}'} | "
               f"{show(replay_t)} / {show(reached)} | {ec2.calls['CreateFleet']} / {engine_fleets} | {reads} / {engine_reads} "
-              f"| {wall:.0f} |", flush=True)
+              f"| {ended} | {wall:.0f} |", flush=True)
     return 0
 
 

@@ -188,10 +188,10 @@ def _wait_loop(
             prepared = set()  # a try that reads the facts fixes each region's launch parameters again
         before = len(ec2.instances)
         if strategy == "gpufill":
-            got, calls = _fleets(ec2, cache, pools, count - launched, prepared)
+            got, logged = _fleets(ec2, cache, pools, count - launched, prepared)
         else:
-            got, calls = _probe(ec2, cache, pools, count - launched)
-        launched, attempts = launched + got, attempts + calls
+            got, logged = _probe(ec2, cache, pools, count - launched)
+        launched, attempts = launched + got, attempts + logged
         held |= {i.region for i in ec2.instances[before:]}
         if launched >= count:
             # WaitUntilRunning and CheckServing read the run's instances in each region they are in
@@ -213,6 +213,7 @@ def _wait_loop(
 
 
 def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: set[str]) -> tuple[int, int]:
+    """(instances launched, attempts logged) of a try's fleets."""
     got, calls = 0, 0
     groups: dict[str, list] = {}
     for pool in pools:
@@ -230,7 +231,9 @@ def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: se
             ec2.call(api)
         prepared.add(region)
         answer = ec2.create_fleet(group[0].region, [(p.availability_zone, p.instance_type) for p in group], missing - got)
-        calls += 1
+        # The run logs an attempt per pool EC2 answered for (policy.fleet_moves.after_fleet), and a
+        # try's attempts decide when the execution hands over (policy.waiting.next_try's history bound).
+        calls += len(answer.instances.keys() | answer.errors.keys())
         got += answer.count
         for (zone, itype), error in answer.errors.items():
             if error == "capacity":
@@ -254,6 +257,7 @@ def _setup(ec2: Ec2, region: str, zones: list[str]) -> tuple[str, ...]:
 
 
 def _probe(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int, int]:
+    """(instances launched, attempts logged: one per RunInstances) of a try's probes."""
     got, calls = 0, 0
     for pool in pools:
         batch = min(CLASSIC_BATCH, missing - got)
