@@ -11,8 +11,9 @@ model (gpufill.local.fleet_allocation).
 
 Interruptions: a drain larger than the pool's free capacity makes EC2 take capacity back from
 running spot instances. EC2 spreads that over every account in the pool, so one drain reclaims
-at most one of this account's instances there (the newest), which ends two minutes later, after
-the interruption notice; it is billed until then.
+at most one of this account's instances there (the newest not already warned), which ends two
+minutes later, after the interruption notice; it is billed until then. The local engine's scenario
+field `drain` does the same (docs/local-engine.md, "Drains").
 
 Besides drains, EC2 reclaims each running spot instance at its pool's Spot Advisor rate: the
 advisor's "frequency of interruption" is the share of a type's spot capacity in a region EC2
@@ -116,7 +117,8 @@ class Ec2:
             self.__free[change.pool] = max(0, free)
 
     def __reclaim(self, pool: tuple[str, str, str], at: float) -> None:
-        mine = [i for i in self.instances if (i.region, i.zone, i.instance_type) == pool and i.running(at)]
+        # One already warned is going anyway: EC2 takes the next newest (as the local engine's `drain`).
+        mine = [i for i in self.instances if (i.region, i.zone, i.instance_type) == pool and i.running(at) and not i.interrupted]
         if mine:
             newest = mine[-1]
             newest.ended_at, newest.interrupted = at + SPOT_NOTICE_SECONDS, True
