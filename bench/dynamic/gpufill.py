@@ -16,7 +16,8 @@ decisions in process, as bench.replay does for region orders:
   (RankKnownPools: no call; the markets hold no reservation, so policy.reservations.read_again
   reads none). It ranks the pools with policy.ranking: price-capacity regions with
   AWS's region-level placement scores for gpufill's default, which each run asks once and
-  keeps (GetSpotPlacementScores); classic points for `classic`;
+  keeps (GetSpotPlacementScores; a run asking for the same count as one that asked less than
+  adapters.placement_scores.KEEP_SECONDS ago reads its answer instead); classic points for `classic`;
 - pools another try found empty in the capacity cache's window (DEFAULT_CAPACITY_CACHE_SECONDS)
   go last, through policy.ranking.defer_recently_full; a try that reuses its facts leaves out
   those found empty less than WAIT_SKIP_FULL_SECONDS ago (policy.ranking.leave_out_recently_full);
@@ -59,6 +60,7 @@ from gpufill.constants import (
     WARM_LAUNCH_TTL_SECONDS,
     WARM_SCORING_TTL_SECONDS,
 )
+from gpufill.adapters import placement_scores
 from gpufill.policy import fill, ranking, waiting
 from gpufill.policy import reservations as reservation_policy
 
@@ -145,7 +147,12 @@ def _wait_loop(
     regions = start.regions()
     region_scores = leak.returned_region_scores(start) if strategy == "gpufill" else {}
     if strategy == "gpufill":
-        ec2.call("GetSpotPlacementScores")  # once per run (the request's and each refill), kept for its tries
+        # Once per run (the request's and each refill), kept for its tries; a run that asks what another
+        # asked less than KEEP_SECONDS ago (the same count) reads that answer from the capacity table.
+        configuration = f"placement#{count}"
+        if not _fresh(ec2, configuration, placement_scores.KEEP_SECONDS):
+            ec2.warm[configuration] = ec2.now
+            ec2.call("GetSpotPlacementScores")
     launched, attempts = 0, 0
     wait = waiting.begin(
         int(min(HORIZON_SECONDS - started, HORIZON_SECONDS)), started, first_delay=asked.first_delay, max_delay=asked.max_delay

@@ -45,6 +45,13 @@ MONTHLY_RECLAIM_SHARE = {0: 0.025, 1: 0.075, 2: 0.125, 3: 0.175, 4: 0.25}
 MONTH_SECONDS = 730 * 3600
 
 
+def lifetime(market: str, zone: str, instance_type: str, nth: int, tier: int) -> float:
+    """Seconds from its launch until EC2 reclaims the `nth` instance (0-based) launched in a pool of
+    the market at its Spot Advisor tier's rate (the module docstring); engine_check draws the same."""
+    share = MONTHLY_RECLAIM_SHARE.get(tier, MONTHLY_RECLAIM_SHARE[4])
+    return random.Random(f"reclaim-{market}-{zone}-{instance_type}-{nth}").expovariate(share / MONTH_SECONDS)
+
+
 @dataclass
 class Instance:
     region: str
@@ -144,8 +151,7 @@ class Ec2:
         """Seconds until EC2 reclaims the pool's next instance at its advisor tier's rate."""
         nth = self.__launched[(region, zone, itype)]
         self.__launched[(region, zone, itype)] += 1
-        share = MONTHLY_RECLAIM_SHARE.get(self.__tiers.get((region, itype), 4), MONTHLY_RECLAIM_SHARE[4])
-        return random.Random(f"reclaim-{self.__market}-{zone}-{itype}-{nth}").expovariate(share / MONTH_SECONDS)
+        return lifetime(self.__market, zone, itype, nth, self.__tiers.get((region, itype), 4))
 
     def run_instances(
         self, region: str, instance_type: str, max_count: int, min_count: int = 1, zone: str | None = None

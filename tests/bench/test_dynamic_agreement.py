@@ -53,7 +53,9 @@ def on_engine() -> tuple[list[tuple[float, str]], Counter]:
         "regions": REGIONS,
         "restock": [{"at_seconds": c.at, "zone": c.zone, "type": c.instance_type, "spot": c.delta}
                     for c in CHANGES if c.delta > 0],
-        "interruptions": [{"at_seconds": RECLAIM_AT, "instance": 1}],  # the drain's reclaim
+        # The drain takes more than is free in us-west-2a: EC2 reclaims the instance there.
+        "drain": [{"at_seconds": c.at, "zone": c.zone, "type": c.instance_type, "spot": -c.delta}
+                  for c in CHANGES if c.delta < 0],
     }
     launches: list[tuple[float, str]] = []
     with contextlib.redirect_stdout(io.StringIO()), LocalEngine(MarketScenario.model_validate(scenario)) as engine:

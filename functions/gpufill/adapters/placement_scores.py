@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 
 from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
@@ -60,7 +59,9 @@ def _scores(
 ) -> dict | None:
     key = _config_key(instance_types, target_capacity, regions, single_zone)
     kept = _cache.get(key)
-    if kept and time.monotonic() - kept[0] < KEEP_SECONDS:
+    # The answer's age on the clock every run reads (modelled on the local engine, where a container's
+    # wall seconds would keep an answer through hours of modelled waiting that AWS would ask again).
+    if kept and 0 <= clock.epoch() - kept[0] < KEEP_SECONDS:
         return kept[1]
     found = _shared(key)
     if found is None:
@@ -70,7 +71,7 @@ def _scores(
             logger.warning("spot placement scores unavailable; ranking without them", extra={"error": str(error)})
             return None
         _share(key, found)
-    _cache[key] = (time.monotonic(), found)
+    _cache[key] = (clock.epoch(), found)
     return found
 
 
