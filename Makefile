@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 iam-report: $(PY_STAMP) $(NODE_STAMP)
 	$(VENV)/bin/gpufill local iam-report --write
 
-.PHONY: demo test test-all bench bench-dynamic bench-quick bench-engine bench-load setup lint-asl clean mutation
+.PHONY: demo test test-all bench bench-dynamic bench-quick bench-engine bench-load bench-agreement setup lint-asl clean mutation
 
 demo: $(PY_STAMP) $(NODE_STAMP)
 	$(VENV)/bin/gpufill simulate examples/requests/provision-spot.json --market examples/markets/first-az-sold-out.json
@@ -68,6 +68,12 @@ bench-load: $(PY_STAMP) $(NODE_STAMP)
 
 bench-engine: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench.engine_speed $(if $(BASE),--engine-base $(BASE)) $(if $(REPEAT),--repeat $(REPEAT))
+
+# The dynamic replay against the real state machine on the local engine, market by market (about
+# 5 minutes of wall time on 2 cores for the 10 default markets; MARKETS="3 8" picks others of the
+# seed): docs/benchmark.md, "The replay against the state machine". Writes bench/results/dynamic/agreement.json.
+bench-agreement: $(PY_STAMP) $(NODE_STAMP)
+	$(PY) -m bench.dynamic.engine_check $(if $(MARKETS),--markets $(MARKETS)) --out bench/results/dynamic/agreement.json
 
 # How many tests each folder of tests/ holds, by pytest's own collection (`--collect-only`, about
 # half a minute; 2 min at load average 8): prints the table and rewrites docs/testing.md's block.

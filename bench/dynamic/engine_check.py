@@ -169,14 +169,14 @@ def on_engine(case: DynamicCase, timeout: float = RUN_TIMEOUT_SECONDS) -> Side:
     return Side(outcome(case, "gpufill", shim), instances, ended, overlap, time.monotonic() - started, followed)
 
 
-def compared(case: DynamicCase, mine: Side, theirs: Side, timed: Side | None = None) -> dict:
+def compared(case: DynamicCase, mine: Side, theirs: Side, timed: Side | None = None, seed: int | None = None) -> dict:
     """`mine` the replay on the engine's clock, `theirs` the engine, `timed` the replay as the
     benchmark runs it (its calls' modelled latencies in its clock)."""
     a, b = mine.outcome, theirs.outcome
     differ = {api: [a.by_api.get(api, 0), b.by_api.get(api, 0)] for api in sorted(set(a.by_api) | set(b.by_api))
               if api not in TEMPLATE_VERSIONS and a.by_api.get(api, 0) != b.by_api.get(api, 0)}
     return {
-        "market": case.name, "same_pools": mine.pools() == theirs.pools(),
+        "market": case.name, "seed": seed, "same_pools": mine.pools() == theirs.pools(),
         "pools": [{f"{z} {t}": n for (z, t), n in sorted(s.pools().items())} for s in (mine, theirs)],
         "instances": [a.launched, b.launched], "interrupted": [a.interrupted, b.interrupted],
         "time_to_n": [a.time_to_n, b.time_to_n], "fleets": [a.by_api.get("CreateFleet", 0), b.by_api.get("CreateFleet", 0)],
@@ -197,7 +197,8 @@ def row(found: dict) -> str:
     versions = ", ".join(f"{r}/{e}" for r, e in found["template_versions"].values())
     timed = found["replay_with_latencies"]
     latencies = "" if timed is None else f" ({show(timed['time_to_n'])}, {timed['fleets']} fleets with latencies)"
-    return (f"| {found['market']} | {'yes' if found['same_pools'] else 'no'} | {pair('instances')} ({pair('interrupted')} reclaimed, "
+    name = found["market"] if found["seed"] in (None, generate.DEFAULT_SEED) else f"{found['market']} (seed {found['seed']})"
+    return (f"| {name} | {'yes' if found['same_pools'] else 'no'} | {pair('instances')} ({pair('interrupted')} reclaimed, "
             f"{found['refills']} refill{'s' if found['refills'] != 1 else ''}{', overlap' if found['overlap'] else ''}) | "
             f"{pair('time_to_n', show)}{latencies} | {pair('fleets')} | {pair('ec2_calls')}: {differ} | {versions} | "
             f"{pair('dollars', lambda d: f'{d:.2f}')} | {found['engine_wall_seconds']} |")
@@ -210,20 +211,22 @@ HEADER = ("| market | same pools | instances: replay / engine | time to N s | fl
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.dynamic.engine_check", description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=generate.DEFAULT_SEED)
-    parser.add_argument("--markets", type=int, nargs="*", default=list(QUICK), help="market indexes of the seed")
+    parser.add_argument("--markets", nargs="*", default=[str(i) for i in QUICK],
+                        help="market indexes of the seed, or SEED:INDEX for another seed's")
     parser.add_argument("--timeout", type=float, default=RUN_TIMEOUT_SECONDS, help="wall seconds per execution")
     parser.add_argument("--out", help="write every market's comparison here as JSON")
     args = parser.parse_args(argv)
-    cases = generate.generated(args.seed)
     print(HEADER, flush=True)
     found = []
-    for index in args.markets:
-        case = cases[index]
-        found.append(compared(case, replay(case), on_engine(case, args.timeout), replay(case, engine_clock=False)))
+    for named in args.markets:
+        seed, _, index = named.rpartition(":")
+        case = generate.generated(int(seed or args.seed))[int(index)]
+        found.append(compared(case, replay(case), on_engine(case, args.timeout), replay(case, engine_clock=False),
+                              seed=int(seed or args.seed)))
         print(row(found[-1]), flush=True)
         if args.out:
             with open(args.out, "w") as out:
-                json.dump({"seed": args.seed, "markets": found}, out, indent=1)
+                json.dump({"markets": found}, out, indent=1)
     return 0
 
 

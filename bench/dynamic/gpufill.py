@@ -32,7 +32,8 @@ decisions in process, as bench.replay does for region orders:
   `classic` probes pool by pool with RunInstances of exactly the batch (at most 4), halving
   the batch on a capacity error, as the static bench's classic request does;
 - a run that completes reads its instances while they boot and load the model (DescribeInstances,
-  BOOT_WATCH_CALLS_PER_REGION per region it holds instances in);
+  boot_watch_calls: per region it holds instances in, 2 reads of a lone instance or one more than
+  it holds there, and 5 while the model loads);
 - a try that ends short waits policy.waiting.next_try's delay (60 s doubling to the cap, 2 min
   by default, with the request's jitter) until the deadline; a run keeps what it launched and
   counts it. With `all_or_nothing` (as RollBackGang does) a try that ends short terminates what it
@@ -40,12 +41,12 @@ decisions in process, as bench.replay does for region orders:
   again) and the run waits holding nothing;
 - the request has `maintain: true`: every instance EC2 reclaims starts a refill run of one
   instance with the same wait (policy.refill.refill_input carries wait_for_capacity), from the
-  interruption notice (StartRefill marks the reclaimed pool full in the capacity cache), also after the fleet is complete, through its billed hour of work (a
-  notice then is seen within WATCH_STEP_SECONDS); the capacity cache is shared by every run, as its table is.
+  interruption notice (StartRefill marks the reclaimed pool full in the capacity cache), also after the fleet is complete, through its billed hour of work; the capacity cache is shared by every run, as its table is.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from types import SimpleNamespace
@@ -79,12 +80,12 @@ PREPARE = ("DescribeImages",)
 REGION_SETUP = ("DescribeVpcs", "DescribeSecurityGroups", "CreateSecurityGroup", "CreateLaunchTemplate")
 ZONE_SETUP = ("DescribeSubnets",)
 CLASSIC_BATCH = 4
-# DescribeInstances a run makes per region it holds instances in once it is complete: WaitUntilRunning
-# until they run and CheckServing once a minute until the model servers answer, as measured on the
-# local engine (15 for the two one-region runs of tests/bench/test_dynamic_agreement.py).
-BOOT_WATCH_CALLS_PER_REGION = 7
-# While no run waits, how often the replay looks for reclaims: a refill starts at most this late.
-WATCH_STEP_SECONDS = 10
+# DescribeInstances a complete run's startup watch makes in each region it holds instances in, as on
+# the local engine: WaitUntilRunning's first read of the k new instances there, which EC2 does not
+# describe yet (InvalidInstanceID.NotFound; adapters.ec2.instance_states then asks for each alone
+# when k > 1, or reads the one again 15 s later), then CheckServing once a minute until the model
+# servers answer (5 reads).
+CHECK_SERVING_CALLS_PER_REGION = 5
 # The request's reservations setting as the replay's runs have it (the default); the markets hold none.
 OPEN_RESERVATIONS = SimpleNamespace(capacity_reservations="open", market="spot")
 
@@ -120,12 +121,13 @@ def run(case: DynamicCase, strategy: str = "gpufill", request_id: str = REQUEST_
                 runs.append((ec2.now + delay, n, loop))
         else:
             # No run is waiting: the fleet works and maintenance watches it through the billed hour
-            # of work (bench.dynamic.measure), so a reclaim then starts a refill as on EC2.
+            # of work (bench.dynamic.measure), so a reclaim then starts a refill as on EC2, at its
+            # notice (EventBridge delivers it to StartRefill within seconds).
             reached = time_to_n(ec2.instances, case.count)
             end = HORIZON_SECONDS if reached is None else min(HORIZON_SECONDS, reached + WORK_SECONDS)
             if ec2.now >= end:
                 return ec2
-            ec2.wait(min(WATCH_STEP_SECONDS, end - ec2.now))
+            ec2.wait_until(min(end, ec2.next_reclaim_at()))
         for reclaimed in ec2.reclaims[refills:]:
             refills += 1
             notice = reclaimed.ended_at - SPOT_NOTICE_SECONDS
@@ -158,7 +160,7 @@ def _wait_loop(
         int(min(HORIZON_SECONDS - started, HORIZON_SECONDS)), started, first_delay=asked.first_delay, max_delay=asked.max_delay
     )
     route = "prepare"  # the first try scores every region
-    held: set[str] = set()  # the regions this run's instances are in
+    held: Counter[str] = Counter()  # this run's instances by region
     first = True
     while True:
         known = route == "rank" and asked.facts_ttl > 0
@@ -199,15 +201,15 @@ def _wait_loop(
         else:
             got, logged = _probe(ec2, cache, pools, count - launched)
         launched, attempts = launched + got, attempts + logged
-        held |= {i.region for i in ec2.instances[before:]}
+        held.update(i.region for i in ec2.instances[before:])
         if launched >= count:
             # WaitUntilRunning and CheckServing read the run's instances in each region they are in
             # (counted, not timed: the watch runs over the boot's minutes, after time to N).
-            ec2.calls["DescribeInstances"] += BOOT_WATCH_CALLS_PER_REGION * len(held)
+            ec2.calls["DescribeInstances"] += boot_watch_calls(held)
             return
         if asked.all_or_nothing and got:
             ec2.terminate(ec2.instances[before:])  # RollBackGang: hand the short try back
-            launched, held = 0, set()
+            launched, held = 0, Counter()
         verdict, wait = waiting.next_try(
             wait, now=ec2.now, spread=waiting.jitter(request_id, wait.tries),
             tries_per_execution=DEFAULT_TRIES_PER_EXECUTION, regions=len(regions), attempts_total=attempts,
@@ -217,6 +219,11 @@ def _wait_loop(
         yield wait.delay_seconds
         wait = waiting.begin_try(wait, handover=verdict == "handover", attempts_total=attempts)
         route, wait = waiting.next_try_route(wait, now=ec2.now, handover=verdict == "handover", ttl=asked.facts_ttl)
+
+
+def boot_watch_calls(held: Counter[str]) -> int:
+    """DescribeInstances of a complete run's startup watch (CHECK_SERVING_CALLS_PER_REGION says how)."""
+    return sum(CHECK_SERVING_CALLS_PER_REGION + (2 if k == 1 else 1 + k) for k in held.values() if k)
 
 
 def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: set[str]) -> tuple[int, int]:

@@ -131,6 +131,14 @@ class Ec2:
             newest.ended_at, newest.interrupted = at + SPOT_NOTICE_SECONDS, True
             self.reclaims.append(newest)
 
+    def next_reclaim_at(self) -> float:
+        """The next moment EC2 could reclaim one of the account's instances (a drain to come, or a
+        running instance's advisor-rate end); the horizon's end when none. The replay's maintenance
+        watch sleeps until then: EventBridge would deliver the notice within seconds of it."""
+        drains = (c.at for c in self.__changes[self.__applied:] if c.delta < 0)
+        ends = (i.reclaim_at for i in self.instances if i.ended_at is None and i.reclaim_at is not None)
+        return min((t for t in (*drains, *ends) if t > self.now), default=float("inf"))
+
     # --- what the account may know of its own instances ------------------------------------
 
     def running(self) -> int:
