@@ -38,6 +38,7 @@ from types import SimpleNamespace
 from unittest import mock
 
 from gpufill import constants
+from gpufill.adapters import clock
 from gpufill.local import interruptions
 from gpufill.local.engine import LocalEngine
 from gpufill.local.scenario import MarketScenario
@@ -115,8 +116,14 @@ def on_engine(case: DynamicCase, timeout: float = RUN_TIMEOUT_SECONDS) -> Side:
     per_pool: Counter = Counter()
     due: list[float] = []  # when the advisor rate reclaims an instance
     tiers = {(r, t): tier for r, m in case.start.scenario["regions"].items() for t, tier in m.get("advisor_tier", {}).items()}
+    # The handlers' clock is the wall clock plus the modelled waits; the interpreter's own wall
+    # seconds (one to three a try) would age every capacity-cache entry past what the modelled
+    # tries say, and flip which pools a try leaves out (WAIT_SKIP_FULL_SECONDS). Held still here, so
+    # the handlers read modelled time alone, from a whole second as the cache's seen_at keeps it.
+    base = float(int(time.time()))
+    still = SimpleNamespace(time=lambda: base)
     with contextlib.redirect_stdout(io.StringIO()), mock.patch.object(waiting, "jitter", pinned_jitter), \
-            LocalEngine(MarketScenario.model_validate(scenario_of(case))) as engine:
+            mock.patch.object(clock, "time", still), LocalEngine(MarketScenario.model_validate(scenario_of(case))) as engine:
         admit = engine.market.admit
 
         def counted(backend, region, zone, itype, market, instances, **options):

@@ -15,9 +15,9 @@ decisions in process, as bench.replay does for region orders:
   WAIT_FACTS_TTL_SECONDS, and after a hand-over); otherwise it ranks by the facts it holds
   (RankKnownPools: no call; the markets hold no reservation, so policy.reservations.read_again
   reads none). It ranks the pools with policy.ranking: price-capacity regions with
-  AWS's region-level placement scores for gpufill's default, which each run asks once and
-  keeps (GetSpotPlacementScores; a run asking for the same count as one that asked less than
-  adapters.placement_scores.KEEP_SECONDS ago reads its answer instead); classic points for `classic`;
+  AWS's region-level placement scores for gpufill's default, which a ranking asks again
+  (GetSpotPlacementScores) when no run asked them for the same count less than
+  adapters.placement_scores.KEEP_SECONDS ago; classic points for `classic`;
 - pools another try found empty in the capacity cache's window (DEFAULT_CAPACITY_CACHE_SECONDS)
   go last, through policy.ranking.defer_recently_full; a try that reuses its facts leaves out
   those found empty less than WAIT_SKIP_FULL_SECONDS ago (policy.ranking.leave_out_recently_full);
@@ -32,8 +32,8 @@ decisions in process, as bench.replay does for region orders:
   `classic` probes pool by pool with RunInstances of exactly the batch (at most 4), halving
   the batch on a capacity error, as the static bench's classic request does;
 - a run that completes reads its instances while they boot and load the model (DescribeInstances,
-  boot_watch_calls: per region it holds instances in, 2 reads of a lone instance or one more than
-  it holds there, and 5 while the model loads);
+  boot_watch: per region it holds instances in, until EC2 describes them running, then 5 while
+  the model loads);
 - a try that ends short waits policy.waiting.next_try's delay (60 s doubling to the cap, 2 min
   by default, with the request's jitter) until the deadline; a run keeps what it launched and
   counts it. With `all_or_nothing` (as RollBackGang does) a try that ends short terminates what it
@@ -46,7 +46,7 @@ decisions in process, as bench.replay does for region orders:
 
 from __future__ import annotations
 
-from collections import Counter
+import math
 from dataclasses import dataclass
 
 from types import SimpleNamespace
@@ -80,11 +80,9 @@ PREPARE = ("DescribeImages",)
 REGION_SETUP = ("DescribeVpcs", "DescribeSecurityGroups", "CreateSecurityGroup", "CreateLaunchTemplate")
 ZONE_SETUP = ("DescribeSubnets",)
 CLASSIC_BATCH = 4
-# DescribeInstances a complete run's startup watch makes in each region it holds instances in, as on
-# the local engine: WaitUntilRunning's first read of the k new instances there, which EC2 does not
-# describe yet (InvalidInstanceID.NotFound; adapters.ec2.instance_states then asks for each alone
-# when k > 1, or reads the one again 15 s later), then CheckServing once a minute until the model
-# servers answer (5 reads).
+# DescribeInstances a complete run's CheckServing makes in each region it holds instances in: once a
+# minute until the model servers answer (240 s after the launch on the local engine), after
+# WaitUntilRunning's reads (bench.dynamic.market.Ec2.wait_until_running).
 CHECK_SERVING_CALLS_PER_REGION = 5
 # The request's reservations setting as the replay's runs have it (the default); the markets hold none.
 OPEN_RESERVATIONS = SimpleNamespace(capacity_reservations="open", market="spot")
@@ -133,7 +131,7 @@ def run(case: DynamicCase, strategy: str = "gpufill", request_id: str = REQUEST_
             notice = reclaimed.ended_at - SPOT_NOTICE_SECONDS
             if notice < HORIZON_SECONDS:
                 # StartRefill marks the reclaimed pool full in the capacity cache, so it goes last.
-                cache[f"spot/{reclaimed.region}/{reclaimed.zone}/{reclaimed.instance_type}"] = notice
+                cache[f"spot/{reclaimed.region}/{reclaimed.zone}/{reclaimed.instance_type}"] = math.floor(notice)
                 started = max(notice, ec2.now) if not runs else notice
                 refill = _wait_loop(ec2, cache, case, strategy, 1, f"{request_id}-refill-{refills}", started, asked=asked)
                 runs.append((started, refills, refill))
@@ -148,19 +146,12 @@ def _wait_loop(
     facts, request = replay._facts(start), replay._request(start)
     regions = start.regions()
     region_scores = leak.returned_region_scores(start) if strategy == "gpufill" else {}
-    if strategy == "gpufill":
-        # Once per run (the request's and each refill), kept for its tries; a run that asks what another
-        # asked less than KEEP_SECONDS ago (the same count) reads that answer from the capacity table.
-        configuration = f"placement#{count}"
-        if not _fresh(ec2, configuration, placement_scores.KEEP_SECONDS):
-            ec2.warm[configuration] = ec2.now
-            ec2.call("GetSpotPlacementScores")
     launched, attempts = 0, 0
     wait = waiting.begin(
         int(min(HORIZON_SECONDS - started, HORIZON_SECONDS)), started, first_delay=asked.first_delay, max_delay=asked.max_delay
     )
     route = "prepare"  # the first try scores every region
-    held: Counter[str] = Counter()  # this run's instances by region
+    held: list[int] = []  # this run's instances (indexes in ec2.instances)
     first = True
     while True:
         known = route == "rank" and asked.facts_ttl > 0
@@ -186,6 +177,12 @@ def _wait_loop(
             ec2.wait(scoring_seconds())
         scores = ranking.score_all(facts, request)
         if strategy == "gpufill":
+            # Every ranking reads the region scores AWS gave for this count: the answer any run got
+            # less than KEEP_SECONDS ago (the container's, or the capacity table's), else a new one.
+            configuration = f"placement#{count}"
+            if not _fresh(ec2, configuration, placement_scores.KEEP_SECONDS):
+                ec2.warm[configuration] = ec2.now
+                ec2.call("GetSpotPlacementScores")
             pools = ranking.price_capacity_pools(facts, ranking.with_region_scores(scores, region_scores), request)
         else:
             pools = ranking.spot_pools(facts, scores, request)
@@ -201,15 +198,15 @@ def _wait_loop(
         else:
             got, logged = _probe(ec2, cache, pools, count - launched)
         launched, attempts = launched + got, attempts + logged
-        held.update(i.region for i in ec2.instances[before:])
+        held += range(before, len(ec2.instances))
         if launched >= count:
             # WaitUntilRunning and CheckServing read the run's instances in each region they are in
             # (counted, not timed: the watch runs over the boot's minutes, after time to N).
-            ec2.calls["DescribeInstances"] += boot_watch_calls(held)
+            boot_watch(ec2, held)
             return
         if asked.all_or_nothing and got:
             ec2.terminate(ec2.instances[before:])  # RollBackGang: hand the short try back
-            launched, held = 0, Counter()
+            launched, held = 0, []
         verdict, wait = waiting.next_try(
             wait, now=ec2.now, spread=waiting.jitter(request_id, wait.tries),
             tries_per_execution=DEFAULT_TRIES_PER_EXECUTION, regions=len(regions), attempts_total=attempts,
@@ -221,9 +218,11 @@ def _wait_loop(
         route, wait = waiting.next_try_route(wait, now=ec2.now, handover=verdict == "handover", ttl=asked.facts_ttl)
 
 
-def boot_watch_calls(held: Counter[str]) -> int:
-    """DescribeInstances of a complete run's startup watch (CHECK_SERVING_CALLS_PER_REGION says how)."""
-    return sum(CHECK_SERVING_CALLS_PER_REGION + (2 if k == 1 else 1 + k) for k in held.values() if k)
+def boot_watch(ec2: Ec2, held: list[int]) -> None:
+    """DescribeInstances of a complete run's startup watch over its instances `held`: WaitUntilRunning
+    until EC2 describes them running (Ec2.wait_until_running), then CHECK_SERVING_CALLS_PER_REGION."""
+    ec2.wait_until_running(held)
+    ec2.calls["DescribeInstances"] += CHECK_SERVING_CALLS_PER_REGION * len({ec2.instances[n].region for n in held})
 
 
 def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: set[str]) -> tuple[int, int]:
@@ -251,7 +250,8 @@ def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: se
         got += answer.count
         for (zone, itype), error in answer.errors.items():
             if error == "capacity":
-                cache[f"spot/{group[0].region}/{zone}/{itype}"] = ec2.now
+                # The table keeps whole seconds (adapters.capacity_cache.remember_full's seen_at).
+                cache[f"spot/{group[0].region}/{zone}/{itype}"] = math.floor(ec2.now)
     return got, calls
 
 
@@ -284,7 +284,7 @@ def _probe(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int,
                 got += answer.count
                 batch = min(CLASSIC_BATCH, missing - got)
             else:
-                cache[pool.key] = ec2.now
+                cache[pool.key] = math.floor(ec2.now)
                 batch //= 2
         if got >= missing:
             break

@@ -77,6 +77,10 @@ class Ec2:
         self.instances: list[Instance] = []  # this account's, in launch order
         self.reclaims: list[Instance] = []  # the interruption notices EC2 sent this account, in order
         self.set_up: set[str] = set()  # regions and zones the account's launches have prepared (network, template)
+        # By region, the account's instances (indexes in `instances`) no DescribeInstances there has
+        # passed since their launch: EC2 does not describe them yet (the local engine's visibility
+        # delay of one call, gpufill.local.market), so a read naming one fails InvalidInstanceID.NotFound.
+        self.__hidden: dict[str, set[int]] = {}
         # The deployment's warm facts: when its regions were last scored ("scoring") and each region's
         # launch settings last looked up (by region), as the instances table keeps them.
         self.warm: dict[str, float] = {}
@@ -141,6 +145,34 @@ class Ec2:
 
     # --- what the account may know of its own instances ------------------------------------
 
+    def wait_until_running(self, mine: list[int]) -> None:
+        """WaitUntilRunning's DescribeInstances over a run's instances `mine` (indexes), as the local
+        engine answers them: a round reads every region the run holds instances in; in a region
+        where EC2 does not describe one of them yet, the call fails InvalidInstanceID.NotFound and
+        each is asked alone (adapters.ec2.instance_states), a lone one left for the next round,
+        15 s later. The first call in a region passes every instance's delay there."""
+        regions: dict[str, list[int]] = {}
+        for n in mine:
+            regions.setdefault(self.instances[n].region, []).append(n)
+        again = False
+        for region, held in sorted(regions.items()):
+            self.calls["DescribeInstances"] += 1
+            if self.__unseen(region) & set(held):
+                self.__hidden[region] = set()
+                again = again or len(held) == 1
+                self.calls["DescribeInstances"] += len(held) if len(held) > 1 else 0
+        if again:
+            self.calls["DescribeInstances"] += len(regions)
+
+    def __unseen(self, region: str) -> set[int]:
+        """The account's instances EC2 does not describe yet in `region`. StartRefill reads a
+        reclaimed instance's state once it has ended (DescribeInstances in its region), which
+        passes the delay of every instance launched there before."""
+        ended = [r.ended_at for r in self.reclaims if r.region == region and r.ended_at is not None and r.ended_at <= self.now]
+        if ended:
+            self.__hidden[region] = {n for n in self.__hidden.get(region, set()) if self.instances[n].launched_at > max(ended)}
+        return self.__hidden.get(region, set())
+
     def running(self) -> int:
         """The account's instances not yet ended or warned (DescribeInstances, or a node watch)."""
         return sum(1 for i in self.instances if i.ended_at is None)
@@ -151,6 +183,7 @@ class Ec2:
         self.__free[(region, zone, itype)] -= count
         price = self.__prices[(region, zone, itype)]
         for _ in range(count):
+            self.__hidden.setdefault(region, set()).add(len(self.instances))
             self.instances.append(Instance(region, zone, itype, price, self.now, tier=self.__tiers.get((region, itype), 4),
                                            reclaim_at=self.now + self.__lifetime(region, zone, itype)))
         return count * price
