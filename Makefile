@@ -69,11 +69,12 @@ bench-load: $(PY_STAMP) $(NODE_STAMP)
 bench-engine: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench.engine_speed $(if $(BASE),--engine-base $(BASE)) $(if $(REPEAT),--repeat $(REPEAT))
 
-# The dynamic replay against the real state machine on the local engine, market by market (about
-# 5 minutes of wall time on 2 cores for the 10 default markets; MARKETS="3 8" picks others of the
-# seed): docs/benchmark.md, "The replay against the state machine". Writes bench/results/dynamic/agreement.json.
+# The dynamic replay against the real state machine on the local engine, market by market: the 15
+# markets of docs/benchmark.md's "The replay against the state machine" (about 15 minutes of wall
+# time on 2 busy cores; MARKETS="3 20261205:12" picks others). Writes bench/results/dynamic/agreement.json.
+AGREEMENT_MARKETS := 0 1 2 4 5 6 7 9 10 11 20261205:7 20261205:10 3 20261205:12 8
 bench-agreement: $(PY_STAMP) $(NODE_STAMP)
-	$(PY) -m bench.dynamic.engine_check $(if $(MARKETS),--markets $(MARKETS)) --out bench/results/dynamic/agreement.json
+	$(PY) -m bench.dynamic.engine_check --markets $(or $(MARKETS),$(AGREEMENT_MARKETS)) --out bench/results/dynamic/agreement.json
 
 # How many tests each folder of tests/ holds, by pytest's own collection (`--collect-only`, about
 # half a minute; 2 min at load average 8): prints the table and rewrites docs/testing.md's block.
