@@ -128,7 +128,8 @@ def on_engine(case: DynamicCase, timeout: float = RUN_TIMEOUT_SECONDS) -> Side:
 
         def counted(backend, region, zone, itype, market, instances, **options):
             admit(backend, region, zone, itype, market, instances, **options)
-            for instance in instances:
+            first = len(engine.market._launched) - len(instances) + 1  # the account's launch number of the first
+            for k, instance in enumerate(instances):
                 tier = tiers.get((region, itype), 4)
                 mine[instance.id] = Instance(region, zone, itype, engine.market.price(region, zone, itype, market),
                                              engine.elapsed, tier=tier)
@@ -137,8 +138,7 @@ def on_engine(case: DynamicCase, timeout: float = RUN_TIMEOUT_SECONDS) -> Side:
                 per_pool[(zone, itype)] += 1
                 if at < HORIZON_SECONDS + WORK_SECONDS:
                     due.append(at)
-                    number = len(engine.market._launched)
-                    engine.at_later(at, lambda at=at, n=number: interruptions.reclaim(
+                    engine.at_later(at, lambda at=at, n=first + k: interruptions.reclaim(
                         engine, interruptions.Reclaim(at_seconds=at, instance=n)))
 
         engine.market.admit = counted
@@ -150,6 +150,7 @@ def on_engine(case: DynamicCase, timeout: float = RUN_TIMEOUT_SECONDS) -> Side:
         followed: list[str] = []
         # The fleet's hour of work (or the rest of the 12 hours), change by change: each reclaim's
         # refill run is followed to its end before the clock moves on.
+        _ended(engine, mine)
         reached = time_to_n(list(mine.values()), case.count)
         end = HORIZON_SECONDS if reached is None else min(HORIZON_SECONDS, reached + WORK_SECONDS)
         while True:
@@ -165,15 +166,20 @@ def on_engine(case: DynamicCase, timeout: float = RUN_TIMEOUT_SECONDS) -> Side:
             if not moments or engine.elapsed >= end:
                 break
             engine.advance(min(moments[0], end) - engine.elapsed)
-        for reclaim in engine.reclaims:
-            gone = mine.get(reclaim.instance_id or "")
-            if gone is not None and gone.ended_at is None and reclaim.market == "spot":
-                gone.ended_at, gone.interrupted = reclaim.at_seconds + SPOT_NOTICE_SECONDS, True
+        _ended(engine, mine)
         calls = Counter(c.split(":", 1)[1] for c in engine.calls.calls if c.startswith("ec2:"))
     instances = sorted(mine.values(), key=lambda i: i.launched_at)
     shim = SimpleNamespace(instances=instances, calls=calls, launch_calls=calls["RunInstances"] + calls["CreateFleet"],
                            wait_until=lambda at: None)
     return Side(outcome(case, "gpufill", shim), instances, ended, overlap, time.monotonic() - started, followed)
+
+
+def _ended(engine: LocalEngine, mine: dict[str, Instance]) -> None:
+    """Each spot instance EC2 reclaimed ends two minutes after its warning, as the replay's market ends it."""
+    for reclaim in engine.reclaims:
+        gone = mine.get(reclaim.instance_id or "")
+        if gone is not None and gone.ended_at is None and reclaim.market == "spot":
+            gone.ended_at, gone.interrupted = reclaim.at_seconds + SPOT_NOTICE_SECONDS, True
 
 
 def compared(case: DynamicCase, mine: Side, theirs: Side, timed: Side | None = None, seed: int | None = None) -> dict:
