@@ -156,9 +156,10 @@ def _wait_loop(
     while True:
         known = route == "rank" and asked.facts_ttl > 0
         scored = False
-        if first and _fresh(ec2, "scoring", WARM_SCORING_TTL_SECONDS):
-            # A run's first try ranks from the deployment's warm facts while they are fresh
-            # (RankFromWarmFacts); RankPools still reads the reservations.
+        if (first or route == "handover") and _fresh(ec2, "scoring", WARM_SCORING_TTL_SECONDS):
+            # An execution's first try (a run's, or a continued one's after a hand-over) ranks from the
+            # deployment's warm facts while they are fresh (RankFromWarmFacts); RankPools still reads
+            # the reservations.
             scoring: tuple[str, ...] = ("DescribeCapacityReservations",)
         elif known:
             # A try that reuses its facts (RankKnownPools) scores nothing; the market has no reservations,
