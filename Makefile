@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 iam-report: $(PY_STAMP) $(NODE_STAMP)
 	$(VENV)/bin/gpufill local iam-report --write
 
-.PHONY: demo test test-all bench bench-dynamic bench-quick bench-engine bench-load setup lint-asl clean mutation
+.PHONY: demo test test-all bench bench-dynamic bench-quick bench-engine bench-load bench-agreement setup lint-asl clean mutation
 
 demo: $(PY_STAMP) $(NODE_STAMP)
 	$(VENV)/bin/gpufill simulate examples/requests/provision-spot.json --market examples/markets/first-az-sold-out.json
@@ -69,6 +69,13 @@ bench-load: $(PY_STAMP) $(NODE_STAMP)
 
 bench-engine: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench.engine_speed $(if $(BASE),--engine-base $(BASE)) $(if $(REPEAT),--repeat $(REPEAT))
+
+# The dynamic replay against the real state machine on the local engine, market by market: the 15
+# markets of docs/benchmark.md's "The replay against the state machine" (about 15 minutes of wall
+# time on 2 busy cores; MARKETS="3 20261205:12" picks others). Writes bench/results/dynamic/agreement.json.
+AGREEMENT_MARKETS := 0 1 2 4 5 6 7 9 10 11 20261205:7 20261205:10 3 20261205:12 8
+bench-agreement: $(PY_STAMP) $(NODE_STAMP)
+	$(PY) -m bench.dynamic.engine_check --markets $(or $(MARKETS),$(AGREEMENT_MARKETS)) --out bench/results/dynamic/agreement.json
 
 # How many tests each folder of tests/ holds, by pytest's own collection (`--collect-only`, about
 # half a minute; 2 min at load average 8): prints the table and rewrites docs/testing.md's block.

@@ -15,8 +15,9 @@ decisions in process, as bench.replay does for region orders:
   WAIT_FACTS_TTL_SECONDS, and after a hand-over); otherwise it ranks by the facts it holds
   (RankKnownPools: no call; the markets hold no reservation, so policy.reservations.read_again
   reads none). It ranks the pools with policy.ranking: price-capacity regions with
-  AWS's region-level placement scores for gpufill's default, which each run asks once and
-  keeps (GetSpotPlacementScores); classic points for `classic`;
+  AWS's region-level placement scores for gpufill's default, which a ranking asks again
+  (GetSpotPlacementScores) when no run asked them for the same count less than
+  adapters.placement_scores.KEEP_SECONDS ago; classic points for `classic`;
 - pools another try found empty in the capacity cache's window (DEFAULT_CAPACITY_CACHE_SECONDS)
   go last, through policy.ranking.defer_recently_full; a try that reuses its facts leaves out
   those found empty less than WAIT_SKIP_FULL_SECONDS ago (policy.ranking.leave_out_recently_full);
@@ -31,7 +32,8 @@ decisions in process, as bench.replay does for region orders:
   `classic` probes pool by pool with RunInstances of exactly the batch (at most 4), halving
   the batch on a capacity error, as the static bench's classic request does;
 - a run that completes reads its instances while they boot and load the model (DescribeInstances,
-  BOOT_WATCH_CALLS_PER_REGION per region it holds instances in);
+  boot_watch: per region it holds instances in, until EC2 describes them running, then 5 while
+  the model loads);
 - a try that ends short waits policy.waiting.next_try's delay (60 s doubling to the cap, 2 min
   by default, with the request's jitter) until the deadline; a run keeps what it launched and
   counts it. With `all_or_nothing` (as RollBackGang does) a try that ends short terminates what it
@@ -39,12 +41,12 @@ decisions in process, as bench.replay does for region orders:
   again) and the run waits holding nothing;
 - the request has `maintain: true`: every instance EC2 reclaims starts a refill run of one
   instance with the same wait (policy.refill.refill_input carries wait_for_capacity), from the
-  interruption notice (StartRefill marks the reclaimed pool full in the capacity cache), also after the fleet is complete, through its billed hour of work (a
-  notice then is seen within WATCH_STEP_SECONDS); the capacity cache is shared by every run, as its table is.
+  interruption notice (StartRefill marks the reclaimed pool full in the capacity cache), also after the fleet is complete, through its billed hour of work; the capacity cache is shared by every run, as its table is.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from types import SimpleNamespace
@@ -59,6 +61,7 @@ from gpufill.constants import (
     WARM_LAUNCH_TTL_SECONDS,
     WARM_SCORING_TTL_SECONDS,
 )
+from gpufill.adapters import placement_scores
 from gpufill.policy import fill, ranking, waiting
 from gpufill.policy import reservations as reservation_policy
 
@@ -77,12 +80,10 @@ PREPARE = ("DescribeImages",)
 REGION_SETUP = ("DescribeVpcs", "DescribeSecurityGroups", "CreateSecurityGroup", "CreateLaunchTemplate")
 ZONE_SETUP = ("DescribeSubnets",)
 CLASSIC_BATCH = 4
-# DescribeInstances a run makes per region it holds instances in once it is complete: WaitUntilRunning
-# until they run and CheckServing once a minute until the model servers answer, as measured on the
-# local engine (15 for the two one-region runs of tests/bench/test_dynamic_agreement.py).
-BOOT_WATCH_CALLS_PER_REGION = 7
-# While no run waits, how often the replay looks for reclaims: a refill starts at most this late.
-WATCH_STEP_SECONDS = 10
+# DescribeInstances a complete run's CheckServing makes in each region it holds instances in: once a
+# minute until the model servers answer (240 s after the launch on the local engine), after
+# WaitUntilRunning's reads (bench.dynamic.market.Ec2.wait_until_running).
+CHECK_SERVING_CALLS_PER_REGION = 5
 # The request's reservations setting as the replay's runs have it (the default); the markets hold none.
 OPEN_RESERVATIONS = SimpleNamespace(capacity_reservations="open", market="spot")
 
@@ -118,18 +119,19 @@ def run(case: DynamicCase, strategy: str = "gpufill", request_id: str = REQUEST_
                 runs.append((ec2.now + delay, n, loop))
         else:
             # No run is waiting: the fleet works and maintenance watches it through the billed hour
-            # of work (bench.dynamic.measure), so a reclaim then starts a refill as on EC2.
+            # of work (bench.dynamic.measure), so a reclaim then starts a refill as on EC2, at its
+            # notice (EventBridge delivers it to StartRefill within seconds).
             reached = time_to_n(ec2.instances, case.count)
             end = HORIZON_SECONDS if reached is None else min(HORIZON_SECONDS, reached + WORK_SECONDS)
             if ec2.now >= end:
                 return ec2
-            ec2.wait(min(WATCH_STEP_SECONDS, end - ec2.now))
+            ec2.wait_until(min(end, ec2.next_reclaim_at()))
         for reclaimed in ec2.reclaims[refills:]:
             refills += 1
             notice = reclaimed.ended_at - SPOT_NOTICE_SECONDS
             if notice < HORIZON_SECONDS:
                 # StartRefill marks the reclaimed pool full in the capacity cache, so it goes last.
-                cache[f"spot/{reclaimed.region}/{reclaimed.zone}/{reclaimed.instance_type}"] = notice
+                cache[f"spot/{reclaimed.region}/{reclaimed.zone}/{reclaimed.instance_type}"] = math.floor(notice)
                 started = max(notice, ec2.now) if not runs else notice
                 refill = _wait_loop(ec2, cache, case, strategy, 1, f"{request_id}-refill-{refills}", started, asked=asked)
                 runs.append((started, refills, refill))
@@ -144,21 +146,20 @@ def _wait_loop(
     facts, request = replay._facts(start), replay._request(start)
     regions = start.regions()
     region_scores = leak.returned_region_scores(start) if strategy == "gpufill" else {}
-    if strategy == "gpufill":
-        ec2.call("GetSpotPlacementScores")  # once per run (the request's and each refill), kept for its tries
     launched, attempts = 0, 0
     wait = waiting.begin(
         int(min(HORIZON_SECONDS - started, HORIZON_SECONDS)), started, first_delay=asked.first_delay, max_delay=asked.max_delay
     )
     route = "prepare"  # the first try scores every region
-    held: set[str] = set()  # the regions this run's instances are in
+    held: list[int] = []  # this run's instances (indexes in ec2.instances)
     first = True
     while True:
         known = route == "rank" and asked.facts_ttl > 0
         scored = False
-        if first and _fresh(ec2, "scoring", WARM_SCORING_TTL_SECONDS):
-            # A run's first try ranks from the deployment's warm facts while they are fresh
-            # (RankFromWarmFacts); RankPools still reads the reservations.
+        if (first or route == "handover") and _fresh(ec2, "scoring", WARM_SCORING_TTL_SECONDS):
+            # An execution's first try (a run's, or a continued one's after a hand-over) ranks from the
+            # deployment's warm facts while they are fresh (RankFromWarmFacts); RankPools still reads
+            # the reservations.
             scoring: tuple[str, ...] = ("DescribeCapacityReservations",)
         elif known:
             # A try that reuses its facts (RankKnownPools) scores nothing; the market has no reservations,
@@ -177,6 +178,12 @@ def _wait_loop(
             ec2.wait(scoring_seconds())
         scores = ranking.score_all(facts, request)
         if strategy == "gpufill":
+            # Every ranking reads the region scores AWS gave for this count: the answer any run got
+            # less than KEEP_SECONDS ago (the container's, or the capacity table's), else a new one.
+            configuration = f"placement#{count}"
+            if not _fresh(ec2, configuration, placement_scores.KEEP_SECONDS):
+                ec2.warm[configuration] = ec2.now
+                ec2.call("GetSpotPlacementScores")
             pools = ranking.price_capacity_pools(facts, ranking.with_region_scores(scores, region_scores), request)
         else:
             pools = ranking.spot_pools(facts, scores, request)
@@ -188,19 +195,19 @@ def _wait_loop(
             prepared = set()  # a try that reads the facts fixes each region's launch parameters again
         before = len(ec2.instances)
         if strategy == "gpufill":
-            got, calls = _fleets(ec2, cache, pools, count - launched, prepared)
+            got, logged = _fleets(ec2, cache, pools, count - launched, prepared)
         else:
-            got, calls = _probe(ec2, cache, pools, count - launched)
-        launched, attempts = launched + got, attempts + calls
-        held |= {i.region for i in ec2.instances[before:]}
+            got, logged = _probe(ec2, cache, pools, count - launched)
+        launched, attempts = launched + got, attempts + logged
+        held += range(before, len(ec2.instances))
         if launched >= count:
             # WaitUntilRunning and CheckServing read the run's instances in each region they are in
             # (counted, not timed: the watch runs over the boot's minutes, after time to N).
-            ec2.calls["DescribeInstances"] += BOOT_WATCH_CALLS_PER_REGION * len(held)
+            boot_watch(ec2, held)
             return
         if asked.all_or_nothing and got:
             ec2.terminate(ec2.instances[before:])  # RollBackGang: hand the short try back
-            launched, held = 0, set()
+            launched, held = 0, []
         verdict, wait = waiting.next_try(
             wait, now=ec2.now, spread=waiting.jitter(request_id, wait.tries),
             tries_per_execution=DEFAULT_TRIES_PER_EXECUTION, regions=len(regions), attempts_total=attempts,
@@ -212,7 +219,15 @@ def _wait_loop(
         route, wait = waiting.next_try_route(wait, now=ec2.now, handover=verdict == "handover", ttl=asked.facts_ttl)
 
 
+def boot_watch(ec2: Ec2, held: list[int]) -> None:
+    """DescribeInstances of a complete run's startup watch over its instances `held`: WaitUntilRunning
+    until EC2 describes them running (Ec2.wait_until_running), then CHECK_SERVING_CALLS_PER_REGION."""
+    ec2.wait_until_running(held)
+    ec2.calls["DescribeInstances"] += CHECK_SERVING_CALLS_PER_REGION * len({ec2.instances[n].region for n in held})
+
+
 def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: set[str]) -> tuple[int, int]:
+    """(instances launched, attempts logged) of a try's fleets."""
     got, calls = 0, 0
     groups: dict[str, list] = {}
     for pool in pools:
@@ -230,11 +245,14 @@ def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: se
             ec2.call(api)
         prepared.add(region)
         answer = ec2.create_fleet(group[0].region, [(p.availability_zone, p.instance_type) for p in group], missing - got)
-        calls += 1
+        # The run logs an attempt per pool EC2 answered for (policy.fleet_moves.after_fleet), and a
+        # try's attempts decide when the execution hands over (policy.waiting.next_try's history bound).
+        calls += len(answer.instances.keys() | answer.errors.keys())
         got += answer.count
         for (zone, itype), error in answer.errors.items():
             if error == "capacity":
-                cache[f"spot/{group[0].region}/{zone}/{itype}"] = ec2.now
+                # The table keeps whole seconds (adapters.capacity_cache.remember_full's seen_at).
+                cache[f"spot/{group[0].region}/{zone}/{itype}"] = math.floor(ec2.now)
     return got, calls
 
 
@@ -254,6 +272,7 @@ def _setup(ec2: Ec2, region: str, zones: list[str]) -> tuple[str, ...]:
 
 
 def _probe(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int, int]:
+    """(instances launched, attempts logged: one per RunInstances) of a try's probes."""
     got, calls = 0, 0
     for pool in pools:
         batch = min(CLASSIC_BATCH, missing - got)
@@ -266,7 +285,7 @@ def _probe(ec2: Ec2, cache: dict[str, float], pools, missing: int) -> tuple[int,
                 got += answer.count
                 batch = min(CLASSIC_BATCH, missing - got)
             else:
-                cache[pool.key] = ec2.now
+                cache[pool.key] = math.floor(ec2.now)
                 batch //= 2
         if got >= missing:
             break

@@ -11,8 +11,9 @@ model (gpufill.local.fleet_allocation).
 
 Interruptions: a drain larger than the pool's free capacity makes EC2 take capacity back from
 running spot instances. EC2 spreads that over every account in the pool, so one drain reclaims
-at most one of this account's instances there (the newest), which ends two minutes later, after
-the interruption notice; it is billed until then.
+at most one of this account's instances there (the newest not already warned), which ends two
+minutes later, after the interruption notice; it is billed until then. The local engine's scenario
+field `drain` does the same (docs/local-engine.md, "Drains").
 
 Besides drains, EC2 reclaims each running spot instance at its pool's Spot Advisor rate: the
 advisor's "frequency of interruption" is the share of a type's spot capacity in a region EC2
@@ -44,6 +45,13 @@ MONTHLY_RECLAIM_SHARE = {0: 0.025, 1: 0.075, 2: 0.125, 3: 0.175, 4: 0.25}
 MONTH_SECONDS = 730 * 3600
 
 
+def lifetime(market: str, zone: str, instance_type: str, nth: int, tier: int) -> float:
+    """Seconds from its launch until EC2 reclaims the `nth` instance (0-based) launched in a pool of
+    the market at its Spot Advisor tier's rate (the module docstring); engine_check draws the same."""
+    share = MONTHLY_RECLAIM_SHARE.get(tier, MONTHLY_RECLAIM_SHARE[4])
+    return random.Random(f"reclaim-{market}-{zone}-{instance_type}-{nth}").expovariate(share / MONTH_SECONDS)
+
+
 @dataclass
 class Instance:
     region: str
@@ -69,6 +77,10 @@ class Ec2:
         self.instances: list[Instance] = []  # this account's, in launch order
         self.reclaims: list[Instance] = []  # the interruption notices EC2 sent this account, in order
         self.set_up: set[str] = set()  # regions and zones the account's launches have prepared (network, template)
+        # By region, the account's instances (indexes in `instances`) no DescribeInstances there has
+        # passed since their launch: EC2 does not describe them yet (the local engine's visibility
+        # delay of one call, gpufill.local.market), so a read naming one fails InvalidInstanceID.NotFound.
+        self.__hidden: dict[str, set[int]] = {}
         # The deployment's warm facts: when its regions were last scored ("scoring") and each region's
         # launch settings last looked up (by region), as the instances table keeps them.
         self.warm: dict[str, float] = {}
@@ -116,13 +128,50 @@ class Ec2:
             self.__free[change.pool] = max(0, free)
 
     def __reclaim(self, pool: tuple[str, str, str], at: float) -> None:
-        mine = [i for i in self.instances if (i.region, i.zone, i.instance_type) == pool and i.running(at)]
+        # One already warned is going anyway: EC2 takes the next newest (as the local engine's `drain`).
+        mine = [i for i in self.instances if (i.region, i.zone, i.instance_type) == pool and i.running(at) and not i.interrupted]
         if mine:
             newest = mine[-1]
             newest.ended_at, newest.interrupted = at + SPOT_NOTICE_SECONDS, True
             self.reclaims.append(newest)
 
+    def next_reclaim_at(self) -> float:
+        """The next moment EC2 could reclaim one of the account's instances (a drain to come, or a
+        running instance's advisor-rate end); the horizon's end when none. The replay's maintenance
+        watch sleeps until then: EventBridge would deliver the notice within seconds of it."""
+        drains = (c.at for c in self.__changes[self.__applied:] if c.delta < 0)
+        ends = (i.reclaim_at for i in self.instances if i.ended_at is None and i.reclaim_at is not None)
+        return min((t for t in (*drains, *ends) if t > self.now), default=float("inf"))
+
     # --- what the account may know of its own instances ------------------------------------
+
+    def wait_until_running(self, mine: list[int]) -> None:
+        """WaitUntilRunning's DescribeInstances over a run's instances `mine` (indexes), as the local
+        engine answers them: a round reads every region the run holds instances in; in a region
+        where EC2 does not describe one of them yet, the call fails InvalidInstanceID.NotFound and
+        each is asked alone (adapters.ec2.instance_states), a lone one left for the next round,
+        15 s later. The first call in a region passes every instance's delay there."""
+        regions: dict[str, list[int]] = {}
+        for n in mine:
+            regions.setdefault(self.instances[n].region, []).append(n)
+        again = False
+        for region, held in sorted(regions.items()):
+            self.calls["DescribeInstances"] += 1
+            if self.__unseen(region) & set(held):
+                self.__hidden[region] = set()
+                again = again or len(held) == 1
+                self.calls["DescribeInstances"] += len(held) if len(held) > 1 else 0
+        if again:
+            self.calls["DescribeInstances"] += len(regions)
+
+    def __unseen(self, region: str) -> set[int]:
+        """The account's instances EC2 does not describe yet in `region`. StartRefill reads a
+        reclaimed instance's state once it has ended (DescribeInstances in its region), which
+        passes the delay of every instance launched there before."""
+        ended = [r.ended_at for r in self.reclaims if r.region == region and r.ended_at is not None and r.ended_at <= self.now]
+        if ended:
+            self.__hidden[region] = {n for n in self.__hidden.get(region, set()) if self.instances[n].launched_at > max(ended)}
+        return self.__hidden.get(region, set())
 
     def running(self) -> int:
         """The account's instances not yet ended or warned (DescribeInstances, or a node watch)."""
@@ -134,6 +183,7 @@ class Ec2:
         self.__free[(region, zone, itype)] -= count
         price = self.__prices[(region, zone, itype)]
         for _ in range(count):
+            self.__hidden.setdefault(region, set()).add(len(self.instances))
             self.instances.append(Instance(region, zone, itype, price, self.now, tier=self.__tiers.get((region, itype), 4),
                                            reclaim_at=self.now + self.__lifetime(region, zone, itype)))
         return count * price
@@ -142,8 +192,7 @@ class Ec2:
         """Seconds until EC2 reclaims the pool's next instance at its advisor tier's rate."""
         nth = self.__launched[(region, zone, itype)]
         self.__launched[(region, zone, itype)] += 1
-        share = MONTHLY_RECLAIM_SHARE.get(self.__tiers.get((region, itype), 4), MONTHLY_RECLAIM_SHARE[4])
-        return random.Random(f"reclaim-{self.__market}-{zone}-{itype}-{nth}").expovariate(share / MONTH_SECONDS)
+        return lifetime(self.__market, zone, itype, nth, self.__tiers.get((region, itype), 4))
 
     def run_instances(
         self, region: str, instance_type: str, max_count: int, min_count: int = 1, zone: str | None = None

@@ -53,6 +53,13 @@ def test_a_restock_of_a_zone_the_scenario_does_not_list_is_refused():
         _scenario(restock=[{"at_seconds": 60, "zone": "us-east-1b", "type": "g6.xlarge", "spot": 1}])
 
 
+def test_a_drain_of_a_zone_the_scenario_does_not_list_or_of_nothing_is_refused():
+    with pytest.raises(ValidationError, match=r"drain\[0\]: us-east-1b does not list g6.xlarge"):
+        _scenario(drain=[{"at_seconds": 60, "zone": "us-east-1b", "type": "g6.xlarge", "spot": 1}])
+    with pytest.raises(ValidationError, match=r"drain\.0\.spot"):
+        _scenario(drain=[{"at_seconds": 60, "zone": ZONE, "type": "g6.xlarge", "spot": 0}])
+
+
 def test_an_instance_launched_after_modelled_hours_has_ec2s_launch_time_on_that_clock():
     """EC2's LaunchTime is when the launch happened: what spend since launch is counted from."""
     scenario = MarketScenario.model_validate({"regions": {"us-east-1": {"zones": {ZONE: {"g6.xlarge": {"on_demand": 2}}}}}})

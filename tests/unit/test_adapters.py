@@ -3,7 +3,7 @@
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from gpufill.adapters import ec2, placement_scores, spot_advisor
+from gpufill.adapters import clock, ec2, placement_scores, spot_advisor
 from gpufill.adapters.aws import TransientAwsError
 from gpufill.models.run import Pool
 
@@ -110,6 +110,13 @@ def test_placement_scores_are_asked_once_for_every_type_and_region_and_kept(monk
     types = ["g5.xlarge", "g6.xlarge", "g6e.xlarge"]
     assert asked == [(types, regions[:10], 16), (types, regions[10:], 16)]
     assert found == again and len(found) == 15 and found[("r-14", "r-14-az1")] == 7
+    # Kept for KEEP_SECONDS of the runs' clock (modelled on the local engine), then asked again.
+    clock.fast_forward(placement_scores.KEEP_SECONDS)
+    try:
+        placement_scores.scores(types, 16, regions)
+    finally:
+        clock.reset()
+    assert len(asked) == 4
 
 
 def test_placement_score_regions_go_in_sorted_calls_of_at_most_10():

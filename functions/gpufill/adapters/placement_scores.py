@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 
 from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
@@ -62,7 +61,9 @@ def _scores(
     key = _config_key(instance_types, target_capacity, regions, single_zone)
     mine = _cache.mine()
     kept = mine.get(key)
-    if kept and time.monotonic() - kept[0] < KEEP_SECONDS:
+    # The answer's age on the clock every run reads (modelled on the local engine, where a container's
+    # wall seconds would keep an answer through hours of modelled waiting that AWS would ask again).
+    if kept and 0 <= clock.epoch() - kept[0] < KEEP_SECONDS:
         return kept[1]
     found = _shared(key)
     if found is None:
@@ -72,7 +73,7 @@ def _scores(
             logger.warning("spot placement scores unavailable; ranking without them", extra={"error": str(error)})
             return None
         _share(key, found)
-    mine[key] = (time.monotonic(), found)
+    mine[key] = (clock.epoch(), found)
     return found
 
 

@@ -184,6 +184,8 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         for event in self.scenario.restock:
             self.at(event.at_seconds, partial(self.market.restock, event.zone, event.type,
                                               spot=event.spot, on_demand=event.on_demand))
+        for drained in self.scenario.drain:
+            self.at(drained.at_seconds, partial(interruptions.drain, self, drained))
         for event in self.scenario.interruptions:
             self.at(event.at_seconds, partial(interruptions.reclaim, self,
                                               interruptions.Reclaim(at_seconds=event.at_seconds, instance=event.instance)))

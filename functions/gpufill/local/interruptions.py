@@ -151,6 +151,15 @@ def reclaim(engine, reclaim: Reclaim) -> None:
         end()
 
 
+def drain(engine, drained) -> None:
+    """Other accounts take a pool's spot capacity (the scenario's `drain`); short of it, EC2 reclaims
+    this account's newest spot instance there that is not already warned, as a spot interruption."""
+    warned = {r.instance_id for r in engine.reclaims if r.instance_id}
+    number = engine.market.drain(drained.zone, drained.type, drained.spot, spared=warned)
+    if number is not None:
+        reclaim(engine, Reclaim(at_seconds=drained.at_seconds, instance=number))
+
+
 def power_off(engine, region: str, instance_id: str) -> None:
     """The instance shuts itself down (the idle watchdog's `shutdown -h`); gpufill launches with
     instance-initiated shutdown set to terminate, so EC2 terminates it."""

@@ -153,6 +153,24 @@ class SimulatedMarket(MarketAnswers):
                 key = (region, zone, instance_type, market)
                 self._stock[key] = self._stock.get(key, 0) + more
 
+    def drain(self, zone: str, instance_type: str, spot: int, spared: set[str] = frozenset()) -> int | None:
+        """Other accounts launch `spot` in the pool (the scenario's `drain`): its free spot capacity
+        falls, never below zero. Wanting more than is free, they take one of this account's running
+        spot instances there, the newest not in `spared` (already warned): its launch number, or None."""
+        region = zone[:-1]
+        with self._lock:
+            key = (region, zone, instance_type, "spot")
+            left = self.left(*key)
+            self._stock[key] = max(0, left - spot)
+            if spot <= left:
+                return None
+            for number in range(len(self._launched), 0, -1):
+                r, market, _, instance = self._launched[number - 1]
+                if (r, market, instance.placement.zone, instance.instance_type) == (region, "spot", zone, instance_type) \
+                        and instance.state not in ("shutting-down", "terminated") and instance.id not in spared:
+                    return number
+        return None
+
     # --- EC2's view of new instances ---------------------------------------------------
 
     def hide_new(self, region: str, instance_ids: list[str]) -> None:

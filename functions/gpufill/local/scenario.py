@@ -94,6 +94,19 @@ class Restock(_Model):
     on_demand: NonNegativeInt = 0
 
 
+class Drain(_Model):
+    """gpufill's extension: other accounts take capacity. At `at_seconds` of modelled time they
+    launch `spot` instances of `type` in the zone (one the scenario already lists): its free spot
+    capacity falls by that, never below zero. When they want more than is free, EC2 takes capacity
+    back from running spot instances; it spreads that over every account in the pool, so this
+    account loses one, its newest running there, warned two minutes ahead as an interruption."""
+
+    at_seconds: NonNegativeFloat
+    zone: str
+    type: str
+    spot: StrictInt = Field(ge=1)
+
+
 class Interruption(_Model):
     """EC2 reclaims an instance: at `at_seconds` of modelled time, the `instance`-th instance
     launched in the account (1-based, in launch order across regions). A spot instance is warned
@@ -138,6 +151,8 @@ class MarketScenario(_Model):
     regions: dict[str, RegionMarket] = Field(default_factory=dict)
     # gpufill's extension: capacity that appears during a run (waits are fast-forwarded).
     restock: list[Restock] = Field(default_factory=list)
+    # gpufill's extension: capacity other accounts take during a run, reclaiming from it when short (see Drain).
+    drain: list[Drain] = Field(default_factory=list)
     # gpufill's extension: how startup.sh goes on every instance, unless its zone and type say otherwise.
     startup: Startup = Field(default_factory=Startup)
     # gpufill's extension: instances EC2 takes away at a modelled second (see Interruption).
@@ -180,13 +195,14 @@ class MarketScenario(_Model):
         ids = [held.id for held in self.capacity_reservations if held.id]
         if len(set(ids)) != len(ids):
             raise ValueError("capacity_reservations: an id is given twice")
-        for i, event in enumerate(self.restock):
-            region = event.zone[:-1]
-            if event.type not in self.regions.get(region, RegionMarket()).zones.get(event.zone, {}):
-                raise ValueError(
-                    f"restock[{i}]: {event.zone} does not list {event.type}; list it under "
-                    f"regions.{region}.zones.{event.zone} (with spot 0) so the zone offers the type"
-                )
+        for field, events in (("restock", self.restock), ("drain", self.drain)):
+            for i, event in enumerate(events):
+                region = event.zone[:-1]
+                if event.type not in self.regions.get(region, RegionMarket()).zones.get(event.zone, {}):
+                    raise ValueError(
+                        f"{field}[{i}]: {event.zone} does not list {event.type}; list it under "
+                        f"regions.{region}.zones.{event.zone} (with spot 0) so the zone offers the type"
+                    )
         return self
 
     def startup_for(self, zone: str, instance_type: str) -> Startup:
