@@ -820,7 +820,7 @@ TASKS: dict[str, TaskSpec] = {
     ),
     # Teardown, behind a human approval, and the status view.
     "FindTeardownInstancesFunctionArn": TaskSpec(
-        summary="Finds the instances a teardown may end, from the records and EC2; records unrecorded ones",
+        summary="Finds the instances a teardown may end, from the records and EC2; records unrecorded ones; asking nobody, restarts the refills its marks held",
         memory_mb=512,
         timeout_seconds=120,
         grants=(
@@ -831,6 +831,9 @@ TASKS: dict[str, TaskSpec] = {
             describe_instances,
             put_instance_records,
             update_instance_records,
+            # a listing that asks nobody and removes a request's last stop mark (handlers/refill_restarts.py)
+            read_instance_record,
+            start_refills_again,
         ),
     ),
     "AwaitTeardownApprovalFunctionArn": TaskSpec(

@@ -90,6 +90,13 @@ class RequestEvent(_Event):
     request: ResolvedRequest
 
 
+class TeardownListingEvent(RequestEvent):
+    """FindTeardownInstances: the request and $$.Execution.Id (a listing that asks nobody may
+    start held refills again on this execution's state machine)."""
+
+    execution_arn: str
+
+
 class ApprovalRequestEvent(_Event):
     """AwaitTeardownApproval's payload: the task token to park, and what it is for."""
 
