@@ -85,7 +85,7 @@ class FailureEvent(_Event):
 
 
 class RequestEvent(_Event):
-    """FindTeardownInstances and ReportInstanceStatus: the validated request."""
+    """ReportInstanceStatus (and, with its execution, FindTeardownInstances): the validated request."""
 
     request: ResolvedRequest
 
