@@ -202,6 +202,8 @@ def test_a_purchase_the_topic_refuses_waits_all_the_same_and_its_item_says_nobod
     [(name, kw)] = said
     assert name == "cb-1" and kw["sent"] is False and kw["at"] == NOW and kw["by"] == "approval request"
     assert kw["error"].startswith("AuthorizationError: ") and "not allowed" in kw["error"]
+    [refusal] = [r for r in caplog.records if r.getMessage().startswith("approval request not published")]
+    assert (refusal.execution, refusal.error) == ("cb-1", kw["error"])  # logged and counted for its alarm
     unmarked = [r for r in caplog.records if r.getMessage() == "approval item not marked unnotified"]
     assert len(unmarked) == (0 if noted else 1) and all(r.levelname == "WARNING" for r in unmarked)
 
