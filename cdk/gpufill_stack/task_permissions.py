@@ -702,6 +702,20 @@ def read_approval_items(r: TaskResources) -> Grant:
     )
 
 
+def note_approval_notification(r: TaskResources) -> Grant:
+    """dynamodb:UpdateItem of approval items only (adapters.approvals.record_notification): whether
+    the approvers were told, the approval request refused or a reminder delivered after it."""
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=["dynamodb:UpdateItem"],
+                resources=[r.table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{constants.APPROVAL_KEY_PREFIX}*"]}},
+            )
+        ]
+    )
+
+
 # --- the table ------------------------------------------------------------------------------
 
 
@@ -820,7 +834,7 @@ TASKS: dict[str, TaskSpec] = {
     ),
     # Teardown, behind a human approval, and the status view.
     "FindTeardownInstancesFunctionArn": TaskSpec(
-        summary="Finds the instances a teardown may end, from the records and EC2; records unrecorded ones",
+        summary="Finds the instances a teardown may end, from the records and EC2; records unrecorded ones; asking nobody, restarts the refills its marks held",
         memory_mb=512,
         timeout_seconds=120,
         grants=(
@@ -831,13 +845,16 @@ TASKS: dict[str, TaskSpec] = {
             describe_instances,
             put_instance_records,
             update_instance_records,
+            # a listing that asks nobody and removes a request's last stop mark (handlers/refill_restarts.py)
+            read_instance_record,
+            start_refills_again,
         ),
     ),
     "AwaitTeardownApprovalFunctionArn": TaskSpec(
         summary="Records the pending approval and asks for it on the approval topic",
         memory_mb=256,
         timeout_seconds=30,
-        grants=(put_instance_records, publish_approval_request, schedule_approval_reminders),
+        grants=(put_instance_records, note_approval_notification, publish_approval_request, schedule_approval_reminders),
     ),
     "RecordApprovalDecisionFunctionArn": TaskSpec(
         summary="Records the approval decision; ends its reminders and a torn-down request's lifetime; tells the topic of an expiry; brings the next late round forward; after a rejection restarts the refills the teardown stopped",
@@ -888,7 +905,7 @@ TASKS: dict[str, TaskSpec] = {
         summary="Records the pending purchase approval and asks for it on the approval topic",
         memory_mb=256,
         timeout_seconds=30,
-        grants=(put_instance_records, publish_approval_request),
+        grants=(put_instance_records, note_approval_notification, publish_approval_request),
     ),
     "PurchaseCapacityBlockFunctionArn": TaskSpec(
         summary="Buys the approved Capacity Block exactly once (finds the block an earlier try bought); notes it for status",
@@ -950,7 +967,8 @@ REMINDER_TASKS: dict[str, TaskSpec] = {
         summary="Every hour while a teardown approval waits: publishes the reminder, or, once the approval is answered, expired or its run ended, deletes its own schedule",
         memory_mb=256,
         timeout_seconds=30,
-        grants=(read_approval_items, describe_own_executions, publish_approval_request, end_approval_reminders),
+        grants=(read_approval_items, note_approval_notification, describe_own_executions, publish_approval_request,
+                end_approval_reminders),
     ),
 }
 

@@ -66,7 +66,7 @@ def test_a_teardown_that_lands_while_a_killed_launch_step_awaits_its_retry_stays
 def test_an_approval_request_the_topic_refuses_still_waits_and_is_answered(account):
     """The approval topic refuses Publish (its policy denies): the teardown's approval is recorded
     and waits all the same, answerable as `gpufill approve` answers it; the run ends as the answer
-    says, and no instance is lost."""
+    says, and no instance is lost; the approval item records that the approvers were not told."""
     with account() as engine:
         run = engine.run(REQUEST, name="quiet")
         engine.faults.aws("sns", "Publish", error="AuthorizationError", times=None)
@@ -77,3 +77,7 @@ def test_an_approval_request_the_topic_refuses_still_waits_and_is_answered(accou
     assert sorted(teardown.output["terminated"][0]["terminated"]) == sorted(i["instance_id"] for i in run.output["instances"])
     assert not left and refused["aws:sns:Publish"] >= 1  # the count and its alarm: tests/unit, tests/infra
     assert teardown.output["approval"]["decision"] == "approved"
+    # The approval item says nobody was told, and why, as the topic answered (gpufill status shows it).
+    item = teardown.approval
+    assert (item["notification"], item["notification_by"]) == ("failed", "approval request")
+    assert item["notification_error"].startswith("AuthorizationError")

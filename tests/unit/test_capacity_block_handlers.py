@@ -181,6 +181,33 @@ def test_the_purchase_is_asked_of_a_person_with_what_it_buys_until_its_deadline(
     assert (asked.offering, asked.deadline) == (block, "2026-12-04T13:00:00+00:00")
 
 
+@pytest.mark.parametrize("noted", [True, False])
+def test_a_purchase_the_topic_refuses_waits_all_the_same_and_its_item_says_nobody_was_told(aws, monkeypatch, caplog, noted):
+    from botocore.exceptions import ClientError
+
+    said = []
+    monkeypatch.setattr(approvals, "record_pending_purchase", lambda **fields: None)
+
+    def denied(subject, body):
+        raise ClientError({"Error": {"Code": "AuthorizationError", "Message": "not allowed"}}, "Publish")
+
+    monkeypatch.setattr(approvals, "publish", denied)
+    monkeypatch.setattr(approvals, "record_notification", lambda name, **kw: said.append((name, kw)) or noted)
+    caplog.set_level("WARNING")
+    event = {"task_token": "tok", "execution_arn": "arn:aws:states:us-east-1:1:execution:gpufill:cb-1", "execution_name": "cb-1",
+             "entered_at": "2026-12-04T12:00:00.000Z", "approval_timeout_seconds": 3600,
+             "request": request().model_dump(mode="json"), "block": {"offering": shown(offering(1, 1390))}}
+    out = await_purchase_approval.handler(event, Context())
+    assert out == {"pending": True, "deadline": "2026-12-04T13:00:00+00:00", "message_id": None}
+    [(name, kw)] = said
+    assert name == "cb-1" and kw["sent"] is False and kw["at"] == NOW and kw["by"] == "approval request"
+    assert kw["error"].startswith("AuthorizationError: ") and "not allowed" in kw["error"]
+    [refusal] = [r for r in caplog.records if r.getMessage().startswith("approval request not published")]
+    assert (refusal.execution, refusal.error) == ("cb-1", kw["error"])  # logged and counted for its alarm
+    unmarked = [r for r in caplog.records if r.getMessage() == "approval item not marked unnotified"]
+    assert len(unmarked) == (0 if noted else 1) and all(r.levelname == "WARNING" for r in unmarked)
+
+
 # --- PurchaseCapacityBlock ------------------------------------------------------------------------
 
 

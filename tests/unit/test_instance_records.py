@@ -293,6 +293,24 @@ def test_a_reclaim_a_waiting_teardown_holds_back_names_that_teardown_and_keeps_t
         instances_table.mark_refill_held("i-none", interruption="x", held_by="t", at=AT)
 
 
+def test_a_restart_is_claimed_once_from_the_refill_run_it_was_decided_from(table):
+    instances_table.record_launched([instance("i-1")], request_id="req-1", client_token="tok")
+    instances_table.mark_refill_held("i-1", interruption="rebalance", held_by="td-a", at=AT)
+    # Held back, no refill ever started: the first ending claims it, a second one from the same read does not.
+    assert instances_table.mark_refill_restarted("i-1", refill_run="run-1", was=None, by="td-a") is True
+    assert instances_table.mark_refill_restarted("i-1", refill_run="run-x", was=None, by="td-b") is False
+    # From then on, a restart must name the run it takes over from.
+    assert instances_table.mark_refill_restarted("i-1", refill_run="run-x", was="run-0", by="td-b") is False
+    assert instances_table.mark_refill_restarted("i-1", refill_run="run-2", was="run-1", by="td-c") is True
+    record = item(table, "i-1")
+    assert (record["refill_run"], record["refill_restarted_by"], record["refill_held_by"]) == ("run-2", "td-c", "td-a")
+    assert instances_table.mark_refill_restarted("i-none", refill_run="run-1", was=None, by="td-a") is False
+    assert item(table, "i-none") is None
+    with pytest.raises(ClientError, match="ResourceNotFound"):
+        instances_table._table().meta.client.delete_table(TableName=table.name)
+        instances_table.mark_refill_restarted("i-1", refill_run="run-3", was="run-2", by="td-d")
+
+
 def test_replacements_are_added_once_and_an_unknown_instance_is_skipped(table):
     instances_table.record_launched([instance("i-1"), instance("i-2")], request_id="req-1", client_token="tok")
     instances_table.mark_replaced(["i-none", "i-1", "i-2"], ["i-9"])

@@ -103,6 +103,11 @@ def refills(aws, monkeypatch):
     monkeypatch.setattr(instances_table, "request_holdings",
                         lambda request_id: instances_table.Holdings(records={OLD: RECLAIMED}))
     monkeypatch.setattr(executions, "start", lambda name, body, machine: aws.append(("start", name, machine, body["refill"]["replaces"])) or "arn")
+    # The refill it takes over from has ended; the first restart claims the record, a retried one finds it claimed.
+    claimed: set[str] = set()
+    monkeypatch.setattr(executions, "describe", lambda machine, name: {"status": "SUCCEEDED"})
+    monkeypatch.setattr(instances_table, "mark_refill_restarted",
+                        lambda instance_id, refill_run, was, by: refill_run not in claimed and not claimed.add(refill_run))
     return held
 
 
@@ -114,7 +119,7 @@ def with_arn(event: dict) -> dict:
 def test_a_rejection_or_an_expiry_gives_the_request_its_maintenance_back_and_starts_its_stopped_refill_once(aws, refills, decision):
     out = record_approval_decision.handler(with_arn({**answer("no"), **decision}), Context())
     record_approval_decision.handler(with_arn({**answer("no"), **decision}), Context())  # a retried decision
-    name = f"req-1-refill-{OLD}-after-r{hashlib.sha256(b'td-1').hexdigest()[:8]}"
+    name = f"req-1-refill-{OLD}-after-r{hashlib.sha256(f'req-1-refill-{OLD}'.encode()).hexdigest()[:8]}"
     starts = [d for d in aws if d[0] == "start"]
     assert starts == [("start", name, MACHINE, [OLD])]
     assert ("give back", "req-1", "td-1") in aws
@@ -172,6 +177,9 @@ def recorded(monkeypatch):
     monkeypatch.setattr(instances_table, "request_holdings",
                         lambda request_id: instances_table.Holdings(records={OLD: RECLAIMED}))
     monkeypatch.setattr(executions, "start", lambda name, body, machine: done.append(("start", name, body, machine)) or "arn")
+    monkeypatch.setattr(executions, "describe", lambda machine, name: done.append(("describe", machine, name)) or None)
+    monkeypatch.setattr(instances_table, "mark_refill_restarted",
+                        lambda instance_id, **kw: done.append(("claim", instance_id, kw)) or True)
     return done
 
 
@@ -181,7 +189,7 @@ def test_a_rejection_records_its_answer_restarts_the_refill_and_says_so_exactly(
     caplog.set_level(logging.INFO)
     event = with_arn({**answer("no"), "answer": {"decision": "no", "approver": "ana", "reason": "still needed"}})
     out = record_approval_decision.handler(event, Context())
-    name = refill.execution_name("req-1", OLD, after="td-1")
+    name = refill.execution_name("req-1", OLD, after=RECLAIMED["refill_run"])
     body = refill.refill_input({"count": 1, "maintain": True, "instance_types": ["g6.xlarge"]}, request_id="req-1",
                                instance_id=OLD, pool=refill.reclaimed_pool(RECLAIMED))
     assert recorded == [
@@ -189,6 +197,8 @@ def test_a_rejection_records_its_answer_restarts_the_refill_and_says_so_exactly(
                               "decided_at": NOW}),
         ("reminders", "td-1"),
         ("give back", "req-1", "td-1"),
+        ("describe", MACHINE, RECLAIMED["refill_run"]),
+        ("claim", OLD, {"refill_run": name, "was": RECLAIMED["refill_run"], "by": "td-1"}),
         ("start", name, body, MACHINE),
         ("metric", "RefillsRestarted", "Count", 1),
         ("metric", "TeardownRejected", "Count", 1),
@@ -264,7 +274,7 @@ def test_each_request_a_teardown_stopped_is_given_back_on_its_own(recorded, monk
                         regions=[RegionBatch(region="us-east-1", requests={r: ["i-1"] for r in left})])
     outcome = record_approval_decision.restart_refills(teardown, by="td-1", state_machine=MACHINE)
     assert outcome == {"b-held": "td-8, td-9", "c-failing": []}
-    assert recorded == [("metric", "RefillsNotRestarted", "Count", 1)]
+    assert [d for d in recorded if d[0] not in ("describe", "claim")] == [("metric", "RefillsNotRestarted", "Count", 1)]
     [(level, message, extra)] = said(caplog)
     assert (level, message, extra["request"]) == ("WARNING", "refill not started again", "c-failing")
     assert "ExecutionLimitExceeded" in extra["error"]

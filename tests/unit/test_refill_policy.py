@@ -468,3 +468,9 @@ def test_an_instance_of_a_capacity_block_is_never_refilled_outside_its_block():
     assert decision.detail == (f"{OLD} ran in Capacity Block cr-0123456789abcdef0: a refill would launch outside "
                                "the block, so none starts")
     assert decide(record={**block, "capacity_reservation_id": None}).detail.startswith(f"{OLD} ran in Capacity Block ?:")
+
+
+def test_a_restart_follows_the_run_it_takes_over_from_or_the_teardown_that_held_it_never_the_one_ending():
+    assert refill.restart_after({"refill_run": "req-1-refill-i-1", "refill_held_by": "td-a"}) == "req-1-refill-i-1"
+    assert refill.restart_after({"refill_held_by": "td-a"}) == "td-a"
+    assert refill.restart_after({"refill_run": "", "refill_held_by": "td-a"}) == "td-a"

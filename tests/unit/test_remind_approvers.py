@@ -111,3 +111,13 @@ def test_each_outcome_is_logged_with_what_happened_and_counted_once(aws, monkeyp
     assert said[3] == ("INFO", "reminder not sent", {"why": "teardown run no longer running", "schedule_deleted": False})
     assert counted == [("RemindersSent", "Count", 1), ("RemindersStopped", "Count", 1),
                        ("SchedulesNotDeleted", "Count", 1), ("RemindersStopped", "Count", 1)]
+
+
+def test_a_reminder_that_gets_through_after_a_refused_request_says_so_on_the_item(aws, monkeypatch):
+    done, held = aws
+    monkeypatch.setattr(approvals, "record_notification", lambda name, **kw: done.append(("noted", name, kw)) or True)
+    remind_approvers.handler(EVENT, Context())  # told already (or never said): nothing to note
+    assert not [d for d in done if d[0] == "noted"]
+    held["item"] = {**PENDING, "notification": "failed"}
+    assert remind_approvers.handler(EVENT, Context()) == {"sent": True, "message_id": "m-1"}
+    assert [d for d in done if d[0] == "noted"] == [("noted", "td-1", {"sent": True, "at": NOW, "by": "reminder"})]

@@ -385,11 +385,15 @@ def test_a_rejected_teardown_lets_the_request_refill_what_its_stopped_refill_ter
         # A reclaimed instance's record keeps the word "interrupted" (its history, not a holding).
         recorded = {i for i in recorded_instances("serve") if record(i)["state"] != "interrupted"}
         replaced_by = record(old["instance_id"])["replaced_by"]
+        restarted = record(old["instance_id"])
 
     # The request was short: its replacement terminated, the reclaimed instance in its last minutes.
     assert stopped.output["status"] == "REFILL_STOPPED" and short == {old["instance_id"]}
     assert teardown.output["status"] == "REJECTED"
-    assert again == [refill_policy.execution_name("serve", old["instance_id"], after="serve-down")]
+    # Named after the refill it takes over from, never after the teardown rejected: a later rejection
+    # cannot start a second refill for the same instance while this one runs.
+    assert again == [refill_policy.execution_name("serve", old["instance_id"], after=name)]
+    assert (restarted["refill_run"], restarted["refill_restarted_by"]) == (again[0], "serve-down")
     assert refilled.status == "SUCCEEDED" and refilled.output["status"] == "FULFILLED", refilled.cause
     [new] = refilled.output["instances"]
     assert seen.in_ec2 == recorded == seen.reported == {new["instance_id"]}  # its count again, each once
@@ -440,3 +444,45 @@ def test_a_reclaim_while_the_requests_teardown_waits_is_refilled_when_that_teard
     assert seen.in_ec2 == recorded == seen.reported == {new["instance_id"]}  # its count again, each once
     assert stopped_after is None
 
+
+
+def test_a_teardown_that_defers_to_one_answered_while_it_lists_restarts_the_held_refill():
+    """maintain (2) → teardown serve-down asks → EC2 reclaims one instance (refill held) → a second
+    teardown lists while serve-down still waits, so it defers to it and asks nobody; serve-down is
+    rejected in between (its mark goes, the second's stands) → the second's ending removes the last
+    mark and starts the held refill, once: the request holds its count again."""
+    import threading
+
+    from gpufill.policy import refill as refill_policy
+
+    with engine([{"at_seconds": 600, "instance": 1}]) as account:
+        [old, kept] = account.run({**REQUEST, "count": 2}, name="serve").output["instances"]
+        ended: dict = {}
+        asking = threading.Thread(target=lambda: ended.setdefault("first", account.run(
+            {"action": "teardown", "request_id": "serve"}, name="serve-down")))
+        asking.start()
+        account.wait_for_approval("serve-down")
+        account.advance(600)  # the reclaim, while the approval waits
+        account.settle()
+
+        def first_rejected():
+            account.answer_approval("serve-down", "rejected")
+            asking.join(60)
+
+        # Between the second listing's read of the pending approvals and its giving back its mark.
+        account.faults.meanwhile_at("dynamodb", "UpdateItem", task="FindTeardownInstances", skip=1, meanwhile=first_rejected)
+        second = account.run({"action": "teardown", "request_id": "serve"}, name="serve-down-2")
+        [name] = refills(account)
+        refilled = account.follow(name)
+        starters = {j.principal.rsplit("/", 1)[-1] for j in account.iam.seen if j.action == "states:StartExecution"}
+        stops = run_store.maintenance_stops("serve")
+
+    first = ended["first"]
+    assert first.output["status"] == "REJECTED"
+    assert first.output["approval"]["note"] == "request serve stays without refills while teardown(s) serve-down-2 stop it"
+    assert second.output["status"] == "NOTHING_TO_TERMINATE" and not second.output["instances"]
+    assert name == refill_policy.execution_name("serve", old["instance_id"], after="serve-down")
+    assert f"refill(s) started again: {name}" in second.output["note"]
+    assert refilled.status == "SUCCEEDED" and refilled.output["status"] == "FULFILLED", refilled.cause
+    assert stops == frozenset() and kept["instance_id"] not in {i["instance_id"] for i in refilled.output["instances"]}
+    assert any("FindTeardownInstances" in p for p in starters), starters  # under its own role

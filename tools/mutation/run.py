@@ -57,7 +57,8 @@ MUTATED = ["src/gpufill/models/request*.py", "src/gpufill/models/capacity_block_
            "src/gpufill/handlers/purchase_capacity_block.py", "src/gpufill/handlers/plan_block_launch.py",
            "src/gpufill/handlers/await_purchase_approval.py",
            # A teardown's decision gives back maintenance and restarts refills; its reminders ask again.
-           "src/gpufill/handlers/record_approval_decision.py", "src/gpufill/handlers/remind_approvers.py"]
+           "src/gpufill/handlers/record_approval_decision.py", "src/gpufill/handlers/remind_approvers.py",
+           "src/gpufill/handlers/refill_restarts.py"]
 # mutmut leaves decorated functions alone, and a Lambda handler is decorated (Powertools' logger,
 # tracer and metrics, then transient_aws_errors): in the staged copy of these modules each decorated
 # top-level function is defined bare and wrapped by the same decorators, in the same order, right

@@ -6,9 +6,10 @@ expires_at removes it a while after its deadline (APPROVAL_RETENTION_SECONDS), l
 to look up who decided what.
 
 Two writers, each with its own attributes:
-- the state machine: token, execution, instances, deadline (AwaitTeardownApproval), then
-  decision, answer_raw (the decision exactly as sent), approver, reason, decided_at
-  (RecordApprovalDecision) whatever route the answer took;
+- the state machine: token, execution, instances, deadline (AwaitTeardownApproval), whether the
+  approvers were told (notification, notification_at, notification_by, notification_error: the
+  approval request, then a reminder), then decision, answer_raw (the decision exactly as sent),
+  approver, reason, decided_at (RecordApprovalDecision) whatever route the answer took;
 - `gpufill approve|reject`: answered_by, answered_at, answer, answer_reason, a claim written
   with a condition before SendTaskSuccess, so a second answer is refused before it is sent.
 """
@@ -140,6 +141,35 @@ def ask(subject: str, body: str) -> tuple[str | None, str | None]:
         return None, f"{error.response.get('Error', {}).get('Code', 'ClientError')}: {error}"
     except BotoCoreError as error:
         return None, f"{type(error).__name__}: {error}"
+
+
+# Whether the approvers heard of an approval: `notification` on its item.
+NOTIFICATION_FAILED = "failed"
+NOTIFICATION_SENT = "sent"
+# Enough of SNS's answer to say why; the item stays far below DynamoDB's 400 KB.
+NOTIFICATION_ERROR_MAX = 500
+
+
+def record_notification(execution_name: str, *, sent: bool, at: datetime, error: str | None = None, by: str) -> bool:
+    """Say on the approval item whether its approvers were told: `failed` with the topic's error
+    when the publish was refused, `sent` once a later publish (a reminder) got through; `by` is
+    which message it was. Only on an item that exists and no decision ended; False when it did
+    not write (a lost write only leaves `gpufill status` less precise, never the wait)."""
+    try:
+        _table().update_item(
+            Key={"instance_id": approval_key(execution_name)},
+            UpdateExpression="SET notification = :n, notification_at = :at, notification_by = :by, notification_error = :e",
+            ConditionExpression="attribute_exists(task_token) AND attribute_not_exists(decided_at)",
+            ExpressionAttributeValues={
+                ":n": NOTIFICATION_SENT if sent else NOTIFICATION_FAILED,
+                ":at": at.isoformat(timespec="seconds"),
+                ":by": by,
+                ":e": None if sent else (error or "unknown")[:NOTIFICATION_ERROR_MAX],
+            },
+        )
+    except (ClientError, BotoCoreError):
+        return False
+    return True
 
 
 # --- the operator's side (gpufill approve / reject); `table` is a boto3 Table of the deployment ---

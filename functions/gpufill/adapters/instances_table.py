@@ -308,6 +308,25 @@ def mark_refill_held(instance_id: str, *, interruption: str, held_by: str, at: d
     _mark_reclaimed(instance_id, "refill_held_by", held_by, interruption=interruption, at=at)
 
 
+def mark_refill_restarted(instance_id: str, *, refill_run: str, was: str | None, by: str) -> bool:
+    """Claim the restart of this instance's refill: `refill_run` replaces it now, started when
+    teardown `by` ended, if its record still names `was` as its refill run (None: none ever
+    started). False when another ending claimed it first."""
+    condition = "refill_run = :was" if was else "attribute_not_exists(refill_run)"
+    try:
+        _table().update_item(
+            Key={"instance_id": instance_id},
+            UpdateExpression="SET refill_run = :run, refill_restarted_by = :by",
+            ConditionExpression=f"attribute_exists(instance_id) AND {condition}",
+            ExpressionAttributeValues={":run": refill_run, ":by": by, **({":was": was} if was else {})},
+        )
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            return False
+        raise
+    return True
+
+
 def _mark_reclaimed(instance_id: str, field: str, value: str, *, interruption: str, at: datetime) -> None:
     _table().update_item(
         Key={"instance_id": instance_id},

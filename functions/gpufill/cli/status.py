@@ -189,10 +189,31 @@ def pending_teardowns(deployment: aws.Deployment, request_id: str | None = None)
             "deadline": item.get("deadline"),
             "who_answers": who,
             **answer_commands(answers.approval_id(item), deployment),
+            **notification_of(item),
             # A Capacity Block purchase waiting for its approval (docs/capacity-blocks.md), not a teardown.
             **({"purchase": _purchase_of(item)} if answers.kind_of(item) == answers.PURCHASE else {}),
         })
     return sorted(pending, key=lambda p: p["requested_at"] or "")
+
+
+def notification_of(item: dict) -> dict:
+    """Whether the approvers were told, when the item says (older items say nothing): the approval
+    request the topic refused, and the reminder that got through after it."""
+    if not item.get("notification"):
+        return {}
+    return {"notification": {"status": item["notification"], "at": item.get("notification_at"),
+                             "by": item.get("notification_by"), "error": item.get("notification_error")}}
+
+
+def notification_lines(p: dict) -> list[str]:
+    """One line when the approvers may not know: nobody was told, or only a reminder told them."""
+    told = p.get("notification")
+    if told is None:
+        return []
+    if told["status"] == "failed":
+        return [f"    approvers were not notified (the approval topic refused the {told['by']} at {told['at']}: "
+                f"{told['error']}): answer with {p['approve']}"]
+    return [f"    approvers were told by a {told['by']} at {told['at']} (the approval request itself was not delivered)"]
 
 
 def is_pending(item: dict) -> bool:
@@ -222,6 +243,7 @@ def render_purchases(purchases: list[dict]) -> list[str]:
             f"  {p['approval_id']}: request {p['target'].get('request_id', '?')} asks to buy {block.get('instance_count')} x "
             f"{block.get('instance_type')} in {block.get('availability_zone')} from {block.get('start')} to {block.get('end')}, "
             f"upfront ${float(block.get('upfront_fee', 0)):,.2f}; expires {p['deadline']}",
+            *notification_lines(p),
             f"    who answers: {p['who_answers']}",
             f"    {p['approve']}",
             f"    {p['reject']}",
@@ -243,6 +265,7 @@ def render_pending(pending: list[dict] | None) -> list[str]:
         lines += [
             f"  {p['approval_id']}: {p['instance_count']} instance(s), {what}, asked by {p['requested_by']} "
             f"at {p['requested_at']}; expires {p['deadline']}",
+            *notification_lines(p),
             f"    who answers: {p['who_answers']}",
             f"    {p['approve']}",
             f"    {p['reject']}",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import approvals
+from gpufill.adapters import approvals, clock
 from gpufill.handlers.events import PurchaseApprovalEvent
 from gpufill.handlers.observability import approval_not_published, logger, metrics, tracer, transient_aws_errors
 from gpufill.handlers.await_teardown_approval import _when
@@ -45,6 +45,9 @@ def handler(event: dict, context: LambdaContext) -> dict:
     message_id, refused = approvals.ask(subject, body)
     if refused:
         approval_not_published(step.execution_name, refused)
+        # Said on the item, so `gpufill status` tells whoever looks that nobody was told.
+        if not approvals.record_notification(step.execution_name, sent=False, at=clock.now(), error=refused, by="approval request"):
+            logger.warning("approval item not marked unnotified")
     logger.info("purchase approval requested", extra={"offering": offering, "deadline": deadline.isoformat()})
     metrics.add_metric(name="PurchaseApprovalsRequested", unit="Count", value=1)
     return {"pending": True, "deadline": deadline.isoformat(timespec="seconds"), "message_id": message_id}

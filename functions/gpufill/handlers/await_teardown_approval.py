@@ -51,6 +51,9 @@ def handler(event: dict, context: LambdaContext) -> dict:
     message_id, refused = approvals.ask(subject, body)
     if refused:
         approval_not_published(step.execution_name, refused)
+        # Said on the item, so `gpufill status` tells whoever looks that nobody was told.
+        if not approvals.record_notification(step.execution_name, sent=False, at=clock.now(), error=refused, by="approval request"):
+            logger.warning("approval item not marked unnotified")
     logger.info(
         "teardown approval requested",
         extra={"instances": [i.instance_id for i in step.teardown.instances], "deadline": deadline.isoformat()},

@@ -85,9 +85,16 @@ class FailureEvent(_Event):
 
 
 class RequestEvent(_Event):
-    """FindTeardownInstances and ReportInstanceStatus: the validated request."""
+    """ReportInstanceStatus (and, with its execution, FindTeardownInstances): the validated request."""
 
     request: ResolvedRequest
+
+
+class TeardownListingEvent(RequestEvent):
+    """FindTeardownInstances: the request and $$.Execution.Id (a listing that asks nobody may
+    start held refills again on this execution's state machine)."""
+
+    execution_arn: str
 
 
 class ApprovalRequestEvent(_Event):

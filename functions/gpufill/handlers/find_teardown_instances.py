@@ -7,13 +7,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from datetime import timedelta
 
-from gpufill.adapters import approvals, clock, instances_table, inventory, late_rounds, managed_instances, run_store
+from gpufill.adapters import approvals, clock, executions, instances_table, inventory, late_rounds, managed_instances, run_store
 from gpufill.constants import LIFETIME_ATTRIBUTE
-from gpufill.handlers.events import RequestEvent
+from gpufill.handlers import refill_restarts
+from gpufill.handlers.events import TeardownListingEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.request import MAX_TEARDOWN_IDS
 from gpufill.models.teardown import LiveInstance, TeardownTarget
-from gpufill.policy import answers, lifetime, teardown
+from gpufill.policy import answers, approval, lifetime, teardown
 
 # How much later than this listing the round's approval may still be asked (its step retried).
 APPROVAL_ASKED_WITHIN_SECONDS = 300
@@ -24,7 +25,8 @@ APPROVAL_ASKED_WITHIN_SECONDS = 300
 @metrics.log_metrics
 @transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
-    request = parse(event=event, model=RequestEvent).request
+    step = parse(event=event, model=TeardownListingEvent)
+    request = step.request
     target = TeardownTarget(request_id=request.target_request_id, instance_ids=request.instance_ids, all=request.all)
     listing = target
     late = None
@@ -104,8 +106,13 @@ def handler(event: dict, context: LambdaContext) -> dict:
     # Asking to end a request's instances ends its maintenance first: a reclaim during the
     # approval, or a refill waiting for capacity, launches no replacement the approval never saw.
     if teardown.gives_back_maintenance(allowed, refused):
-        for owner in sorted(marked):
-            run_store.give_back_maintenance(owner, by=request.request_id)
+        # Asking nobody, it ends here: its marks go as a rejection's do, through the same code, so
+        # when the teardown it deferred to was answered meanwhile, this ending restarts the refills held.
+        outcome = refill_restarts.give_back(sorted(marked), by=request.request_id,
+                                            state_machine=executions.state_machine_of(step.execution_arn))
+        if any(isinstance(runs, list) and runs for runs in outcome.values()):
+            said = approval.maintenance_note(outcome)
+            result = result.model_copy(update={"note": f"{result.note} {said}." if result.note else f"{said}."})
     else:
         for owner in teardown.maintenance_to_stop(target, allowed):
             run_store.end_maintenance(owner, by=request.request_id)

@@ -19,7 +19,8 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import BotoCoreError, ClientError
 
-from gpufill.adapters import approvals, clock, executions, instances_table, late_rounds, run_store, schedules
+from gpufill.adapters import approvals, clock, executions, late_rounds, schedules
+from gpufill.handlers import refill_restarts
 from gpufill.handlers.events import ApprovalAnswerEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.models.teardown import ApprovalDecision, Teardown
@@ -91,40 +92,10 @@ def next_late_round_sooner(teardown: Teardown, *, execution_name: str, state_mac
 
 def restart_refills(teardown: Teardown, *, by: str, state_machine: str) -> dict[str, list[str] | str]:
     """A rejected or expired teardown ends nothing, so the requests it stopped keep their
-    maintenance: its own stop mark goes and, when that leaves none (no other teardown of the
-    request waits or was approved), each refill the marks stopped (one that launched nothing or
-    terminated what it launched, or one held back while a teardown waited) is started again, under
-    a name of its own per teardown, so a retried decision starts it once. Never fails the decision:
-    a refill not started is logged and counted.
-
+    maintenance: the one it names and those whose instances it listed (refill_restarts.give_back).
     Answers per request: the refill runs started, or the teardowns still stopping it (by name)."""
-    outcome: dict[str, list[str] | str] = {}
-    started = []
-    for request_id in refill.requests_to_resume(teardown.target.request_id, [o for b in teardown.regions for o in b.requests]):
-        try:
-            left = run_store.give_back_maintenance(request_id, by=by)
-            if left is None:
-                continue
-            if left:
-                outcome[request_id] = ", ".join(sorted(left))
-                continue
-            outcome[request_id] = []
-            stored = run_store.load_request(request_id)
-            records = instances_table.request_holdings(request_id).records
-            for instance_id in refill.refills_to_restart(records, released=True) if stored else []:
-                name = refill.execution_name(request_id, instance_id, after=by)
-                body = refill.refill_input(stored, request_id=request_id, instance_id=instance_id,
-                                           pool=refill.reclaimed_pool(records[instance_id]))
-                executions.start(name, body, state_machine)
-                started.append(name)
-                outcome[request_id].append(name)  # type: ignore[union-attr]
-        except (ClientError, BotoCoreError, executions.ExecutionNameTaken) as error:
-            logger.warning("refill not started again", extra={"request": request_id, "error": str(error)})
-            metrics.add_metric(name="RefillsNotRestarted", unit="Count", value=1)
-    if started:
-        logger.info("refills started again", extra={"runs": started})
-        metrics.add_metric(name="RefillsRestarted", unit="Count", value=len(started))
-    return outcome
+    owners = refill.requests_to_resume(teardown.target.request_id, [o for b in teardown.regions for o in b.requests])
+    return refill_restarts.give_back(owners, by=by, state_machine=state_machine)
 
 
 def end_schedule(cancel: Callable[[str], bool], name: str, *, kind: str) -> bool:

@@ -1,7 +1,8 @@
 """RemindApprovers: the reminders' schedule invokes it every hour while a teardown approval waits.
 
 It reads the approval item and its execution first (policy.lifetime.reminder_ends): while a
-person can still answer, it publishes the reminder; once the approval was answered or expired,
+person can still answer, it publishes the reminder (and, when the approval request itself was
+refused, records on the item that the approvers have now been told); once the approval was answered or expired,
 or its execution stopped or ended, it sends nothing and deletes its own schedule. So reminders
 stop even when the decision's DeleteSchedule failed or the teardown run was stopped before any
 decision. A failed delete is logged and tried again at the next delivery.
@@ -37,6 +38,9 @@ def handler(event: dict, context: LambdaContext) -> dict:
         metrics.add_metric(name="RemindersStopped", unit="Count", value=1)
         return {"sent": False, "why": ended, "schedule_deleted": deleted}
     message_id = approvals.publish(step.subject, step.message)
+    if item.get("notification") == approvals.NOTIFICATION_FAILED:
+        # The approval request never reached the approvers: this reminder is the first that did.
+        approvals.record_notification(step.execution_name, sent=True, at=clock.now(), by="reminder")
     logger.info("reminder sent", extra={"message_id": message_id})
     metrics.add_metric(name="RemindersSent", unit="Count", value=1)
     return {"sent": True, "message_id": message_id}

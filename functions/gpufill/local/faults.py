@@ -14,6 +14,9 @@ Reach it as `engine.faults` on a running LocalEngine. Three layers:
   call is made (the container is killed mid-handler; the state machine sees
   `Sandbox.Timedout`).
 
+- `meanwhile_at(...)`: when a handler reaches an AWS call, something else happens in the
+  account first (another run's step lands in between two of its calls), then the call goes on.
+
 - `fleet_errors(...)`: a CreateFleet of type instant succeeds but lists an error for some or
   all of its overrides instead of trying them (RequestLimitExceeded, InternalError,
   UnauthorizedOperation, ... inside a 200 answer), optionally without naming the override.
@@ -75,7 +78,7 @@ class KilledInvocation(BaseException):
 
 @dataclass
 class _Rule:
-    layer: str  # "aws" | "invoke" | "kill" | "fleet" | "visibility" | "payment" | "schedule"
+    layer: str  # "aws" | "invoke" | "kill" | "meanwhile" | "fleet" | "visibility" | "payment" | "schedule"
     service: str | None = None
     operation: str | None = None
     region: str | None = None
@@ -91,7 +94,7 @@ class _Rule:
     # "visibility": the kind of resource, and how many calls referencing it miss it.
     kind: str | None = None
     calls: int = 0
-    # kill only: what happens in the account while the killed step awaits its retry.
+    # kill: what happens in the account while the killed step awaits its retry; meanwhile: before the call.
     meanwhile: Callable[[], None] | None = None
     # How many matching calls still pass before the rule fires (kill: the Nth call, not the first).
     skip: int = 0
@@ -176,6 +179,14 @@ class Faults:
             _Rule("kill", _service_id(service), operation, task=task, error="Sandbox.Timedout", times=times,
                   meanwhile=meanwhile, skip=skip)
         )
+
+    def meanwhile_at(
+        self, service: str, operation: str, *, task: str, meanwhile: Callable[[], None], skip: int = 0
+    ) -> None:
+        """When `task`'s handler reaches `service`.`operation` (after `skip` such calls), run
+        `meanwhile` first, then make the call as usual: a race in which another run's work lands
+        between two calls of this step (a teardown decided while another one lists)."""
+        self._add(_Rule("meanwhile", _service_id(service), operation, task=task, meanwhile=meanwhile, skip=skip))
 
     def fleet_errors(
         self,
@@ -307,9 +318,10 @@ class Faults:
 
     def for_aws_call(self, service_id: str, operation: str, url: str, task: str | None) -> tuple[str, _Rule] | None:
         """The fault to inject into this HTTP request, as ("kill" | "aws", rule), or None."""
-        rule = self._take("kill", service=service_id, operation=operation, task=task)
-        if rule is not None:
-            return "kill", rule
+        for layer in ("kill", "meanwhile"):
+            rule = self._take(layer, service=service_id, operation=operation, task=task)
+            if rule is not None:
+                return layer, rule
         found = _REGION_IN_URL.search(url)
         rule = self._take("aws", service=service_id, operation=operation, region=found.group(1) if found else None)
         return ("aws", rule) if rule is not None else None
@@ -384,14 +396,16 @@ def at_the_wire(engine):
         if found is None:
             return original(stubber, event_name, request, **kwargs)
         layer, rule = found
-        if layer == "kill":
+        if layer in ("kill", "meanwhile"):
             if rule.meanwhile is not None:
-                # What happens elsewhere in the account is not this (dead) function's doing.
+                # What happens elsewhere in the account is not this function's doing.
                 function, engine._invocation.function = getattr(engine._invocation, "function", None), None
                 try:
                     rule.meanwhile()
                 finally:
                     engine._invocation.function = function
+            if layer == "meanwhile":
+                return original(stubber, event_name, request, **kwargs)
             raise KilledInvocation(f"{task} killed at {service_id}:{operation}")
         if rule.after:
             original(stubber, event_name, request, **kwargs)  # AWS did it; the reply is lost

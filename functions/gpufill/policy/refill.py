@@ -104,8 +104,9 @@ def read_event(event: dict) -> InstanceEvent | None:
 
 def execution_name(request_id: str, instance_id: str, after: str | None = None) -> str:
     """One name per (request, instance): EC2's warning and state change start the same run.
-    With `after` (a rejected teardown), the refill started again once that teardown is rejected:
-    one more name per (instance, teardown), so a retried decision starts it once.
+    With `after` (restart_after: the run it takes over from, or the teardown that held it back),
+    the refill started again once no teardown stops the request: one name per run it follows, so
+    a retried ending starts it once.
 
     A request id long enough to push the name past 80 characters is cut and a hash of the
     whole id keeps names of different requests apart."""
@@ -119,6 +120,13 @@ def execution_name(request_id: str, instance_id: str, after: str | None = None) 
     digest = hashlib.sha256(request_id.encode()).hexdigest()[:8]
     keep = EXECUTION_NAME_MAX - len(suffix) - len(digest) - 1
     return f"{request_id[:keep]}-{digest}{suffix}"
+
+
+def restart_after(record: dict) -> str:
+    """What the name of a restarted refill follows from: the refill run it takes over from, or the
+    teardown that held the refill back when none ever started. Never the teardown whose ending
+    restarts it, so two endings in a row cannot each start a run of their own for one instance."""
+    return record.get("refill_run") or record["refill_held_by"]
 
 
 def requests_to_resume(target_request_id: str | None, batch_requests: list[str]) -> list[str]:

@@ -23,7 +23,8 @@ NEEDS_FILE = REPO / "functions" / "gpufill" / "catalog" / "iam_needs.json"
 # (request file, market file, decision): provision by fleet and by RunInstances, spot falling back
 # to On-Demand, a same-AZ gang, a request with max_lifetime, then status and an approved teardown
 # of the first; then time passes to the lifetime's end, and its teardown is approved. A Capacity
-# Block bought behind an approved purchase.
+# Block bought behind an approved purchase. Then a maintained request's teardown, rejected
+# (_maintained_teardown_rejected).
 PATHS = [
     ("provision-spot.json", "first-az-sold-out.json", None),
     ("provision-max-lifetime.json", "first-az-sold-out.json", None),
@@ -92,7 +93,62 @@ def run_paths(examples: Path = REPO / "examples") -> list[tuple[object, list[Jud
             engine.run({"action": "teardown", "request_id": first}, name="iam-report-teardown", decision="approved")
             _end_lifetimes(engine, examples, runs)
             results.append((engine, list(engine.iam.seen)))
+    results.append(_maintained_teardown_rejected(examples))
     return results
+
+
+def _maintained_teardown_rejected(examples: Path) -> tuple[object, list[Judgement]]:
+    """A maintained request's teardown waits, its approval request refused by the topic; EC2
+    reclaims an instance meanwhile (its refill held); a reminder gets through; the decision cannot
+    delete the reminders (refused once), the teardown is rejected and restarts
+    the held refill; the next reminder finds the approval answered and deletes its own schedule.
+    Then a second teardown waits, another reclaim is held, and a third teardown defers to the
+    second, which is rejected while the third lists: the third's ending restarts the refill."""
+    import threading
+
+    from gpufill.local.engine import LocalEngine
+    from gpufill.local.scenario import MarketScenario
+
+    market = json.loads((examples / "markets" / "interruption-at-10min.json").read_text())
+    second_reclaim = 8400  # after the first approval and its last reminder (about 2 h in)
+    market["interruptions"] = [{"at_seconds": 600, "instance": 1}, {"at_seconds": second_reclaim, "instance": 2}]
+    request = json.loads((examples / "requests" / "provision-maintain.json").read_text())
+    with LocalEngine(MarketScenario.model_validate(market)) as engine:
+        engine.run(request, name="iam-report-maintain")
+
+        def ask(name: str) -> threading.Thread:
+            asking = threading.Thread(target=lambda: engine.run({"action": "teardown", "request_id": "iam-report-maintain"}, name=name))
+            asking.start()
+            engine.wait_for_approval(name)
+            return asking
+
+        def reject(name: str, asking: threading.Thread) -> None:
+            engine.answer_approval(name, "rejected", approver="iam-report")
+            asking.join(120)
+
+        def follow_refills() -> None:
+            for name in [n for n in engine.executions() if "-refill-" in n]:
+                engine.follow(name)
+
+        engine.faults.aws("sns", "Publish", error="AuthorizationError", times=1)  # nobody told: said on the item
+        asking = ask("iam-report-held")
+        engine.advance(600)  # the first reclaim, while the approval waits
+        engine.settle()
+        engine.advance(3000 + 60)  # the first reminder gets through, and says so on the item
+        engine.settle()
+        engine.faults.aws("scheduler", "DeleteSchedule", error="AccessDeniedException", times=1)
+        reject("iam-report-held", asking)
+        follow_refills()
+        engine.advance(3600 + 60)  # the next reminder: answered, so it deletes its schedule
+        engine.settle()
+        asking = ask("iam-report-asked")
+        engine.advance(second_reclaim - engine.elapsed + 60)  # the second reclaim, held
+        engine.settle()
+        engine.faults.meanwhile_at("dynamodb", "UpdateItem", task="FindTeardownInstances", skip=1,
+                                   meanwhile=lambda: reject("iam-report-asked", asking))
+        engine.run({"action": "teardown", "request_id": "iam-report-maintain"}, name="iam-report-deferred")
+        follow_refills()
+        return engine, list(engine.iam.seen)
 
 
 def _end_lifetimes(engine, examples: Path, runs: list[tuple[str, str | None]]) -> None:
