@@ -75,6 +75,11 @@ def test_of_two_identical_changes_an_entry_excuses_the_one_it_names_in_line_orde
     assert list(excused) == ["gpufill.adapters.aws.x__transient__mutmut_12"] and stale == []
 
 
+def test_an_entry_whose_mutant_was_not_tested_in_this_run_is_neither_used_nor_judged():
+    entry = Entry("gpufill.adapters.aws._transient", (OLD, NEW), "r")
+    assert match([entry], _results(**{"4": "not checked"}), _changes({4: (OLD, NEW)})) == ({}, [])
+
+
 def test_entries_of_modules_not_in_the_run_are_not_judged():
     entry = Entry("gpufill.policy.fill.halve", (OLD, NEW), "r")
     assert match([entry], _results(**{"4": "survived"}), _changes({4: ("- a", "+ b")})) == ({}, [])

@@ -151,15 +151,15 @@ def match(entries: list[Entry], results: dict[str, dict[str, str]],
     in_run = [entry for entry in entries if entry.module in results]
     named = {entry.function for entry in in_run if entry.change}
     by_function: dict[str, list[str]] = defaultdict(list)
-    for mutant, status in reported.items():
-        if "__mutmut_" in mutant and status not in UNTESTED and function_of(mutant) in named:
+    for mutant in reported:
+        if "__mutmut_" in mutant and function_of(mutant) in named:
             by_function[function_of(mutant)].append(mutant)
     read = changes([m for mutants in by_function.values() for m in mutants]) if by_function else {}
     excused: dict[str, Entry] = {}
     stale = []
     for entry in in_run:
         if not entry.change:
-            hits = [entry.function] if entry.function in reported and reported[entry.function] not in UNTESTED else []
+            hits = [entry.function] if entry.function in reported else []
         else:
             same = sorted((m for m in by_function.get(entry.function, []) if read[m] == entry.change), key=number)
             if same and len(same) != entry.of:
@@ -169,6 +169,8 @@ def match(entries: list[Entry], results: dict[str, dict[str, str]],
             hits = same[entry.occurrence - 1:entry.occurrence]
         if not hits:
             stale.append(f"{entry.label()}: no mutant makes this change any more")
+        elif reported[hits[0]] in UNTESTED:
+            continue  # not tested in this run (a run cut short): neither excused nor judged
         elif reported[hits[0]] in KILLED:
             stale.append(f"{entry.label()}: killed by the tests now ({hits[0]})")
         else:
