@@ -147,3 +147,16 @@ class Ask(BaseModel):
     assert ask(count=3, size=2).total == 6
     with pytest.raises(ValueError, match="must be at least 1"):
         ask(count=0)
+
+
+def test_no_tests_for_a_function_the_statistics_never_saw_asks_for_them_again(tmp_path, monkeypatch):
+    import run
+
+    (tmp_path / "mutants").mkdir()
+    (tmp_path / "mutants" / "mutmut-stats.json").write_text(json.dumps({"function_hashes": {"gpufill.a.x_old": "h"}}))
+    monkeypatch.setattr(run, "STAGING", tmp_path)
+    monkeypatch.setattr(run, "mutmut_results", lambda: {"gpufill.a": {
+        "gpufill.a.x_old__mutmut_1": "no tests",  # known and reached by no test: a real gap, reported as such
+        "gpufill.a.x_new__mutmut_1": "no tests", "gpufill.a.x_new__mutmut_2": "killed",
+        "gpufill.a.xǁAskǁtotal__mutmut_1": "no tests"}, "gpufill.b": {"gpufill.b.x_f__mutmut_1": "no tests"}})
+    assert run.functions_without_stats(["gpufill.a"]) == {"gpufill.a.x_new", "gpufill.a.xǁAskǁtotal"}

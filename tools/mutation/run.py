@@ -231,10 +231,34 @@ def run_mutmut(children: int, only: list[str] | None = None) -> None:
     _refresh_data_files()
     # mutmut's progress lines are noise on success; on failure its last lines say why (a clean
     # test run that failed, a stats run that found no tests), which "exit status 1" alone does not.
+    _mutmut(mutmut, children, names, env)
+    # mutmut collects which test reaches which function once, and only adds to it for new tests:
+    # a function that is new since (added, moved into a mutated module, staged bare or unwrapped)
+    # is in no test's list, so its mutants read "no tests" although tests reach it. Collect again
+    # from scratch and re-test just those functions.
+    unknown = functions_without_stats(only)
+    if unknown:
+        print(f"{len(unknown)} function(s) new since mutmut's test statistics were collected; collecting them again")
+        (STAGING / "mutants" / "mutmut-stats.json").unlink()
+        _mutmut(mutmut, children, [f"{function}__mutmut_*" for function in sorted(unknown)], env)
+
+
+def _mutmut(mutmut: Path, children: int, names: list[str], env: dict[str, str]) -> None:
     done = subprocess.run([str(mutmut), "run", "--max-children", str(children), *names], cwd=STAGING, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     if done.returncode != 0:
         raise SystemExit(failure_message(done.returncode, done.stdout))
+
+
+def functions_without_stats(only: list[str] | None) -> set[str]:
+    """The functions (mutmut's mangled names) whose mutants read "no tests" and that mutmut's
+    test statistics do not know at all."""
+    stats = STAGING / "mutants" / "mutmut-stats.json"
+    if not stats.exists():
+        return set()
+    known = set(json.loads(stats.read_text()).get("function_hashes", {}))
+    return {mutant.partition("__mutmut_")[0] for module, statuses in mutmut_results().items() if matches(module, only)
+            for mutant, status in statuses.items() if status == "no tests"} - known
 
 
 def failure_message(returncode: int, output: str, lines: int = 40) -> str:
