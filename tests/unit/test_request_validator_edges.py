@@ -57,6 +57,8 @@ def test_each_limit_itself_is_accepted(fields):
     ({"action": "teardown", "instance_ids": [ID, ID]}, "instance_ids", "lists an instance more than once"),
     ({"capacity_reservation_ids": ["cr-1", "x"]}, "capacity_reservation_ids",
      "not Capacity Reservation ids ('cr-' and 17 hexadecimal digits, such as cr-0123456789abcdef0): 'cr-1', 'x'"),
+    ({"count": 251}, "count",
+     "at most 250 instances per run (a run's state must fit Step Functions' 256 KB); start several runs for a larger fleet"),
     ({"regions": ["xx-1", "yy-2"]}, "regions", "unknown region(s): 'xx-1', 'yy-2'"),
     ({"capacity_reservation_ids": [CR, CR]}, "capacity_reservation_ids", "lists a reservation more than once"),
     ({"refill": {"request_id": "run-1", "replaces": ["nope", "i-x"]}}, "refill.replaces",
