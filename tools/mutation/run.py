@@ -15,9 +15,11 @@ tests and reports only the matching modules, so one module can be worked on in m
 other modules' last results are kept for the next full run.
 
 The score per module is compared with tools/mutation/baseline.json: the run fails when a
-module's score falls below its baseline. Mutants the baseline lists as equivalent (with the
-reason each changes nothing a user could see) are left out of the score. `--update-baseline`
-writes the measured scores (the equivalent mutants and their reasons are kept by hand).
+module's score falls below its baseline. Mutants the baseline lists as equivalent (each by its
+function and the change it makes, with the reason it changes nothing a user could see; see
+equivalents.py) are left out of the score, and an entry that no longer matches a surviving
+mutant fails the run. `--update-baseline` writes the measured scores (the equivalent mutants
+and their reasons are kept by hand).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ import sys
 import tomllib
 from collections import defaultdict
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from equivalents import KILLED, UNTESTED, Entry, dump, load, match, mutmut_changes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGING = ROOT / "build" / "mutation"
@@ -69,6 +74,11 @@ UNDECORATED = ["handlers/launch_batch.py", "handlers/wait_for_capacity.py", "han
                "handlers/describe_capacity_block_offerings.py", "handlers/choose_capacity_block.py",
                "handlers/purchase_capacity_block.py", "handlers/plan_block_launch.py", "handlers/await_purchase_approval.py",
                "handlers/record_approval_decision.py", "handlers/remind_approvers.py"]
+# mutmut also leaves alone a method with any decorator but a lone @classmethod or @staticmethod,
+# so a pydantic validator (@field_validator then @classmethod) or a @property is never mutated: in
+# the staged copy of these modules each such method's body moves to a module-level function that
+# the method, still decorated, calls with its own arguments (see unwrap_methods).
+UNWRAPPED = ["models/request.py", "models/request_options.py", "models/request_resolved.py"]
 # mutmut runs the unit tests that reach each mutated function. The bad-request workflow tests
 # assert the same rules through the local engine, which costs ~15 s per mutant (the engine is
 # deployed anew in each forked test run); the module-level pass runs them in full.
@@ -78,7 +88,7 @@ COPIED = ["tests", "statemachine", "startup", "examples"]
 
 def stage() -> None:
     """Lay out build/mutation/ as mutmut expects it, updating only files that changed."""
-    _sync(ROOT / "functions" / "gpufill", STAGING / "src" / "gpufill", UNDECORATED)
+    _sync(ROOT / "functions" / "gpufill", STAGING / "src" / "gpufill", UNDECORATED, UNWRAPPED)
     for name in COPIED:
         _sync(ROOT / name, STAGING / name)
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -92,7 +102,7 @@ def stage() -> None:
         f"only_mutate = {json.dumps(MUTATED)}",
         f"pytest_add_cli_args_test_selection = {json.dumps(TESTS)}",
         'pytest_add_cli_args = ["-q", "-p", "no:cacheprovider"]',
-        'also_copy = ["statemachine", "startup", "examples"]',
+        'also_copy = ["statemachine", "startup", "examples", "conftest.py"]',
         # A mutant that makes the fill loop spin is caught by a timeout; 4x the clean run is plenty.
         "timeout_multiplier = 4.0",
         # The adapters' tests start moto's DynamoDB in each forked test run, seconds of CPU the
@@ -102,15 +112,30 @@ def stage() -> None:
         "timeout_constant = 5.0",
     ]
     _write_if_changed(STAGING / "pyproject.toml", "\n".join(lines) + "\n")
+    _write_if_changed(STAGING / "conftest.py", HYPOTHESIS_PROFILE)
 
 
-def _sync(source: Path, target: Path, undecorated: list[str] | None = None) -> None:
+# A mutated copy runs each function through mutmut's trampoline, on a machine busy with two test
+# runs at once: a hypothesis example can take longer than the 200 ms deadline for reasons no
+# mutant causes. A deadline failure in the clean or stats run stops the whole run, and one in a
+# mutant's run would count the mutant as killed, so the mutation runs have no deadline (nor the
+# health check that fails on slow data generation).
+HYPOTHESIS_PROFILE = """from hypothesis import HealthCheck, settings
+
+settings.register_profile("mutation", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("mutation")
+"""
+
+
+def _sync(source: Path, target: Path, undecorated: list[str] | None = None, unwrapped: list[str] | None = None) -> None:
     for path in source.rglob("*"):
         if "__pycache__" in path.parts or path.is_dir():
             continue
         data = path.read_bytes()
         if path.relative_to(source).as_posix() in (undecorated or []):
             data = undecorate(data.decode()).encode()
+        if path.relative_to(source).as_posix() in (unwrapped or []):
+            data = unwrap_methods(data.decode()).encode()
         _write_if_changed(target / path.relative_to(source), data)
     for path in list(target.rglob("*")) if target.exists() else []:
         if path.is_file() and "__pycache__" not in path.parts and not (source / path.relative_to(target)).exists():
@@ -134,6 +159,36 @@ def undecorate(source: str) -> str:
         lines[end:end] = ["\n", assignment]
         del lines[first:definition]
     return "".join(lines)
+
+
+def unwrap_methods(source: str) -> str:
+    """The module with the body of each decorated method (but a lone @classmethod or @staticmethod)
+    moved to a module-level function `_Class_method` at the end, which the method, decorated as
+    before and with the same signature, returns the result of."""
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    edits, helpers = [], []
+    for cls in (node for node in tree.body if isinstance(node, ast.ClassDef)):
+        for method in cls.body:
+            if not isinstance(method, ast.FunctionDef) or not method.decorator_list:
+                continue
+            if [ast.unparse(d) for d in method.decorator_list] in (["classmethod"], ["staticmethod"]):
+                continue
+            helper = f"_{cls.name}_{method.name.lstrip('_')}"
+            args = method.args
+            if args.vararg or args.kwarg:
+                raise ValueError(f"{cls.name}.{method.name}: *args and **kwargs are not unwrapped")
+            passed = [a.arg for a in args.posonlyargs + args.args] + [f"{a.arg}={a.arg}" for a in args.kwonlyargs]
+            first, end = method.body[0].lineno - 1, method.end_lineno
+            indent = " " * method.body[0].col_offset
+            body = [line[len(indent) - 4:] if line.startswith(indent) else line for line in lines[first:end]]
+            returns = f" -> {ast.unparse(method.returns)}" if method.returns else ""
+            helpers.append(f"\n\ndef {helper}({ast.unparse(args)}){returns}:\n" + "".join(body))
+            edits.append((first, end, f"{indent}return {helper}({', '.join(passed)})\n"))
+    for first, end, call in reversed(edits):
+        lines[first:end] = [call]
+    text = "".join(lines)
+    return text if not helpers else text.rstrip("\n") + "\n" + "".join(helpers)
 
 
 def _write_if_changed(path: Path, content: str | bytes) -> None:
@@ -177,10 +232,34 @@ def run_mutmut(children: int, only: list[str] | None = None) -> None:
     _refresh_data_files()
     # mutmut's progress lines are noise on success; on failure its last lines say why (a clean
     # test run that failed, a stats run that found no tests), which "exit status 1" alone does not.
+    _mutmut(mutmut, children, names, env)
+    # mutmut collects which test reaches which function once, and only adds to it for new tests:
+    # a function that is new since (added, moved into a mutated module, staged bare or unwrapped)
+    # is in no test's list, so its mutants read "no tests" although tests reach it. Collect again
+    # from scratch and re-test just those functions.
+    unknown = functions_without_stats(only)
+    if unknown:
+        print(f"{len(unknown)} function(s) new since mutmut's test statistics were collected; collecting them again")
+        (STAGING / "mutants" / "mutmut-stats.json").unlink()
+        _mutmut(mutmut, children, [f"{function}__mutmut_*" for function in sorted(unknown)], env)
+
+
+def _mutmut(mutmut: Path, children: int, names: list[str], env: dict[str, str]) -> None:
     done = subprocess.run([str(mutmut), "run", "--max-children", str(children), *names], cwd=STAGING, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     if done.returncode != 0:
         raise SystemExit(failure_message(done.returncode, done.stdout))
+
+
+def functions_without_stats(only: list[str] | None) -> set[str]:
+    """The functions (mutmut's mangled names) whose mutants read "no tests" and that mutmut's
+    test statistics do not know at all."""
+    stats = STAGING / "mutants" / "mutmut-stats.json"
+    if not stats.exists():
+        return set()
+    known = set(json.loads(stats.read_text()).get("function_hashes", {}))
+    return {mutant.partition("__mutmut_")[0] for module, statuses in mutmut_results().items() if matches(module, only)
+            for mutant, status in statuses.items() if status == "no tests"} - known
 
 
 def failure_message(returncode: int, output: str, lines: int = 40) -> str:
@@ -207,7 +286,6 @@ MODULE_LEVEL_RESULTS = STAGING / "module-level.json"
 
 
 def module_level_modules() -> list[str]:
-    sys.path.insert(0, str(Path(__file__).parent))
     from module_level import MUTATIONS
 
     return sorted({mutation.module for mutation in MUTATIONS})
@@ -232,59 +310,71 @@ def module_level_results(*, rerun: bool, only: list[str] | None = None) -> dict[
     return found
 
 
-def report(results: dict[str, dict[str, str]], baseline: dict) -> bool:
-    equivalent = baseline.get("equivalent", {})
+def report(results: dict[str, dict[str, str]], baseline: dict, excused: dict[str, Entry], stale: list[str]) -> bool:
     floors = baseline.get("scores", {})
+    found = scores(results, excused)
     ok = True
     print(f"{'module':<44} {'mutants':>7} {'killed':>7} {'equiv.':>7} {'score':>7} {'baseline':>9}")
     for module in sorted(results):
-        statuses = results[module]
-        counted = {m: s for m, s in statuses.items() if s not in ("skipped", "not checked")}
-        equiv = [m for m, s in counted.items() if s != "killed" and m in equivalent]
-        killed = sum(1 for s in counted.values() if s in ("killed", "timeout", "caught by type check"))
-        scored = len(counted) - len(equiv)
-        score = round(100 * killed / scored, 1) if scored else 100.0
+        counted = {m: s for m, s in results[module].items() if s not in UNTESTED}
+        equiv = [m for m, s in counted.items() if s not in KILLED and m in excused]
+        killed = sum(1 for s in counted.values() if s in KILLED)
+        score = found[module]
         floor = floors.get(module)
         flag = ""
         if floor is not None and score < floor:
             ok, flag = False, "  BELOW BASELINE"
         print(f"{module:<44} {len(counted):>7} {killed:>7} {len(equiv):>7} {score:>6}% "
               f"{'' if floor is None else f'{floor}%':>9}{flag}")
-        results[module] = statuses
     print()
     survivors = [(module, m, s) for module in sorted(results) for m, s in sorted(results[module].items())
-                 if s not in ("killed", "timeout", "caught by type check", "skipped", "not checked")]
-    listed = [(mod, m, s) for mod, m, s in survivors if m in equivalent]
-    new = [(mod, m, s) for mod, m, s in survivors if m not in equivalent]
+                 if s not in KILLED and s not in UNTESTED]
+    listed = [(mod, m, s) for mod, m, s in survivors if m in excused]
+    new = [(mod, m, s) for mod, m, s in survivors if m not in excused]
     if listed:
         print(f"{len(listed)} equivalent mutant(s), listed in {BASELINE.relative_to(ROOT)} with their reasons.")
     if new:
         print(f"{len(new)} surviving mutant(s) (`cd build/mutation && mutmut show NAME` shows one):")
         for _module, mutant, status in new:
             print(f"  {status:<10} {mutant}")
-    # mutmut numbers a function's mutants by position, so an edit can shift a listed name onto
-    # another mutant: a listed one that is killed, or no longer exists, means the list is stale.
-    reported = {mutant: status for statuses in results.values() for mutant, status in statuses.items()}
-    stale = sorted(m for m in equivalent if m in reported and reported[m] in ("killed", "timeout", "caught by type check"))
-    stale += sorted(m for m in equivalent if m not in reported and any(m.startswith(module + ".") or
-                                                                        m.startswith(module + "::") for module in results))
+    # An entry is matched by its function and its change, so renumbering cannot move it onto
+    # another mutant; one that matches nothing, matches a killed mutant or matches more mutants
+    # than it counts means the code or the tests changed under it.
     if stale:
         ok = False
-        print(f"{len(stale)} mutant(s) listed as equivalent in {BASELINE.relative_to(ROOT)} were killed or no longer exist; "
-              "the code changed under the list, check each against `mutmut show`:")
-        for mutant in stale:
-            print(f"  {mutant}")
+        print(f"{len(stale)} equivalent(s) listed in {BASELINE.relative_to(ROOT)} no longer hold; check each and "
+              "edit or remove it:")
+        for why in stale:
+            print(f"  {why}")
     return ok
 
 
-def scores(results: dict[str, dict[str, str]], equivalent: dict) -> dict[str, float]:
+def scores(results: dict[str, dict[str, str]], excused: dict[str, Entry]) -> dict[str, float]:
     found = {}
     for module, statuses in results.items():
-        counted = {m: s for m, s in statuses.items() if s not in ("skipped", "not checked")}
-        scored = [m for m, s in counted.items() if not (s != "killed" and m in equivalent)]
-        killed = sum(1 for m in scored if counted[m] in ("killed", "timeout", "caught by type check"))
+        counted = {m: s for m, s in statuses.items() if s not in UNTESTED}
+        scored = [m for m, s in counted.items() if not (s not in KILLED and m in excused)]
+        killed = sum(1 for m in scored if counted[m] in KILLED)
         found[module] = round(100 * killed / len(scored), 1) if scored else 100.0
     return found
+
+
+def write_baseline(baseline: dict) -> None:
+    """The baseline with its scores in module order and its equivalents in function order, one
+    entry in three lines: the function, the change, the reason (see equivalents.py)."""
+    scores_part = json.dumps(dict(sorted(baseline.get("scores", {}).items())), indent=2, ensure_ascii=False)
+    entries = []
+    for item in dump(load(baseline.get("equivalent", []))):
+        fields = [f"{json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}" for key, value in item.items()]
+        entries.append("    {" + ",\n     ".join(fields) + "}")
+    text = '{\n  "scores": ' + scores_part.replace("\n", "\n  ") + ',\n  "equivalent": [\n' + ",\n".join(entries) + "\n  ]\n}\n"
+    assert json.loads(text) == {"scores": json.loads(scores_part), "equivalent": dump(load(baseline.get("equivalent", [])))}
+    BASELINE.write_text(text)
+
+
+def equivalent_mutants(results: dict[str, dict[str, str]], baseline: dict) -> tuple[dict[str, Entry], list[str]]:
+    """The mutants the baseline's equivalents excuse, and the entries that no longer hold."""
+    return match(load(baseline.get("equivalent", [])), results, lambda mutants: mutmut_changes(STAGING, mutants))
 
 
 def main() -> int:
@@ -311,11 +401,12 @@ def main() -> int:
         results.setdefault(module, {}).update(statuses)
     results = {module: statuses for module, statuses in results.items() if matches(module, args.only)}
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
+    excused, stale = equivalent_mutants(results, baseline)
     if args.update_baseline:
-        baseline["scores"] = {**baseline.get("scores", {}), **scores(results, baseline.get("equivalent", {}))}
-        BASELINE.write_text(json.dumps(baseline, indent=1, sort_keys=True) + "\n")
+        baseline["scores"] = {**baseline.get("scores", {}), **scores(results, excused)}
+        write_baseline(baseline)
         print(f"baseline written to {BASELINE.relative_to(ROOT)}")
-    return 0 if report(results, baseline) else 1
+    return 0 if report(results, baseline, excused, stale) else 1
 
 
 if __name__ == "__main__":
