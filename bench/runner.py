@@ -70,10 +70,12 @@ def run_all(
     on_done: Callable[[Outcome, float], None] | None = None,
     launch_mode: str | None = None,
     scoring: str | None = None,
+    judge_iam: bool = False,
 ) -> dict[tuple[str, str], Outcome]:
     """One set of cases: run_sets with a single set."""
     done = (lambda _key, outcome, seconds: on_done(outcome, seconds)) if on_done else None
-    return run_sets({None: cases}, workers=workers, on_done=done, launch_mode=launch_mode, scoring=scoring)[None]
+    return run_sets({None: cases}, workers=workers, on_done=done, launch_mode=launch_mode, scoring=scoring,
+                    judge_iam=judge_iam)[None]
 
 
 def _collect(results, outcomes: dict, on_done) -> None:
