@@ -39,16 +39,17 @@ TEST_KINDS := unit workflow engine faults limits iam cli startup infra bench
 $(addprefix test-,$(TEST_KINDS)): test-%: setup
 	$(PY) -m pytest tests/$* -m "not slow" $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
-# Five seeds of 20 static markets plus examples/ on the state machine, then five seeds of 20 dynamic
-# markets over 12 modelled hours against a SkyPilot-style baseline. 651 s of CPU (645 static, 6 dynamic):
-# about 6½ minutes on 2 cores with little else running (the static part alone took 385 s at load
-# average 2-3), within 10; 49 minutes when other work held the load average at 16 (the latest run):
-# pooled figures with their spread, docs/benchmark.md's dynamic section regenerated.
+# Five seeds of 20 static markets plus examples/ on the state machine (gpufill's twice: cold, then
+# warm facts), then five seeds of 20 dynamic markets over 12 modelled hours against a SkyPilot-style
+# baseline. Measured: 769 s of CPU for the static part (220 state-machine runs on 2 workers, IAM
+# judging off, one pool for every seed) and 28 s for the dynamic one (one process): about 7 minutes on
+# 2 quiet cores, within 10; 34 minutes when other work held the load average at 15-26.
+# Pooled figures with their spread, docs/benchmark.md's dynamic section regenerated.
 bench: $(PY_STAMP) $(NODE_STAMP)
 	$(PY) -m bench
 	$(PY) -m bench.dynamic
 
-# The dynamic markets alone (under a minute: 6 s of CPU, 60 s of wall time at load average 13 on 2
+# The dynamic markets alone (28 s of CPU in one process, so about half a minute on a quiet machine; 6 minutes at load average 14 on 2
 # cores): bench/results/dynamic/ and docs/benchmark.md's section.
 bench-dynamic: $(PY_STAMP)
 	$(PY) -m bench.dynamic

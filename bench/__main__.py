@@ -15,7 +15,7 @@ from bench import analysis, leak, plot, pooled, report
 from bench.engine_runs import ENGINE_STRATEGIES
 from bench.generate import DEFAULT_SCENARIOS, DEFAULT_SCORE_NOISE, DEFAULT_SEED, examples, generated
 from bench.outcome import STRATEGIES, Outcome
-from bench.runner import SIMULATORS, run_all
+from bench.runner import SIMULATORS, run_sets
 from bench.tables import as_text
 from bench.targets import judge
 
@@ -73,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         help="the scoring gpufill's runs ask for (default: the request default), to compare them",
     )
     parser.add_argument(
+        "--judge-iam", action="store_true",
+        help="judge every call of the state-machine runs by the deployed IAM policies (twice the CPU; same figures)",
+    )
+    parser.add_argument(
         "--render-only", action="store_true", help="rewrite the reports from OUT/seed-N/outcomes.json, running no state machine"
     )
     args = parser.parse_args(argv)
@@ -83,37 +87,45 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [args.seed + i for i in range(args.seeds)]
     per_seed: dict[int, list[analysis.Row]] = {}
     example_rows: list[analysis.Row] = []
-    seed_cases: dict[int, list] = {}
+    seed_cases: dict[int, list] = {}  # the generated markets of each seed
+    run_cases: dict[int, list] = {}  # what runs with each seed: its markets, and the examples with the first
     for n, seed in enumerate(seeds):
         cases = generated(seed, args.scenarios, args.score_noise)
         if args.quick:
             cases = [c for i, c in enumerate(cases) if i in QUICK_CASES]
-        gen_names = {c.name for c in cases}
         seed_cases[seed] = cases
-        if n == 0 and not args.no_examples:
-            cases = cases + examples()  # the hand-written markets do not depend on the seed: once is enough
+        # The hand-written markets do not depend on the seed: once is enough.
+        run_cases[seed] = cases + examples() if n == 0 and not args.no_examples else cases
+    if args.render_only:
+        outcomes_of = {
+            seed: _saved_outcomes(args.out / f"seed-{seed}" / "outcomes.json", seed, cases)
+            for seed, cases in run_cases.items()
+        }
+    else:
+        total = 2 * sum(len(cases) for cases in run_cases.values())
+        print(f"gpufill bench: seeds {seeds[0]}–{seeds[-1]}, {total // 2} markets, {args.workers} worker(s)",
+              file=sys.stderr)
+        done = 0
+
+        def progress(seed: int, outcome, seconds: float) -> None:
+            nonlocal done
+            done += 1
+            print(f"  [{done}/{total}] {seed} {outcome.strategy:8} {outcome.case:26} {seconds:5.1f} s wall",
+                  file=sys.stderr, flush=True)
+
+        outcomes_of = run_sets(run_cases, workers=args.workers, on_done=progress,
+                               launch_mode=args.gpufill_launch_mode, scoring=args.gpufill_scoring, judge_iam=args.judge_iam)
+    for seed, cases in run_cases.items():
+        outcomes = outcomes_of[seed]
         seed_dir = args.out / f"seed-{seed}"
-        if args.render_only:
-            outcomes = _saved_outcomes(seed_dir / "outcomes.json", seed, cases)
-        else:
-            print(f"gpufill bench: seed {seed}, {len(cases)} markets, {args.workers} worker(s)", file=sys.stderr)
-            done = 0
-
-            def progress(outcome, seconds: float, total: int = 2 * len(cases)) -> None:
-                nonlocal done
-                done += 1
-                print(f"  [{done}/{total}] {outcome.strategy:8} {outcome.case:26} {seconds:5.1f} s wall",
-                      file=sys.stderr, flush=True)
-
-            outcomes = run_all(cases, workers=args.workers, on_done=progress, launch_mode=args.gpufill_launch_mode,
-                               scoring=args.gpufill_scoring)
-            seed_dir.mkdir(parents=True, exist_ok=True)
+        seed_dir.mkdir(parents=True, exist_ok=True)
+        if not args.render_only:
             (seed_dir / "outcomes.json").write_text(
                 json.dumps({"seed": seed, "outcomes": [o.to_json() for o in outcomes.values()]}, indent=1) + "\n"
             )
+        gen_names = {c.name for c in seed_cases[seed]}
         rows = analysis.rows(cases, outcomes)
         sources = {c.name: c.source for c in cases if c.source != "generated"}
-        seed_dir.mkdir(parents=True, exist_ok=True)
         (seed_dir / "report.md").write_text(report.render(rows, seed=seed, generated_names=gen_names, sources=sources))
         per_seed[seed] = _tagged([r for r in rows if r.case.name in gen_names], seed)
         example_rows += [r for r in rows if r.case.name not in gen_names]

@@ -68,15 +68,19 @@ def _before_fill(invocations: list) -> list[str]:
 
 
 def run(
-    case: Case, strategy: str, launch_mode: str | None = None, scoring: str | None = None, *, warm_too: bool = True
+    case: Case, strategy: str, launch_mode: str | None = None, scoring: str | None = None, *, warm_too: bool = True,
+    judge_iam: bool = False,
 ) -> Outcome:
     """The case's request on a fresh deployment (the first run after deploy: cold facts, every
-    function cold); for gpufill (`warm_too`), also the same request again in that deployment."""
+    function cold); for gpufill (`warm_too`), also the same request again in that deployment.
+    `judge_iam`: judge every call by the deployed IAM policies, as the suite's engine does. Off by
+    default: it is half of a run's CPU here and changes no figure the bench reports when every call
+    is allowed (a denied call would end the run broken, and the suite's IAM tests judge each call)."""
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     complete_engine_model()
     request = request_for(case, strategy, launch_mode, scoring)
     # The handlers' metrics and logs go to stdout, which belongs to the bench's table.
-    with contextlib.redirect_stdout(io.StringIO()), LocalEngine(case.market()) as engine:
+    with contextlib.redirect_stdout(io.StringIO()), LocalEngine(case.market(), judge_iam=judge_iam) as engine:
         execution = engine.run(request, name=f"bench-{strategy}-{case.name}"[:80])
         invocations = list(engine.calls.invocations)
         # Wait states (waiting for instances to boot) are not time spent finding capacity, and

@@ -191,12 +191,13 @@ def _warm_section(rows: list[Row]) -> list[str]:
         "## Warm facts: the next run in the same deployment",
         "",
         (
-            "Every figure above is gpufill's first run after deploy: cold facts and every function cold. "
-            "Here each market's request runs again in the same deployment right after (the first run's "
-            "instances terminated, their capacity back in the market, its capacity signals cleared), "
-            "ranking from the warm facts the first run kept when they are still inside their TTL, its "
-            "functions still counted cold. Without a schedule refreshing the facts, a request after "
-            "idle meets cold facts, so the targets keep the cold figure."
+            "Each market's gpufill request runs twice in one deployment: first right after deploy (cold "
+            "facts, every function cold), then again (the first run's instances terminated, their capacity "
+            "back in the market, its capacity signals cleared), ranking from the warm facts the first run "
+            "kept, its functions still counted cold. A deployment refreshes its facts on a schedule by "
+            "default (`facts_refresh_every`, every 5 minutes), so the warm run is the one a user meets: "
+            "the time to fill above and the time goal are the warm run's, the first run's beside them; "
+            "every other figure above is the first run's."
         ),
         "",
         as_markdown(header, body),
