@@ -82,7 +82,7 @@ def run_paths(examples: Path = REPO / "examples") -> list[tuple[object, list[Jud
     results = []
     for market, runs in by_market.items():
         scenario = MarketScenario.model_validate(json.loads((examples / "markets" / market).read_text()))
-        with LocalEngine(scenario) as engine:
+        with LocalEngine(scenario, facts_refresh=True) as engine:
             first = None
             for number, (request, decision) in enumerate(runs):
                 name = f"iam-report-{number}"
