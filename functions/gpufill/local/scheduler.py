@@ -132,7 +132,8 @@ def _run(engine, backend, schedule, due: datetime, attempt: int = 0) -> None:
             engine.at_later(_elapsed_at(engine, following), lambda: _run(engine, backend, schedule, following))
     base = {"schedule": schedule.name, "group": schedule.group_name, "due": due.isoformat(timespec="seconds"),
             "target": schedule.target.get("Arn")}
-    answer = _invoke(engine, schedule.target, group=schedule.group_name, attributes=_attributes(engine, schedule, due, attempt))
+    attributes = _attributes(engine, schedule, due, attempt)
+    answer = _invoke(engine, schedule.target, group=schedule.group_name, attributes=attributes)
     retryable = answer.pop("retryable", False)
     engine.schedule_runs.append({**base, **({"retry": attempt} if attempt else {}), **answer})
     if retryable and _retry(engine, backend, schedule, due, attempt):
@@ -140,7 +141,8 @@ def _run(engine, backend, schedule, due: datetime, attempt: int = 0) -> None:
     if engine.faults.for_schedule(schedule.name) is not None:
         # The same event delivered once more (at least once): its target is called again.
         def deliver_again():
-            again = _invoke(engine, schedule.target, group=schedule.group_name, attributes=_attributes(engine, schedule, due, 0))
+            # The same event: its execution id too (a target that deduplicates by it can).
+            again = _invoke(engine, schedule.target, group=schedule.group_name, attributes=attributes)
             again.pop("retryable", None)
             engine.schedule_runs.append({**base, "duplicate": True, **again})
 
