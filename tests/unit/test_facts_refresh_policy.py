@@ -11,6 +11,7 @@ from gpufill.constants import (
     FACTS_REFRESH_MARGIN_SECONDS,
     FACTS_REFRESH_MAX_MINUTES,
     FACTS_REFRESH_WINDOW_SECONDS,
+    WARM_CLOCK_SKEW_SECONDS,
     WARM_LAUNCH_TTL_SECONDS,
     WARM_SCORING_TTL_SECONDS,
 )
@@ -78,6 +79,19 @@ def test_a_stamp_from_the_future_is_neither_a_use_nor_a_fresh_fact():
     key = ("us-east-1", "g6.xlarge")
     assert not plan(Usage(scored={key: NOW + 3600}))
     assert plan(Usage(scored={key: NOW}), {key: fact(key, -3600)}).scoring == {"us-east-1": (("g6.xlarge",), False)}
+
+
+def test_the_edges_of_a_use_and_of_a_fact_due():
+    skew = WARM_CLOCK_SKEW_SECONDS
+    assert facts_refresh.recent(NOW + skew, NOW) and not facts_refresh.recent(NOW + skew + 0.01, NOW)
+    assert facts_refresh.recent(NOW - FACTS_REFRESH_WINDOW_SECONDS, NOW)
+    # Due exactly when the next pass (and its margin) would find it at its TTL.
+    edge = WARM_SCORING_TTL_SECONDS - EVERY - FACTS_REFRESH_MARGIN_SECONDS
+    assert facts_refresh.due("scoring", NOW - edge, NOW, EVERY) and not facts_refresh.due("scoring", NOW - edge + 0.01, NOW, EVERY)
+    # A stamp ahead of the clock by the skew is taken as written now; further ahead, it is due.
+    assert not facts_refresh.due("scoring", NOW + skew, NOW, EVERY) and facts_refresh.due("scoring", NOW + skew + 0.01, NOW, EVERY)
+    assert facts_refresh.due("launch", None, NOW, EVERY)
+    assert Refresh(scoring={"us-east-1": (("g6.xlarge",), False)}) and Refresh(launch={"us-east-1": ("a",)})
 
 
 uses = st.dictionaries(st.sampled_from(PAIRS), st.floats(0, 2 * FACTS_REFRESH_WINDOW_SECONDS), max_size=4)
