@@ -67,6 +67,20 @@ def test_a_fact_refreshed_last_pass_waits_for_the_next_and_zone_ids_are_looked_u
     assert plan(usage, {key: fact(key, 10)}) == Refresh(scoring={"us-east-1": (("g6.xlarge",), True)})
 
 
+def test_one_blended_use_looks_up_zone_ids_for_every_type_refreshed_in_its_region():
+    usage = Usage(scored={(r, t): NOW for r in REGIONS for t in TYPES}, zone_ids={("us-east-1", "g5.xlarge"): NOW})
+    assert plan(usage).scoring == {"us-east-1": (("g5.xlarge", "g6.xlarge"), True), "us-west-2": (("g5.xlarge", "g6.xlarge"), False)}
+
+
+def test_the_window_is_the_one_given():
+    key = ("us-east-1", "g6.xlarge")
+    usage = Usage(scored={key: NOW - 7200}, zone_ids={key: NOW - 7200}, launched={"us-east-1": NOW - 7200}, zones={"us-east-1": ("a",)})
+    assert not facts_refresh.to_refresh(usage, {}, {}, now=NOW, every_seconds=EVERY, window=3600)
+    # Scored within a window of an hour, blended only before it: no zone ids.
+    usage = Usage(scored={key: NOW - 60}, zone_ids={key: NOW - 7200})
+    assert facts_refresh.to_refresh(usage, {}, {}, now=NOW, every_seconds=EVERY, window=3600).scoring == {"us-east-1": (("g6.xlarge",), False)}
+
+
 def test_launch_settings_missing_an_az_a_run_used_are_prepared_again():
     usage = Usage(launched={"us-west-2": NOW}, zones={"us-west-2": ("a", "b", "c")})
     assert plan(usage, prepared={"us-west-2": launch("us-west-2", 0, ("a", "b"))}).launch == {"us-west-2": ("a", "b", "c")}
