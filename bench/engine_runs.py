@@ -16,7 +16,7 @@ from collections import Counter
 
 import boto3
 
-from gpufill.constants import CAPACITY_TABLE_KEY, DEFAULT_BATCH_MAX, ENV_CAPACITY_TABLE
+from gpufill.constants import CAPACITY_TABLE_KEY, DEFAULT_BATCH_MAX, ENV_CAPACITY_TABLE, FACTS_REFRESH_DEFAULT_MINUTES
 from gpufill.local.engine import LocalEngine
 from gpufill.local.metrics import LAUNCH_HANDLER
 
@@ -33,6 +33,11 @@ ENGINE_STRATEGIES = ("classic", "gpufill")
 CLASSIC_BATCH = 4
 # Fields a strategy decides; the case's request must not decide them for gpufill.
 STRATEGY_FIELDS = ("launch_mode", "batch_max", "scoring")
+# Which of gpufill's two figures a default deployment's user meets: it refreshes its warm facts on a
+# schedule (`facts_refresh_every`, on by default), so a request after an idle spell of under a day
+# finds them warm: the warm run's time to fill ("warm"). The first run after deploy ("cold") is
+# what a deployment with the refresh off meets after more than 10 idle minutes.
+DEFAULT_DEPLOYMENT_FIGURE = "warm" if FACTS_REFRESH_DEFAULT_MINUTES else "cold"
 # How a run may end on a scarce market; anything else is a broken run, not a result.
 EXPECTED_ENDS = ("FULFILLED", "PARTIAL", "ALL_SPOT_EXHAUSTED")
 

@@ -12,7 +12,8 @@ LAUNCH_APIS = ("RunInstances", "CreateFleet")  # the calls that launch instances
 @dataclass
 class WarmRun:
     """A run in a deployment whose facts are warm: its time to fill (cold starts included) and what
-    it launched, to set beside the first run after deploy, which is the headline's."""
+    it launched, beside the first run after deploy. A default deployment refreshes its facts on a
+    schedule, so this is the figure its users meet (engine_runs.DEFAULT_DEPLOYMENT_FIGURE)."""
 
     modelled_seconds: float
     cold_start_seconds: float

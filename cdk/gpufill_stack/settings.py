@@ -61,6 +61,8 @@ class DeploySettings:
     # cap, in seconds (None: gpufill's, 60 s and 120 s, the cap the dynamic benchmark chose).
     wait_first_delay_seconds: int | None = None
     wait_max_delay_seconds: int | None = None
+    # Minutes between two refreshes of the warm facts (EventBridge Scheduler); None: `off`.
+    facts_refresh_every_minutes: int | None = constants.FACTS_REFRESH_DEFAULT_MINUTES
 
     def wait_environment(self) -> dict[str, str]:
         """The backoff settings as the functions read them (policy.waiting.deployment_backoff)."""
@@ -132,8 +134,10 @@ class DeploySettings:
             raise SettingsError(
                 f"context 'wait_first_delay' is {first} s, longer than the cap 'wait_max_delay' ({cap} s): the waits grow from the first up to the cap"
             )
+        refresh = _facts_refresh_every(context("facts_refresh_every"))
         settings = cls(
             env=env,
+            facts_refresh_every_minutes=refresh,
             wait_first_delay_seconds=first,
             wait_max_delay_seconds=cap,
             alarm_spend_per_hour=spend,
@@ -230,3 +234,26 @@ def _wait_delay(value: Any, key: str) -> int | None:
             f"{constants.WAIT_LONGEST_DELAY_SECONDS}, or leave it out for gpufill's"
         )
     return int(text)
+
+
+_ISO_MINUTES = re.compile(r"PT(\d+)M", re.IGNORECASE)
+
+
+def _facts_refresh_every(value: Any) -> int | None:
+    """Minutes (`5`), an ISO 8601 duration in whole minutes (`PT5M`), or `off` / `0` for none."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return constants.FACTS_REFRESH_DEFAULT_MINUTES
+    text = str(value).strip()
+    if isinstance(value, str) and text.lower() in ("off", "0"):
+        return None
+    iso = _ISO_MINUTES.fullmatch(text)
+    minutes = int(iso.group(1)) if iso else int(text) if text.isdigit() and not isinstance(value, bool) else None
+    if minutes == 0 and not isinstance(value, bool):
+        return None
+    low, high = constants.FACTS_REFRESH_MIN_MINUTES, constants.FACTS_REFRESH_MAX_MINUTES
+    if minutes is None or not low <= minutes <= high:
+        raise SettingsError(
+            f"context 'facts_refresh_every' is {value!r}: give the minutes between refreshes of the warm facts "
+            f"({low}-{high}, shorter than their {constants.WARM_SCORING_TTL_SECONDS // 60}-minute TTL; `5` or `PT5M`), or 'off'"
+        )
+    return minutes

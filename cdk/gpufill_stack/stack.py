@@ -11,6 +11,7 @@ from gpufill import constants
 
 from gpufill_stack.approval_answers import ApprovalAnswers
 from gpufill_stack.event_forwarding import InterruptionRules
+from gpufill_stack.facts_refresh import FactsRefresh
 from gpufill_stack.functions import Functions
 from gpufill_stack.instance_access import InstanceAccess
 from gpufill_stack.notifications import Notifications
@@ -20,7 +21,7 @@ from gpufill_stack.settings import DeploySettings
 from gpufill_stack.spend_guard import SpendGuard
 from gpufill_stack.storage import Storage
 from gpufill_stack.sweep import Sweep
-from gpufill_stack.task_permissions import EVENT_TASKS, REMINDER_TASKS, SWEEP_TASKS, TaskResources
+from gpufill_stack.task_permissions import EVENT_TASKS, REFRESH_TASKS, REMINDER_TASKS, SWEEP_TASKS, TaskResources
 from gpufill_stack.workflow import Workflow
 
 
@@ -118,6 +119,28 @@ class GpufillStack(Stack):
                 role=spend_guard.role,
                 every_minutes=settings.sweep_every_minutes,
             )
+        # `facts_refresh_every: off`: no RefreshFacts function and no schedule; runs keep facts on use only.
+        refresh_functions = None
+        if settings.facts_refresh_every_minutes is not None:
+            refresh_functions = Functions(
+                self,
+                "RefreshFunctions",
+                env=settings.env,
+                powertools_layer_version=settings.powertools_layer_version,
+                resources=resources,
+                environment=environment,
+                tasks=constants.REFRESH_FUNCTIONS,
+                specs=REFRESH_TASKS,
+            )
+            FactsRefresh(
+                self,
+                "FactsRefresh",
+                env=settings.env,
+                function=refresh_functions.functions[constants.REFRESH_TASK],
+                group=spend_guard.group,
+                role=spend_guard.role,
+                every_minutes=settings.facts_refresh_every_minutes,
+            )
         self.operations = Operations(
             self,
             "Operations",
@@ -127,6 +150,7 @@ class GpufillStack(Stack):
             functions={
                 **functions.functions, **event_functions.functions,
                 **(sweep_functions.functions if sweep_functions else {}), **reminder_functions.functions,
+                **(refresh_functions.functions if refresh_functions else {}),
             },
             sweep_every_minutes=settings.sweep_every_minutes,
             alarm_spend_per_hour=settings.alarm_spend_per_hour,

@@ -390,6 +390,33 @@ def read_instance_record(r: TaskResources) -> Grant:
     return Grant([iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[r.table.table_arn])])
 
 
+def note_fact_use(r: TaskResources) -> Grant:
+    """UpdateItem of the one item noting what runs used (adapters.warm_facts.note_used), and no other."""
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=["dynamodb:UpdateItem"],
+                resources=[r.table.table_arn],
+                conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [constants.WARM_USED_KEY]}},
+            )
+        ]
+    )
+
+
+def refresh_warm_facts(r: TaskResources) -> Grant:
+    """Read what runs used and the warm facts, and write the warm facts again (adapters.warm_facts):
+    items whose key starts with "warm#" only."""
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+                resources=[r.table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["warm#*"]}},
+            )
+        ]
+    )
+
+
 def describe_images(r: TaskResources) -> Grant:
     """ec2:DescribeImages: the AMI's root snapshot size, so the root volume is never smaller (adapters.ec2)."""
     return Grant(
@@ -751,6 +778,7 @@ TASKS: dict[str, TaskSpec] = {
             read_full_pools,
             read_instance_records_by_id,
             put_instance_records,
+            note_fact_use,
             describe_capacity_reservations,
         ),
     ),
@@ -956,6 +984,25 @@ SWEEP_TASKS: dict[str, TaskSpec] = {
             update_instance_records,
             publish_approval_request,
             start_teardown_runs,
+        ),
+    ),
+}
+
+
+# The warm facts' refresh (constants.REFRESH_FUNCTIONS): run by EventBridge Scheduler. ScoreRegion's and
+# PrepareRegion's look-ups, and the warm items only; never a launch, never a placement score.
+REFRESH_TASKS: dict[str, TaskSpec] = {
+    constants.REFRESH_TASK: TaskSpec(
+        summary="Every few minutes: scores and prepares again what runs used lately, before it goes stale, so a run after an idle spell starts warm",
+        memory_mb=512,
+        timeout_seconds=120,
+        grants=(
+            refresh_warm_facts,
+            describe_capacity,
+            read_regions_config,
+            read_dlami_parameters,
+            describe_images,
+            ensure_security_group,
         ),
     ),
 }

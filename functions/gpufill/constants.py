@@ -534,3 +534,31 @@ WARM_LAUNCH_TTL_SECONDS = 15 * 60
 # A fact stamped this far ahead of the reader's clock is taken as written now (Lambda clocks
 # agree within milliseconds); further ahead, it is not trusted at all.
 WARM_CLOCK_SKEW_SECONDS = 5
+
+# The facts refresh (policy/facts_refresh.py, handlers/refresh_facts.py): one Lambda outside the
+# state machine, run by EventBridge Scheduler in the deployment's schedule group every
+# FACTS_REFRESH_DEFAULT_MINUTES (deployment setting `facts_refresh_every`). It scores again and
+# prepares again what runs used within FACTS_REFRESH_WINDOW_SECONDS, before the facts reach their
+# TTL, so a run after an idle spell meets warm facts. Spot placement scores are not refreshed:
+# AWS asks for a fresh score per capacity request and limits new configurations per 24 hours.
+REFRESH_TASK = "RefreshFacts"
+REFRESH_FUNCTIONS = {REFRESH_TASK: "gpufill.handlers.refresh_facts.handler"}
+# Shorter than the scoring facts' TTL, so a refreshed fact is still fresh when the next pass comes.
+FACTS_REFRESH_DEFAULT_MINUTES = 5
+FACTS_REFRESH_MIN_MINUTES = 1  # Scheduler's shortest rate
+FACTS_REFRESH_MAX_MINUTES = WARM_SCORING_TTL_SECONDS // 60 - 1
+# The schedule's Input names its interval (`every_seconds`): a fact is refreshed when it would
+# otherwise reach its TTL before the next pass (plus FACTS_REFRESH_MARGIN_SECONDS for Scheduler's
+# delivery and the pass itself).
+FACTS_REFRESH_MARGIN_SECONDS = 60
+# Only what a run used this recently is refreshed: a deployment no run used for a day costs nothing.
+FACTS_REFRESH_WINDOW_SECONDS = 24 * 3600
+# What runs used: one item in the instances table, kind KIND_WARM, one attribute per use (the
+# (region, type) scored, whether blended scoring wanted zone ids, the region launched in and its
+# AZs), its TTL a window after the last use.
+WARM_USED_KEY = "warm#used"
+METRIC_FACTS_REFRESHED = "FactsRefreshed"  # RefreshFacts, dimension `kind` (scoring, launch)
+
+
+def facts_refresh_schedule_name(env: str) -> str:
+    return f"gpufill-{env}-facts-refresh"

@@ -84,6 +84,24 @@ def test_a_rate_schedule_runs_from_its_start_until_its_end(account):
     assert _sent(account, "hourly") == 3  # at 1 h, 2 h and 3 h; the end date came before 4 h
 
 
+def test_scheduler_fills_its_context_attributes_into_the_input_before_each_delivery(account):
+    due = clock.now() + timedelta(minutes=5)
+    text = "<aws.scheduler.attempt-number> <aws.scheduler.scheduled-time> <aws.scheduler.schedule-arn> <aws.scheduler.execution-id>"
+    account.client("scheduler").create_schedule(
+        GroupName=GROUP, Name="context", ScheduleExpression=lifetime.at_expression(due.isoformat()),
+        FlexibleTimeWindow={"Mode": "OFF"}, ActionAfterCompletion="DELETE",
+        Target={"Arn": PUBLISH_TARGET, "RoleArn": account.deployments["local"].app.scheduler_role.arn,
+                "Input": json.dumps({"TopicArn": account.approval_topic_arn, "Subject": "subject context", "Message": text})},
+    )
+    account.advance(6 * 60)
+    sent = [m["message"] for m in account.approval_messages() if m["subject"] == "subject context"]
+    assert len(sent) == 1, [r for r in account.schedule_runs if r["schedule"] == "context"]
+    message = sent[0]
+    attempt, at, arn, execution = message.split(" ")
+    assert attempt == "1" and at == due.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert arn.endswith(f":schedule/{GROUP}/context") and len(execution) == 36
+
+
 def test_a_schedule_deleted_before_its_moment_never_runs(account):
     _publish(account, "gone", lifetime.at_expression((clock.now() + timedelta(hours=1)).isoformat()), once=True)
     account.client("scheduler").delete_schedule(GroupName=GROUP, Name="gone")

@@ -26,7 +26,7 @@ def test_every_function_but_answer_approval_has_the_probe_alias_on_its_latest_co
     by_function = {a["Properties"]["FunctionName"]["Ref"]: a["Properties"] for a in aliases}
     names = {r["Properties"].get("FunctionName"): i for i, r in synthesized.resources("AWS::Lambda::Function").items()}
     env = synthesized.stack.node.try_get_context("env")
-    outside = {names[constants.function_name(env, task)] for task in (*constants.EVENT_FUNCTIONS, *constants.SWEEP_FUNCTIONS, *constants.REMINDER_FUNCTIONS)}
+    outside = {names[constants.function_name(env, task)] for task in (*constants.EVENT_FUNCTIONS, *constants.SWEEP_FUNCTIONS, *constants.REMINDER_FUNCTIONS, *constants.REFRESH_FUNCTIONS)}
     assert set(by_function) == {logical_id for logical_id, _ in task_functions.values()} | outside
     assert names[constants.function_name(env, constants.ANSWER_APPROVAL_TASK)] not in by_function
     assert {(a["Name"], a["FunctionVersion"]) for a in by_function.values()} == {(constants.PROBE_ALIAS, "$LATEST")}

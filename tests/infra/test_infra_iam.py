@@ -127,14 +127,14 @@ def test_schedules_are_made_and_ended_only_in_this_deployments_group(synthesized
                 assert f":schedule/{group}/" in json.dumps(resource), resource
 
 
-def test_the_scheduler_role_may_only_start_this_state_machine_and_run_the_sweep_and_the_reminders(synthesized):
+def test_the_scheduler_role_may_only_start_this_state_machine_and_run_the_sweep_the_refresh_and_the_reminders(synthesized):
     role_id = _role_trusting(synthesized, "scheduler.amazonaws.com")
     trust = synthesized.resources("AWS::IAM::Role")[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
     assert "aws:SourceAccount" in trust["Condition"]["StringEquals"]
     policies = [p for p in synthesized.resources("AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"]["Roles"]]
     actions = sorted(a for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
     # The reminders are published by RemindApprovers, which reads the approval first: never by Scheduler itself.
-    assert actions == ["lambda:InvokeFunction", "lambda:InvokeFunction", "states:StartExecution"]
+    assert actions == ["lambda:InvokeFunction", "lambda:InvokeFunction", "lambda:InvokeFunction", "states:StartExecution"]
 
 
 def test_dynamodb_actions_are_scoped_to_the_table_and_its_index(synthesized, task_functions):

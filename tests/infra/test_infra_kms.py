@@ -21,7 +21,7 @@ def with_key(tmp_path_factory):
     from gpufill_stack.deployment import build_app, new_app
 
     outdir = tmp_path_factory.mktemp("cdk.out.kms")
-    app = new_app(context={"account": ACCOUNT, "region": REGION, "ebs_kms_key_arn": KEY, "sweep_every": "off"}, outdir=str(outdir))
+    app = new_app(context={"account": ACCOUNT, "region": REGION, "ebs_kms_key_arn": KEY, "sweep_every": "off", "facts_refresh_every": "off"}, outdir=str(outdir))
     stack = build_app(app)
     app.synth()  # raises on any cdk-nag finding left unacknowledged
     return json.loads((outdir / f"{stack.artifact_id}.template.json").read_text()), stack.node.try_get_context("env")
@@ -69,6 +69,8 @@ def test_with_the_sweep_off_neither_its_function_nor_its_schedule_nor_its_alarms
     template, env = with_key
     sweep = constants.function_name(env, "Sweep")
     assert sweep not in _functions(template, env) and sweep in _functions(synthesized.json, env)
+    refresh = constants.function_name(env, constants.REFRESH_TASK)  # facts_refresh_every: off, likewise
+    assert refresh not in _functions(template, env) and refresh in _functions(synthesized.json, env)
     kinds = {r["Type"] for r in template["Resources"].values()}
     assert "AWS::Scheduler::Schedule" not in kinds and "AWS::Scheduler::Schedule" in {r["Type"] for r in synthesized.json["Resources"].values()}
     alarms = {r["Properties"]["AlarmName"] for r in template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"}

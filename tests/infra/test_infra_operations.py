@@ -71,7 +71,7 @@ def test_every_alarm_reads_its_metric_and_notifies_the_topic(synthesized):
         alarm = alarms[f"{prefix}runs-{outcome}"]
         assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == ("AWS/States", metric, "Sum")
         assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
-    every_function = [*constants.LAMBDA_TASKS, *constants.EVENT_FUNCTIONS, *constants.SWEEP_FUNCTIONS]
+    every_function = [*constants.LAMBDA_TASKS, *constants.EVENT_FUNCTIONS, *constants.SWEEP_FUNCTIONS, *constants.REFRESH_FUNCTIONS]
     for placeholder in every_function:
         task = placeholder.removesuffix("FunctionArn")
         for kind, metric in (("errors", "Errors"), ("throttles", "Throttles")):
@@ -173,8 +173,8 @@ def test_the_spend_alarm_and_the_sweep_follow_the_settings(tmp_path, sweep_every
 
 def test_the_sweep_runs_every_15_minutes_as_the_scheduler_role_of_the_deployments_group(synthesized):
     template, env = synthesized.json, synthesized.stack.node.try_get_context("env")
-    [schedule] = synthesized.resources("AWS::Scheduler::Schedule").values()
-    p = schedule["Properties"]
+    [p] = [s["Properties"] for s in synthesized.resources("AWS::Scheduler::Schedule").values()
+           if s["Properties"]["Name"] == constants.sweep_schedule_name(env)]
     assert (p["Name"], p["GroupName"], p["ScheduleExpression"]) == (constants.sweep_schedule_name(env), constants.schedule_group_name(env), "rate(15 minutes)")
     [(function_id, _)] = [
         (i, r) for i, r in synthesized.resources("AWS::Lambda::Function").items()
@@ -186,10 +186,10 @@ def test_the_sweep_runs_every_15_minutes_as_the_scheduler_role_of_the_deployment
     assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert _text(trust["Condition"]["ArnEquals"]["aws:SourceArn"]).endswith(f":schedule-group/{constants.schedule_group_name(env)}")
     invokes = [s for s in statements_of_role(template, role_id) if "lambda:InvokeFunction" in as_list(s["Action"])]
-    # The sweep, and the approval reminders' function (spelt from its name: the approval step names it).
+    # The sweep, the facts refresh, and the approval reminders' function (spelt from its name: the approval step names it).
     reminders = constants.function_name(env, constants.REMINDER_TASK)
     targets = sorted((_text(r) if not isinstance(r, dict) or "Fn::GetAtt" not in r else json.dumps(r)) for s in invokes for r in as_list(s["Resource"]))
-    assert len(targets) == 2 and json.dumps(get_att(function_id)) in targets
+    assert len(targets) == 3 and json.dumps(get_att(function_id)) in targets
     assert any(t.endswith(f":function:{reminders}") for t in targets)
 
 
@@ -242,3 +242,34 @@ def test_the_reminders_role_holds_exactly_the_calls_its_handler_makes(synthesize
     assert all_actions(statements) - platform == reach.actions
     deletes = [r for s in statements if "scheduler:DeleteSchedule" in as_list(s["Action"]) for r in as_list(s["Resource"])]
     assert [_text(r).rsplit("/", 1)[-1] for r in deletes] == ["remind-*"]  # never a lifetime schedule
+
+
+def test_the_facts_refresh_runs_every_5_minutes_as_the_scheduler_role_and_holds_exactly_its_calls(synthesized):
+    """Scheduler's role (trusted only for this deployment's group) invokes RefreshFacts, whose own
+    role may make ScoreRegion's and PrepareRegion's look-ups and touch the warm items only."""
+    from infra_aws_calls import reachable
+    from infra_helpers import all_actions
+
+    template, env = synthesized.json, synthesized.stack.node.try_get_context("env")
+    [p] = [s["Properties"] for s in synthesized.resources("AWS::Scheduler::Schedule").values()
+           if s["Properties"]["Name"] == constants.facts_refresh_schedule_name(env)]
+    assert (p["GroupName"], p["ScheduleExpression"]) == (constants.schedule_group_name(env), "rate(5 minutes)")
+    assert json.loads(p["Target"]["Input"]) == {"scheduler_execution": "<aws.scheduler.execution-id>", "every_seconds": 300}
+    [(function_id, function)] = [
+        (i, r) for i, r in synthesized.resources("AWS::Lambda::Function").items()
+        if r["Properties"].get("FunctionName") == constants.function_name(env, constants.REFRESH_TASK)
+    ]
+    assert p["Target"]["Arn"] == get_att(function_id)
+    role_id = p["Target"]["RoleArn"]["Fn::GetAtt"][0]
+    trust = template["Resources"][role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert _text(trust["Condition"]["ArnEquals"]["aws:SourceArn"]).endswith(f":schedule-group/{constants.schedule_group_name(env)}")
+    reach = reachable(constants.REFRESH_FUNCTIONS[constants.REFRESH_TASK])
+    assert not reach.unknown
+    platform = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+    statements = statements_of_role(template, function["Properties"]["Role"]["Fn::GetAtt"][0])
+    granted = all_actions(statements) - platform
+    assert granted == reach.actions
+    assert not {"ec2:RunInstances", "ec2:CreateFleet", "ec2:GetSpotPlacementScores"} & granted
+    table = [s for s in statements if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+    assert table and all(s["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["warm#*"] for s in table)

@@ -65,6 +65,16 @@ def test_operations_settings():
     assert settings(sweep_every=60).sweep_every_minutes == 60
 
 
+def test_the_facts_refresh_is_on_every_5_minutes_unless_turned_off_and_never_as_long_as_the_ttl():
+    assert settings().facts_refresh_every_minutes == 5
+    assert settings(facts_refresh_every="PT3M").facts_refresh_every_minutes == 3
+    assert settings(facts_refresh_every=9).facts_refresh_every_minutes == 9
+    assert all(settings(facts_refresh_every=v).facts_refresh_every_minutes is None for v in ("off", "OFF", "0", 0, "PT0M"))
+    for bad in ("10", "PT10M", "PT1H", "-1", "5m", True, 1.5):
+        with pytest.raises(SettingsError, match="context 'facts_refresh_every' is .*1-9.*'off'"):
+            settings(facts_refresh_every=bad)
+
+
 def test_an_ebs_kms_key_names_its_region():
     s = settings(ebs_kms_key_arn="arn:aws:kms:eu-central-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab")
     assert s.ebs_kms_key_region == "eu-central-1"

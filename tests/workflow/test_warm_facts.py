@@ -55,3 +55,25 @@ def test_stale_facts_are_scored_again_and_fresh_facts_when_asked(local_account):
     # "facts": "fresh" scores and prepares anew though everything is warm.
     assert "ScoreRegions" in forced.entered() and all(_ec2(forced).get(api) for api in SCORING)
     assert _ec2(forced).get("DescribeImages") and forced.output["status"] == "FULFILLED"
+
+
+def test_the_scheduled_refresh_keeps_what_a_run_used_warm_through_an_idle_spell(local_account):
+    idle = 2 * WARM_LAUNCH_TTL_SECONDS  # past both TTLs: without the refresh the run would score and prepare
+    with local_account(MARKET, facts_refresh=True) as engine:
+        engine.run(REQUEST, name="first")
+        for _ in range(int(idle // 300)):  # Scheduler's passes, one every 5 modelled minutes
+            engine.advance(300)
+        engine.cold_start()
+        later = engine.run(REQUEST, name="later")
+        passes = [r for r in engine.schedule_runs if r["schedule"].endswith("-facts-refresh")]
+    entered = later.entered()
+    assert "ScoreRegions" not in entered and "PrepareRegion" not in entered
+    assert entered[entered.index("UseWarmFacts") + 1: entered.index("LaunchBatch") + 1] == ["IsPlanOnly", "LaunchBatch"]
+    assert not any(_ec2(later).get(api) for api in SCORING + SET_UP)
+    assert later.output["status"] == "FULFILLED"
+    # Every pass ran as the Scheduler role and answered; the ones that found facts due scored
+    # both regions again (the first run launched in us-west-2 only, so only it is prepared again).
+    assert passes and not any("error" in r for r in passes)
+    refreshed = [r["answer"] for r in passes if r["answer"]["scoring"]]
+    assert {s["region"] for a in refreshed for s in a["scoring"]} == {"us-west-2", "us-east-1"}
+    assert {s["region"] for a in refreshed for s in a["launch"]} == {"us-west-2"}

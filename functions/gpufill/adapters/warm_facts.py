@@ -19,12 +19,15 @@ from gpufill.constants import (
     ENV_INSTANCES_TABLE,
     INSTANCES_TABLE_KEY,
     INSTANCES_TTL_ATTRIBUTE,
+    FACTS_REFRESH_WINDOW_SECONDS,
     KIND_WARM,
     WARM_FACTS_KEY_PREFIX,
     WARM_LAUNCH_KEY_PREFIX,
+    WARM_USED_KEY,
 )
 from gpufill.models.run import RegionFacts, TypeFacts
 from gpufill.policy import warm_facts
+from gpufill.policy.facts_refresh import Usage
 from gpufill.policy.warm_facts import PreparedRegion, ScoredType
 
 logger = Logger(child=True)
@@ -118,6 +121,60 @@ def load_prepared(region: str) -> PreparedRegion | None:
         zones=tuple(str(z) for z in item.get("zones", [])),
         written_at=float(item["written_at"]),
     )
+
+
+# --- what runs used (the facts refresh renews those only) ------------------------------------
+# One item, one attribute per use: "scored|<region>|<type>" and "zone_ids|<region>|<type>" (the
+# last use, and the last blended one), "launched|<region>" (the last launch there) and
+# "zones|<region>" (a string set: every AZ launched in, added to by each run).
+_USE_KINDS = ("scored", "zone_ids", "launched", "zones")
+
+
+def note_used(
+    *, scored: list[tuple[str, str]] = (), zone_ids: bool = False, launched: dict[str, set[str]] | None = None, at: float
+) -> None:
+    """Stamp what a run used (best effort: a use not noted only means the refresh may skip it)."""
+    stamps = {f"scored|{r}|{t}": at for r, t in scored}
+    if zone_ids:
+        stamps.update({f"zone_ids|{r}|{t}": at for r, t in scored})
+    launched = {r: z for r, z in (launched or {}).items() if z}
+    stamps.update({f"launched|{r}": at for r in launched})
+    if not stamps:
+        return
+    names = {"#ttl": INSTANCES_TTL_ATTRIBUTE}
+    values: dict = {":k": KIND_WARM, ":e": int(at + FACTS_REFRESH_WINDOW_SECONDS) + 1}
+    sets = ["kind = :k", "#ttl = :e"]
+    for number, (name, stamp) in enumerate(sorted(stamps.items())):
+        names[f"#s{number}"], values[f":s{number}"] = name, str(stamp)
+        sets.append(f"#s{number} = :s{number}")
+    adds = []
+    for number, (region, zones) in enumerate(sorted(launched.items())):
+        names[f"#z{number}"], values[f":z{number}"] = f"zones|{region}", set(zones)
+        adds.append(f"#z{number} :z{number}")
+    try:
+        _table().update_item(
+            Key={INSTANCES_TABLE_KEY: WARM_USED_KEY},
+            UpdateExpression="SET " + ", ".join(sets) + (" ADD " + ", ".join(adds) if adds else ""),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("use of warm facts not noted", extra={"error": str(error)})
+
+
+def load_used() -> Usage:
+    """What runs used, as noted (the refresh raises if it cannot read it: Scheduler records the failure)."""
+    item = _table().get_item(Key={INSTANCES_TABLE_KEY: WARM_USED_KEY}, ConsistentRead=True).get("Item") or {}
+    found: dict[str, dict] = {kind: {} for kind in _USE_KINDS}
+    for name, value in item.items():
+        kind, _, rest = name.partition("|")
+        if kind not in found or not rest:
+            continue
+        key = tuple(rest.split("|")) if kind in ("scored", "zone_ids") else rest
+        if kind in ("scored", "zone_ids") and len(key) != 2:
+            continue
+        found[kind][key] = tuple(sorted(str(z) for z in value)) if kind == "zones" else float(value)
+    return Usage(scored=found["scored"], zone_ids=found["zone_ids"], launched=found["launched"], zones=found["zones"])
 
 
 def _batch_get(keys: list[str]) -> list[dict] | None:

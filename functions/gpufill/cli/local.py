@@ -168,7 +168,7 @@ def serve_verb(args: argparse.Namespace, ready: threading.Event | None = None, s
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     if not args.verbose:  # one access-log line per AWS call would drown everything else
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    with lambda_logs(verbose=args.verbose, log_file=args.log_file), LocalEngine(scenario) as engine:
+    with lambda_logs(verbose=args.verbose, log_file=args.log_file), LocalEngine(scenario, facts_refresh=True) as engine:
         endpoint = LocalEndpoint(engine, args.port)
         try:
             with redirect_stderr(io.StringIO()):  # werkzeug prints its own paragraph, then exits

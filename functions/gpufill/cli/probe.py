@@ -24,8 +24,8 @@ def run_probe(deployment: aws.Deployment, needs: dict[str, list[dict]], regions:
     facts = {region: {"image_id": _image(deployment, region, regions)} for region in regions["regions"]}
     lam = deployment.client("lambda")
     rows: list[dict] = []
-    # Every function with a probe alias: the state machine's tasks, StartRefill and the sweep.
-    for placeholder in (*constants.LAMBDA_TASKS, *constants.EVENT_FUNCTIONS, *constants.SWEEP_FUNCTIONS):
+    # Every function with a probe alias: the state machine's tasks, StartRefill, the sweep and the facts refresh.
+    for placeholder in (*constants.LAMBDA_TASKS, *constants.EVENT_FUNCTIONS, *constants.SWEEP_FUNCTIONS, *constants.REFRESH_FUNCTIONS):
         task = placeholder.removesuffix("FunctionArn")
         actions = sorted({call["action"] for call in needs.get(task, [])})
         if not any(verdicts.dry_runnable(a) for a in actions):

@@ -142,7 +142,7 @@ def simulate(args: argparse.Namespace) -> int:
     if progress:
         progress.header(_header(args.request, scenario))
     on_event = progress.event if progress else None
-    with lambda_logs(verbose=args.verbose, log_file=args.log_file), LocalEngine(scenario) as engine:
+    with lambda_logs(verbose=args.verbose, log_file=args.log_file), LocalEngine(scenario, facts_refresh=True) as engine:
         executions = [engine.run(request, name=name, on_event=on_event, decision=args.decision, timeout=args.timeout)]
         if follow is not None:
             if progress:

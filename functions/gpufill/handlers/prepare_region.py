@@ -65,10 +65,27 @@ def region_launch(
     zones = sorted({p.availability_zone for p in pools if p.region == region})
     refreshed = fresh or bool(before and before.region == region and before.ami_refreshed)
     started = clock.epoch()
+    # Noted for the scheduled refresh, which keeps the launch settings of regions runs use warm.
+    warm_facts.note_used(launched={region: set(zones)}, at=started)
     if not fresh:  # after a stale-AMI answer the region is always looked up again
         warm = warm_policy.warm_launch(request, warm_facts.load_prepared(region), set(zones), started)
         if warm is not None:
             return warm.model_copy(update={"ami_refreshed": refreshed})
+    prepared = look_up_launch(region, zones, fresh=fresh)
+    return RegionLaunch(
+        region=region,
+        image_id=prepared.image_id,
+        root_volume_gib=max(request.root_volume_gib, prepared.snapshot_gib or 0),
+        security_group_id=prepared.security_group_id,
+        subnets=prepared.subnets,
+        ami_refreshed=refreshed,
+    )
+
+
+def look_up_launch(region: str, zones: list[str], *, fresh: bool = False) -> PreparedRegion:
+    """The region's image, root snapshot size, security group and a subnet per AZ, looked up and
+    kept as warm launch settings (PrepareRegion, and the scheduled refresh of them)."""
+    started = clock.epoch()
     override = regions_config.load().override(region)
     image = ami.resolve(region, fresh=fresh)
     snapshot = ec2.root_snapshot_gib(region, image)
@@ -84,19 +101,13 @@ def region_launch(
     if not subnets:
         raise network.NetworkSetupError(f"no subnet to launch into in {region}; name subnets in the regions config")
     security_group = override.security_group or network.instance_security_group(region)
-    # Kept for the deployment's next runs (RankFromWarmFacts enters the region from them).
-    warm_facts.save_prepared(PreparedRegion(
+    prepared = PreparedRegion(
         region=region, image_id=image, snapshot_gib=snapshot, security_group_id=security_group,
         subnets=subnets, zones=tuple(zones), written_at=started,
-    ))
-    return RegionLaunch(
-        region=region,
-        image_id=image,
-        root_volume_gib=max(request.root_volume_gib, snapshot or 0),
-        security_group_id=security_group,
-        subnets=subnets,
-        ami_refreshed=refreshed,
     )
+    # Kept for the deployment's next runs (RankFromWarmFacts enters the region from them).
+    warm_facts.save_prepared(prepared)
+    return prepared
 
 
 def _reason(error: Exception) -> str:

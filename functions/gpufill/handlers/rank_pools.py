@@ -62,7 +62,10 @@ def _from_warm_facts(step: RankEvent) -> dict:
     facts = None
     if not warm_policy.wants_fresh(request):
         facts = warm_policy.warm_region_facts(request, warm_facts.load_scored(request.regions, request.instance_types), now)
+    scored = [(r, t) for r in request.regions for t in request.instance_types]
     if facts is None:
+        # Noted warm or not: the scheduled refresh keeps what runs use warm (policy/facts_refresh.py).
+        warm_facts.note_used(scored=scored, zone_ids=request.scoring == "blended", at=now)
         logger.info("facts not warm: scoring every region", extra={"fresh": warm_policy.wants_fresh(request)})
         return {"warm": False}
     for region_facts in facts:
@@ -73,6 +76,11 @@ def _from_warm_facts(step: RankEvent) -> dict:
     run = step.run
     if run is not None and request.action == "provision":
         run = _entered(request, run, plan.pools, now)
+    launched = {}
+    if run is not None and run.next == "launch" and run.launch is not None:
+        # Every AZ the run may launch in there, as PrepareRegion would have looked them up.
+        launched = {run.launch.region: {p.availability_zone for p in plan.pools if p.region == run.launch.region}}
+    warm_facts.note_used(scored=scored, zone_ids=request.scoring == "blended", launched=launched, at=now)
     answer: dict = {"warm": True, "plan": _answer(plan, request), "facts": [{"region": f.region} for f in facts]}
     if run is not None:
         answer["run"] = run.model_dump(mode="json", exclude_none=True)

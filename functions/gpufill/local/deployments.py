@@ -191,7 +191,12 @@ class Deployments:
             regions=sorted(set(self.regions_config.get("regions", [])) | {HOME_REGION}),
             regions_config=json.dumps(self.regions_config),
             definition=self.definition.read_text() if self.definition is not None else None,
-            schedules=getattr(self, "sweep", False),
+            schedules=[
+                name for name, wanted in (
+                    (constants.sweep_schedule_name(env), getattr(self, "sweep", False)),
+                    (constants.facts_refresh_schedule_name(env), getattr(self, "facts_refresh", False)),
+                ) if wanted
+            ],
         )
         deployment = Deployment(
             env,

@@ -79,6 +79,7 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         visibility_delay_calls: int = 1,
         judge_iam: bool = True,
         sweep: bool = False,
+        facts_refresh: bool = False,
         throttling: float | None = None,
     ):
         if not env_names:
@@ -95,6 +96,9 @@ class LocalEngine(Deployments, ModelledTime, AsyncInvocations, Executions, Appro
         # The deployed sweep schedule runs on the modelled clock (every 15 modelled minutes) only
         # when asked: a test about something else would pay for its passes and see its findings.
         self.sweep = sweep
+        # The deployed refresh of the warm facts (every 5 modelled minutes), likewise only when
+        # asked: `gpufill simulate` and `gpufill local serve` run it, as a deployment does.
+        self.facts_refresh = facts_refresh
         # EC2's request and resource token buckets at AWS's documented sizes times `throttling`
         # (the scenario's `ec2_throttling` when None; 0: off), judged from the end of the start on
         # (local/throttling.py).

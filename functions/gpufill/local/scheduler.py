@@ -9,7 +9,9 @@ startExecution`, `...:sns:publish`), or a Lambda function (the sweep), called wi
 trust (Scheduler assumes it with aws:SourceArn = the schedule group's ARN, local/iam/trust.py),
 then the call against that role's policies (a refused call does not happen and is recorded, as Scheduler
 records a failed invocation) and makes it with the target's Input as the API's parameters.
-Every run is kept in `engine.schedule_runs`.
+Scheduler's context attributes in the Input (`<aws.scheduler.execution-id>`, `...scheduled-time>`,
+`...schedule-arn>`, `...attempt-number>`) are filled in before each delivery. Every run is kept
+in `engine.schedule_runs`.
 
 Delivery is at least once, as on AWS: a call that fails with throttling, a 5xx or a transport
 error is tried again with exponential backoff (here 1 s doubling, at most 10 minutes apart) under
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from unittest import mock
@@ -129,7 +132,8 @@ def _run(engine, backend, schedule, due: datetime, attempt: int = 0) -> None:
             engine.at_later(_elapsed_at(engine, following), lambda: _run(engine, backend, schedule, following))
     base = {"schedule": schedule.name, "group": schedule.group_name, "due": due.isoformat(timespec="seconds"),
             "target": schedule.target.get("Arn")}
-    answer = _invoke(engine, schedule.target, group=schedule.group_name)
+    attributes = _attributes(engine, schedule, due, attempt)
+    answer = _invoke(engine, schedule.target, group=schedule.group_name, attributes=attributes)
     retryable = answer.pop("retryable", False)
     engine.schedule_runs.append({**base, **({"retry": attempt} if attempt else {}), **answer})
     if retryable and _retry(engine, backend, schedule, due, attempt):
@@ -137,7 +141,8 @@ def _run(engine, backend, schedule, due: datetime, attempt: int = 0) -> None:
     if engine.faults.for_schedule(schedule.name) is not None:
         # The same event delivered once more (at least once): its target is called again.
         def deliver_again():
-            again = _invoke(engine, schedule.target, group=schedule.group_name)
+            # The same event: its execution id too (a target that deduplicates by it can).
+            again = _invoke(engine, schedule.target, group=schedule.group_name, attributes=attributes)
             again.pop("retryable", None)
             engine.schedule_runs.append({**base, "duplicate": True, **again})
 
@@ -157,7 +162,17 @@ def _retry(engine, backend, schedule, due: datetime, attempt: int) -> bool:
     return True
 
 
-def _invoke(engine, target: dict, *, group: str = "default") -> dict:
+def _attributes(engine, schedule, due: datetime, attempt: int) -> dict[str, str]:
+    """Scheduler's context attributes, which it fills into a target's Input before each delivery."""
+    return {
+        "<aws.scheduler.schedule-arn>": f"arn:aws:scheduler:{engine.home_region}:{engine.account}:schedule/{schedule.group_name}/{schedule.name}",
+        "<aws.scheduler.scheduled-time>": due.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "<aws.scheduler.execution-id>": str(uuid.uuid4()),
+        "<aws.scheduler.attempt-number>": str(attempt + 1),
+    }
+
+
+def _invoke(engine, target: dict, *, group: str = "default", attributes: dict[str, str] | None = None) -> dict:
     """Call the universal target as Scheduler does: as the schedule's role (which must trust
     Scheduler acting for the schedule's group), its call judged first."""
     from gpufill.local.iam import trust
@@ -167,7 +182,10 @@ def _invoke(engine, target: dict, *, group: str = "default") -> dict:
     from gpufill.local.iam.world import engine_world
 
     arn = target.get("Arn", "")
-    parameters = json.loads(target.get("Input") or "{}")
+    text = target.get("Input") or "{}"
+    for attribute, value in (attributes or {}).items():
+        text = text.replace(attribute, value)
+    parameters = json.loads(text)
     if LAMBDA_FUNCTION.match(arn):  # a templated target: the function gets the Input as its event
         service, api, iam_service = "lambda", "Invoke", "lambda"
     elif arn.startswith(UNIVERSAL):

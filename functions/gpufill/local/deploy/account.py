@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,13 +42,13 @@ def deploy_app(
     regions: list[str],
     regions_config: str,
     definition: str | None = None,
-    schedules: bool = False,
+    schedules: Collection[str] = (),
 ) -> Deployed:
     """Deploy `app` (the home stack, and the forwarding stack in every other region of `regions`).
     `regions_config` is the value of the parameter the functions read their regions from;
     `definition`, if given, replaces the state machine's definition (with the same substitutions);
-    `schedules`: also make the template's own schedules (the sweep), which then run on the
-    engine's modelled clock."""
+    `schedules`: the names of the template's own schedules (the sweep, the facts refresh) to make
+    as well, which then run on the engine's modelled clock."""
     home = app.home
     roles = {role.arn: role for stack in app.stacks(regions) for role in _roles(client, stack)}
     for profile in home.instance_profiles:
@@ -108,7 +108,7 @@ def deploy_app(
     )["stateMachineArn"]
     for stack in app.stacks(regions):
         _rules(client, stack)
-    for schedule in home.schedules if schedules else []:
+    for schedule in [s for s in home.schedules if s["Name"] in schedules]:
         optional = {k: schedule[k] for k in ("Description", "ScheduleExpressionTimezone", "State") if k in schedule}
         client("scheduler").create_schedule(
             Name=schedule["Name"],
