@@ -66,6 +66,8 @@ def test_operations_settings():
 
 
 def test_the_facts_refresh_is_on_every_5_minutes_unless_turned_off_and_never_as_long_as_the_ttl():
+    from gpufill_stack.settings import SettingsError
+
     assert settings().facts_refresh_every_minutes == 5
     assert settings(facts_refresh_every="PT3M").facts_refresh_every_minutes == 3
     assert settings(facts_refresh_every=9).facts_refresh_every_minutes == 9
