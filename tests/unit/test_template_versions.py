@@ -106,4 +106,4 @@ def test_a_step_ends_the_run_exactly_when_the_state_machine_goes_on_to_an_ending
     after = _chosen("WhereNext", data)
     if after == "WhatAfterThisMarket":
         after = _chosen(after, data)
-    assert template_versions.run_ends(held, request, market, scoring) == _ends_without_a_task(after), after
+    assert template_versions.ends_after(held, request, market, scoring) == _ends_without_a_task(after), after

@@ -141,7 +141,7 @@ def launch_step(step: LoopEvent, request: ResolvedRequest, plan, pools: list[Poo
     tidy_groups(grouped, run, pools, decided.records.request_id, deployment)
     # A run the state machine ends after this step (no task follows) deletes its launch template
     # versions now; one that goes on keeps them for its next fleets.
-    ending = template_versions.run_ends(run, request, plan.market, plan.scoring)
+    ending = template_versions.ends_after(run, request, plan.market, plan.scoring)
     ended, wait = exhaustion.step_end(run, request, step_attempts(run, decided.records.request_id), plan.market, plan.reservations)
     if wait is not None:
         run_store.save_wait(decided.records.owner_id, wait)
@@ -254,7 +254,7 @@ def step_attempts(run: Run, request_id: str) -> list[Attempt]:
 def finish_step(run: Run, request: ResolvedRequest, market: MarketName, plan: PlanRef | None = None) -> Run:
     """What PrepareRegion does at the end of its step, as LaunchBatch does: log its attempts, explain a stop."""
     seen = plan.reservations if plan is not None else []
-    ending = plan is not None and template_versions.run_ends(run, request, market, plan.scoring)
+    ending = plan is not None and template_versions.ends_after(run, request, market, plan.scoring)
     ended, wait = exhaustion.step_end(run, request, step_attempts(run, request.request_id), market, seen)
     if wait is not None:
         run_store.save_wait(request.owner_id, wait)

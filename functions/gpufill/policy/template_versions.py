@@ -8,7 +8,7 @@ call. The per-fleet parts (the launch token each instance is tagged with) travel
 own tags, so nothing in the version differs between fleets.
 
 The versions are deleted when the run ends, whichever way it ends: by the step that decides the
-end (`run_ends`: the state machine's WhereNext and WhatAfterThisMarket choices, read the same
+end (`ends_after`: the state machine's WhereNext and WhatAfterThisMarket choices, read the same
 way), by PlanNextTry when the wait expires, by ReportResult and by ReportFailure. A version
 deleted is never asked for again by the run: its ClientToken names the run, so another run (a
 refill, the next request) makes its own.
@@ -50,7 +50,7 @@ def forget(run: Run) -> Run:
     return run.model_copy(update={"template_versions": []})
 
 
-def run_ends(run: Run, request: ResolvedRequest, market: MarketName, scoring: str) -> bool:
+def ends_after(run: Run, request: ResolvedRequest, market: MarketName, scoring: str) -> bool:
     """Whether the state machine ends the run, with no task after it, once a PrepareRegion,
     LaunchBatch or RollBackGang step leaves it as `run` (WhereNext, then WhatAfterThisMarket for
     a market with nothing left; statemachine/provisioner.asl.json holds the same choices).
