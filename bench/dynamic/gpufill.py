@@ -21,8 +21,12 @@ decisions in process, as bench.replay does for region orders:
   go last, through policy.ranking.defer_recently_full; a try that reuses its facts leaves out
   those found empty less than WAIT_SKIP_FULL_SECONDS ago (policy.ranking.leave_out_recently_full);
 - gpufill launches one CreateFleet per policy.fill.fleet_key (a region's fresh pools, then its
-  deferred ones apart) for everything still missing, each with its launch template version
-  made and deleted (two calls the engine counts per fleet), and, the first time a run enters a
+  deferred ones apart) for everything still missing; a run makes its launch template version in a
+  region before its first fleet there (CreateLaunchTemplateVersion; in a deployment's first
+  region the call is refused once, the template made, and the call sent again), every later
+  fleet of the run there launches from it, and the run's end deletes its versions
+  (DeleteLaunchTemplateVersions per region, counted, not timed: policy.template_versions), and,
+  the first time a run enters a
   region since it last read its facts, its image looked up (DescribeImages: run.prepared keeps
   each region's launch parameters for the later tries);
   the first fleet of a deployment in a region also finds its network and launch template
@@ -70,7 +74,9 @@ from bench.dynamic.measure import WORK_SECONDS, time_to_n
 
 REQUEST_ID = "bench-dynamic"
 SCORING_PER_REGION = ("DescribeInstanceTypeOfferings", "DescribeSpotPriceHistory", "DescribeCapacityReservations")
-FLEET_OVERHEAD = ("CreateLaunchTemplateVersion", "DeleteLaunchTemplateVersions")
+# A run's launch template version in a region, made before its first fleet there; deleted at its end.
+VERSION = ("CreateLaunchTemplateVersion",)
+RETIRE = "DeleteLaunchTemplateVersions"
 # PrepareRegion's image lookup (the root volume's size), once per region until the run reads its facts again.
 PREPARE = ("DescribeImages",)
 # A deployment's first launch in a region or a zone: the adapters cache what these find (adapters.network).
@@ -152,6 +158,7 @@ def _wait_loop(
     )
     route = "prepare"  # the first try scores every region
     held: set[str] = set()  # the regions this run's instances are in
+    versions: set[str] = set()  # the regions this run made its launch template version in
     first = True
     while True:
         known = route == "rank" and asked.facts_ttl > 0
@@ -188,7 +195,7 @@ def _wait_loop(
             prepared = set()  # a try that reads the facts fixes each region's launch parameters again
         before = len(ec2.instances)
         if strategy == "gpufill":
-            got, calls = _fleets(ec2, cache, pools, count - launched, prepared)
+            got, calls = _fleets(ec2, cache, pools, count - launched, prepared, versions)
         else:
             got, calls = _probe(ec2, cache, pools, count - launched)
         launched, attempts = launched + got, attempts + calls
@@ -197,6 +204,7 @@ def _wait_loop(
             # WaitUntilRunning and CheckServing read the run's instances in each region they are in
             # (counted, not timed: the watch runs over the boot's minutes, after time to N).
             ec2.calls["DescribeInstances"] += BOOT_WATCH_CALLS_PER_REGION * len(held)
+            ec2.calls[RETIRE] += len(versions)  # ReportResult deletes the run's versions
             return
         if asked.all_or_nothing and got:
             ec2.terminate(ec2.instances[before:])  # RollBackGang: hand the short try back
@@ -206,13 +214,14 @@ def _wait_loop(
             tries_per_execution=DEFAULT_TRIES_PER_EXECUTION, regions=len(regions), attempts_total=attempts,
         )
         if verdict == "expired":
+            ec2.calls[RETIRE] += len(versions)  # so does PlanNextTry when the wait expires
             return
         yield wait.delay_seconds
         wait = waiting.begin_try(wait, handover=verdict == "handover", attempts_total=attempts)
         route, wait = waiting.next_try_route(wait, now=ec2.now, handover=verdict == "handover", ttl=asked.facts_ttl)
 
 
-def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: set[str]) -> tuple[int, int]:
+def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: set[str], versions: set[str]) -> tuple[int, int]:
     got, calls = 0, 0
     groups: dict[str, list] = {}
     for pool in pools:
@@ -226,9 +235,14 @@ def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: se
         lookup = region not in prepared and not _fresh(ec2, region, WARM_LAUNCH_TTL_SECONDS)
         if lookup:
             ec2.warm[region] = ec2.now
-        for api in _setup(ec2, region, [p.availability_zone for p in group]) + (PREPARE * lookup) + FLEET_OVERHEAD:
+        setup = _setup(ec2, region, [p.availability_zone for p in group])
+        # The version call a new deployment's region refuses (no template yet) before the template is made.
+        refused = VERSION if "CreateLaunchTemplate" in setup else ()
+        made = VERSION if region not in versions else ()
+        for api in refused + setup + (PREPARE * lookup) + made:
             ec2.call(api)
         prepared.add(region)
+        versions.add(region)
         answer = ec2.create_fleet(group[0].region, [(p.availability_zone, p.instance_type) for p in group], missing - got)
         calls += 1
         got += answer.count

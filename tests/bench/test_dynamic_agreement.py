@@ -94,6 +94,9 @@ def test_the_replay_and_the_state_machine_agree_on_a_drain_a_reclaim_and_a_refil
         assert ec2.calls[api] == calls[api], api
     # One image lookup per region a run enters, until it reads its facts again (run.prepared).
     assert ec2.calls["DescribeImages"] == calls["DescribeImages"]
+    # One launch template version per run and region it launched in, deleted at the run's end.
+    for api in ("CreateLaunchTemplateVersion", "DeleteLaunchTemplateVersions"):
+        assert ec2.calls[api] == calls[api], (api, ec2.calls[api], calls[api])
     # The startup watch's reads of each complete run's instances, at the replay's measured rate.
     assert abs(calls["DescribeInstances"] - ec2.calls["DescribeInstances"]) <= 1
     # A known gap, bounded: the engine sends one fleet more (its clock leaves out the tries' call
