@@ -100,7 +100,7 @@ def test_the_request_backoff_wins_and_the_pair_stays_ordered(first, cap, deploym
 def test_the_deployment_backoff_is_read_from_the_environment_and_checked():
     assert waiting.deployment_backoff({}) == (60, 120)
     assert waiting.deployment_backoff({"WAIT_FIRST_DELAY_SECONDS": "30", "WAIT_MAX_DELAY_SECONDS": " 900 "}) == (30, 900)
-    assert waiting.deployment_backoff({"WAIT_MAX_DELAY_SECONDS": ""}) == (60, 120)
+    assert waiting.deployment_backoff({"WAIT_MAX_DELAY_SECONDS": ""}) == (60, 150)
     assert waiting.deployment_backoff({"WAIT_FIRST_DELAY_SECONDS": "10", "WAIT_MAX_DELAY_SECONDS": "21600"}) == (10, 21600)
     for bad in ("5", "0", "-60", "1.5", "PT5M", str(6 * 3600 + 1)):
         with pytest.raises(waiting.BadBackoffSetting, match=f"WAIT_MAX_DELAY_SECONDS is '{re.escape(bad)}': give whole seconds from 10 to 21600"):
