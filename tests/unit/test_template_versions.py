@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpufill.models.run import Run, TemplateVersion, Waiting
@@ -80,7 +80,19 @@ def _ends_without_a_task(state: str) -> bool:
     return STATES[state]["Type"] == "Fail" or (STATES[state]["Type"] == "Pass" and STATES[state].get("End", False))
 
 
+def _example(**fields):
+    base = dict(move="exhausted", asked="spot", market="spot", scoring="price-capacity", all_or_nothing=False,
+                waiting=False, reservations="open", block=False, launched=0, remaining=1)
+    return example(**{**base, **fields})
+
+
 @settings(max_examples=300, deadline=None)
+# The orders that matter, whatever the examples drawn: a bought block tried again, no reservation
+# room before a Capacity Block, a Capacity Block looked for once something was launched.
+@_example(scoring="capacity-block", block=True)
+@_example(reservations="only", block=True)
+@_example(reservations="only", block=True, launched=1)
+@_example(block=True)
 @given(
     move=st.sampled_from(["done", "launch", "prepare", "refresh", "rejected", "rollback", "not_placed",
                           "await_capacity", "stopped", "exhausted"]),
