@@ -90,6 +90,7 @@ def _example(**fields):
 # The orders that matter, whatever the examples drawn: a bought block tried again, no reservation
 # room before a Capacity Block, a Capacity Block looked for once something was launched.
 @_example(scoring="capacity-block", block=True)
+@_example(scoring="capacity-block", block=True, remaining=0)
 @_example(reservations="only", block=True)
 @_example(reservations="only", block=True, launched=1)
 @_example(block=True)
