@@ -94,6 +94,7 @@ def _example(**fields):
 @_example(reservations="only", block=True)
 @_example(reservations="only", block=True, launched=1)
 @_example(block=True)
+@_example(asked="spot-then-on-demand")
 @given(
     move=st.sampled_from(["done", "launch", "prepare", "refresh", "rejected", "rollback", "not_placed",
                           "await_capacity", "stopped", "exhausted"]),
