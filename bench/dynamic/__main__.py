@@ -41,9 +41,9 @@ def held_out_seeds(n: int) -> list[int]:
     return [int.from_bytes(os.urandom(4), "big") for _ in range(n)]
 
 
-def run_seeds(seeds: list[int], scenarios: int, quick: bool, label: str = "") -> tuple[list, list]:
-    """(every strategy's outcomes, the cases) on the seeds' markets."""
-    outcomes, cases_run = [], []
+def run_seeds(seeds: list[int], scenarios: int, quick: bool, label: str = "") -> tuple[list, list, list]:
+    """(every strategy's outcomes, the cases, gpufill's outcomes with all_or_nothing) on the seeds' markets."""
+    outcomes, cases_run, aon = [], [], []
     for seed in seeds:
         cases = generate.generated(seed, scenarios)
         if quick:
@@ -53,7 +53,11 @@ def run_seeds(seeds: list[int], scenarios: int, quick: bool, label: str = "") ->
         for o in run_all(cases):
             o.case = f"s{seed}/{o.case}"
             outcomes.append(o)
-    return outcomes, cases_run
+        for case in cases:
+            o = outcome(case, "gpufill", gpufill.run(case, asked=gpufill.Asked(all_or_nothing=True)))
+            o.case = f"s{seed}/{o.case}"
+            aon.append(o)
+    return outcomes, cases_run, aon
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,19 +78,19 @@ def main(argv: list[str] | None = None) -> int:
         args.seeds = QUICK_SEEDS
     started = time.monotonic()
     seeds = [args.seed + n for n in range(args.seeds)]
-    outcomes, cases = run_seeds(seeds, args.scenarios, args.quick)
+    outcomes, cases, aon = run_seeds(seeds, args.scenarios, args.quick)
     if args.held_out_seeds:
         held = [int(s) for s in args.held_out_seeds.split(",")]
     else:
         held = held_out_seeds(args.held_out if args.held_out is not None else (0 if args.quick else HELD_OUT))
-    held_outcomes, _ = run_seeds(held, args.scenarios, args.quick, "held-out ")
+    held_outcomes, _, held_aon = run_seeds(held, args.scenarios, args.quick, "held-out ")
     found = {} if args.quick else levers.measure(cases)  # a run per setting: left to the full run
     seconds = time.monotonic() - started
     caption = f"{len(seeds)} seed{'s' * (len(seeds) > 1)} from {seeds[0]}, {len(outcomes) // len(STRATEGIES)} markets"
-    sets = [(f"committed seeds ({len(outcomes) // len(STRATEGIES)} markets)", outcomes)]
+    sets = [(f"committed seeds ({len(outcomes) // len(STRATEGIES)} markets)", outcomes, aon)]
     if held_outcomes:
         sets.append((f"held-out seeds {', '.join(map(str, held))} ({len(held_outcomes) // len(STRATEGIES)} markets)",
-                     held_outcomes))
+                     held_outcomes, held_aon))
     kept = [o for o in outcomes if o.strategy == "karpenter"]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "outcomes.json").write_text(json.dumps({
@@ -111,9 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\nTargets\n")
     for v in judge(outcomes):
         print(f"  {v.word:6}  {v.target}: {v.margin}")
-    for name, mine in sets:
+    for name, mine, mine_aon in sets:
         print(f"\nGoals on the {name}\n")
-        for g in goals.judge(mine):
+        for g in goals.judge(mine, mine_aon):
             print(f"  {g.word:6}  {g.goal}: {g.figure}; {g.test}")
     if found:
         print("\nThe wait's calls by setting\n")

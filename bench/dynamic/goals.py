@@ -9,6 +9,10 @@ The goals, gpufill against the baseline each names:
 - **dollars**: on the markets every strategy fills, the total at most SkyPilot-style's;
 - **EC2 calls**: the total at most CALLS_FACTOR times Karpenter-style's.
 
+The default request keeps what it launches while it waits. The same dollars and time goals are
+judged again for gpufill run with `all_or_nothing` beside `wait_for_capacity` (it holds nothing
+while it waits), when those outcomes are given: each row names the request setting it judges.
+
 The sign test counts the markets that went each way (for the calls, against CALLS_FACTOR times
 Karpenter-style's calls on that market); ties are dropped (bench.stats.paired).
 """
@@ -16,7 +20,7 @@ Karpenter-style's calls on that market); ties are dropped (bench.stats.paired).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bench.dynamic.generate import HORIZON_SECONDS
 from bench.dynamic.measure import Outcome
@@ -62,7 +66,40 @@ def _test(p: Paired | None, lower: str, higher: str) -> str:
     return f"{lower} on {p.lower}, {higher} on {p.higher}, equal on {p.equal} (sign test p = {p.p_value:.2g})"
 
 
-def judge(outcomes: list[Outcome]) -> list[Goal]:
+AON = "`all_or_nothing` + `wait_for_capacity`"
+
+
+def judge(outcomes: list[Outcome], aon: list[Outcome] | None = None) -> list[Goal]:
+    """The goals of the default request, then (with `aon`, gpufill's outcomes with all_or_nothing
+    on the same markets) its dollars and time to N."""
+    goals = _judge(outcomes)
+    if aon is not None:
+        goals += _judge_all_or_nothing(outcomes, aon)
+    return goals
+
+
+def _judge_all_or_nothing(outcomes: list[Outcome], aon: list[Outcome]) -> list[Goal]:
+    swapped = [o for o in outcomes if o.strategy != "gpufill"] + [replace(o, strategy="gpufill") for o in aon]
+    filled = {o.case for o in aon if o.filled}
+    common = all_filled(outcomes) & filled
+    money = _pairs(swapped, DOLLARS_PEER, lambda o: o.dollars, common)
+    time = _pairs(swapped, TIME_PEER, _hours)
+    return [
+        Goal(
+            f"{AON}: $ on the markets every strategy fills ≤ {DOLLARS_PEER}-style's",
+            money is not None and money.mine_total <= money.theirs_total + 1e-6,
+            f"{_ratio(money, '${:,.2f}')} on {len(common)} markets ({len(filled)}/{len(aon)} filled)",
+            _test(money, "cheaper", "dearer"),
+        ),
+        Goal(
+            f"{AON}: total time to N ≤ {TIME_PEER}-style's",
+            time is not None and time.mine_total <= time.theirs_total,
+            _ratio(time, "{:.1f} h"), _test(time, "faster", "slower"),
+        ),
+    ]
+
+
+def _judge(outcomes: list[Outcome]) -> list[Goal]:
     mine = by_strategy(outcomes)["gpufill"]
     filled = sum(o.filled for o in mine)
     goals = [Goal(
@@ -104,11 +141,13 @@ def _calls(p: Paired | None) -> str:
     return f"{p.mine_total:,.0f} against {theirs:,.0f} ({p.mine_total / theirs:.2f}×)"
 
 
-def table(sets: list[tuple[str, list[Outcome]]]) -> tuple[list[str], list[list[str]]]:
-    """A row per goal, a column per set of markets."""
-    judged = [(name, judge(outcomes)) for name, outcomes in sets]
+def table(sets: list[tuple]) -> tuple[list[str], list[list[str]]]:
+    """A row per goal, a column per set of markets: (name, outcomes) or (name, outcomes,
+    gpufill's outcomes with all_or_nothing)."""
+    judged = [(name, judge(outcomes, *rest)) for name, outcomes, *rest in sets]
     header = ["goal", *(name for name, _ in judged)]
-    rows = [[judged[0][1][n].goal, *(goals[n].cell() for _, goals in judged)] for n in range(len(judged[0][1]))]
+    longest = max((goals for _, goals in judged), key=len)
+    rows = [[longest[n].goal, *(goals[n].cell() if n < len(goals) else "" for _, goals in judged)] for n in range(len(longest))]
     return header, rows
 
 

@@ -22,8 +22,12 @@ decisions in process, as bench.replay does for region orders:
   go last, through policy.ranking.defer_recently_full; a try that reuses its facts leaves out
   those found empty less than WAIT_SKIP_FULL_SECONDS ago (policy.ranking.leave_out_recently_full);
 - gpufill launches one CreateFleet per policy.fill.fleet_key (a region's fresh pools, then its
-  deferred ones apart) for everything still missing, each with its launch template version
-  made and deleted (two calls the engine counts per fleet), and, the first time a run enters a
+  deferred ones apart) for everything still missing; a run makes its launch template version in a
+  region before its first fleet there (CreateLaunchTemplateVersion; in a deployment's first
+  region the call is refused once, the template made, and the call sent again), every later
+  fleet of the run there launches from it, and the run's end deletes its versions
+  (DeleteLaunchTemplateVersions per region, counted, not timed: policy.template_versions), and,
+  the first time a run enters a
   region since it last read its facts, its image looked up (DescribeImages: run.prepared keeps
   each region's launch parameters for the later tries);
   the first fleet of a deployment in a region also finds its network and launch template
@@ -73,7 +77,9 @@ from bench.dynamic.measure import WORK_SECONDS, time_to_n
 
 REQUEST_ID = "bench-dynamic"
 SCORING_PER_REGION = ("DescribeInstanceTypeOfferings", "DescribeSpotPriceHistory", "DescribeCapacityReservations")
-FLEET_OVERHEAD = ("CreateLaunchTemplateVersion", "DeleteLaunchTemplateVersions")
+# A run's launch template version in a region, made before its first fleet there; deleted at its end.
+VERSION = ("CreateLaunchTemplateVersion",)
+RETIRE = "DeleteLaunchTemplateVersions"
 # PrepareRegion's image lookup (the root volume's size), once per region until the run reads its facts again.
 PREPARE = ("DescribeImages",)
 # A deployment's first launch in a region or a zone: the adapters cache what these find (adapters.network).
@@ -152,6 +158,7 @@ def _wait_loop(
     )
     route = "prepare"  # the first try scores every region
     held: list[int] = []  # this run's instances (indexes in ec2.instances)
+    versions: set[str] = set()  # the regions this run made its launch template version in
     first = True
     while True:
         known = route == "rank" and asked.facts_ttl > 0
@@ -195,7 +202,7 @@ def _wait_loop(
             prepared = set()  # a try that reads the facts fixes each region's launch parameters again
         before = len(ec2.instances)
         if strategy == "gpufill":
-            got, logged = _fleets(ec2, cache, pools, count - launched, prepared)
+            got, logged = _fleets(ec2, cache, pools, count - launched, prepared, versions)
         else:
             got, logged = _probe(ec2, cache, pools, count - launched)
         launched, attempts = launched + got, attempts + logged
@@ -204,6 +211,7 @@ def _wait_loop(
             # WaitUntilRunning and CheckServing read the run's instances in each region they are in
             # (counted, not timed: the watch runs over the boot's minutes, after time to N).
             boot_watch(ec2, held)
+            ec2.calls[RETIRE] += len(versions)  # ReportResult deletes the run's versions
             return
         if asked.all_or_nothing and got:
             ec2.terminate(ec2.instances[before:])  # RollBackGang: hand the short try back
@@ -213,6 +221,7 @@ def _wait_loop(
             tries_per_execution=DEFAULT_TRIES_PER_EXECUTION, regions=len(regions), attempts_total=attempts,
         )
         if verdict == "expired":
+            ec2.calls[RETIRE] += len(versions)  # so does PlanNextTry when the wait expires
             return
         yield wait.delay_seconds
         wait = waiting.begin_try(wait, handover=verdict == "handover", attempts_total=attempts)
@@ -226,7 +235,9 @@ def boot_watch(ec2: Ec2, held: list[int]) -> None:
     ec2.calls["DescribeInstances"] += CHECK_SERVING_CALLS_PER_REGION * len({ec2.instances[n].region for n in held})
 
 
-def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: set[str]) -> tuple[int, int]:
+def _fleets(
+    ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: set[str], versions: set[str]
+) -> tuple[int, int]:
     """(instances launched, attempts logged) of a try's fleets."""
     got, calls = 0, 0
     groups: dict[str, list] = {}
@@ -241,9 +252,14 @@ def _fleets(ec2: Ec2, cache: dict[str, float], pools, missing: int, prepared: se
         lookup = region not in prepared and not _fresh(ec2, region, WARM_LAUNCH_TTL_SECONDS)
         if lookup:
             ec2.warm[region] = ec2.now
-        for api in _setup(ec2, region, [p.availability_zone for p in group]) + (PREPARE * lookup) + FLEET_OVERHEAD:
+        setup = _setup(ec2, region, [p.availability_zone for p in group])
+        # The version call a new deployment's region refuses (no template yet) before the template is made.
+        refused = VERSION if "CreateLaunchTemplate" in setup else ()
+        made = VERSION if region not in versions else ()
+        for api in refused + setup + (PREPARE * lookup) + made:
             ec2.call(api)
         prepared.add(region)
+        versions.add(region)
         answer = ec2.create_fleet(group[0].region, [(p.availability_zone, p.instance_type) for p in group], missing - got)
         # The run logs an attempt per pool EC2 answered for (policy.fleet_moves.after_fleet), and a
         # try's attempts decide when the execution hands over (policy.waiting.next_try's history bound).

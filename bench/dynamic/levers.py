@@ -23,15 +23,21 @@ class Lever:
     step: bool  # one of the steps from the old wait to the default (else a setting tried beside them)
 
 
+# Every setting runs with one launch template version per run and region (the replay's, as the
+# state machine's): the steps below are the wait's settings from the old wait to the default.
+OLD_CAP = 120
 LEVERS = (
-    Lever("every try scores every region and asks every pool (before)", gpufill.Asked(facts_ttl=0, skip_full=0), True),
-    Lever(f"a try reuses its facts and launch parameters for {gpufill.WAIT_FACTS_TTL_SECONDS // 60} min",
-          gpufill.Asked(skip_full=0), True),
-    Lever(f"and leaves out pools found full < {gpufill.WAIT_SKIP_FULL_SECONDS} s ago (the default)", gpufill.Asked(), True),
+    Lever("every try scores every region and asks every pool (before)",
+          gpufill.Asked(facts_ttl=0, skip_full=0, max_delay=OLD_CAP), True),
+    Lever("a try reuses its facts and launch parameters for 15 min",
+          gpufill.Asked(facts_ttl=900, skip_full=0, max_delay=OLD_CAP), True),
+    Lever("and leaves out pools found full < 100 s ago (the wait before this run)",
+          gpufill.Asked(facts_ttl=900, skip_full=100, max_delay=OLD_CAP), True),
+    Lever("facts reused for 2 h", gpufill.Asked(skip_full=100, max_delay=OLD_CAP), True),
+    Lever("and the wait capped at 150 s", gpufill.Asked(skip_full=100), True),
+    Lever(f"and pools found full < {gpufill.WAIT_SKIP_FULL_SECONDS} s ago left out (the default)", gpufill.Asked(), True),
     Lever("facts reused for 1 h", gpufill.Asked(facts_ttl=3600), False),
     Lever("pools found full < 180 s ago left out (Karpenter's ICE window)", gpufill.Asked(skip_full=180), False),
-    Lever("pools found full < 120 s ago left out", gpufill.Asked(skip_full=120), False),
-    Lever("the wait capped at 150 s", gpufill.Asked(max_delay=150), False),
     Lever("the wait capped at 5 min", gpufill.Asked(max_delay=300), False),
 )
 

@@ -114,7 +114,9 @@ def render(
             f"Each goal on the committed seeds and on {len(held_out or [])} held-out seeds drawn from os.urandom for "
             f"this run{rerun}: totals over the markets, then how many markets went each way with a two-sided exact "
             "sign test (ties dropped); an unfilled market counts 12 hours; the calls goal compares each market with "
-            f"{goals.CALLS_FACTOR:g}× Karpenter-style's calls there.",
+            f"{goals.CALLS_FACTOR:g}× Karpenter-style's calls there. The first rows judge the default request, which "
+            f"keeps what it launches while it waits; the rows marked {goals.AON} judge gpufill run with `all_or_nothing` "
+            "on the same markets (it waits holding nothing).",
             "",
             as_markdown(*goals.table(goal_sets)),
         ]

@@ -202,12 +202,6 @@ def create_fleets(r: TaskResources) -> Grant:
                 resources=[templates],
                 conditions={"StringEquals": {f"aws:ResourceTag/{constants.TAG_DEPLOYMENT}": r.env}},
             ),
-            # Each fleet's own version is deleted once the fleet answered (10,000 versions a template).
-            iam.PolicyStatement(
-                actions=["ec2:DeleteLaunchTemplateVersions"],
-                resources=[templates],
-                conditions={"StringEquals": {f"aws:ResourceTag/{constants.TAG_DEPLOYMENT}": r.env}},
-            ),
             iam.PolicyStatement(
                 actions=["ec2:CreateTags"],
                 resources=[fleets, templates],
@@ -233,6 +227,27 @@ def create_fleets(r: TaskResources) -> Grant:
                 for arn in {fleets, templates, *_fleet_touched(r), *_fleet_launched(r)}
             },
             "Resource::*": _EC2_DESCRIBE,
+        },
+    )
+
+
+def delete_template_versions(r: TaskResources) -> Grant:
+    """A run's launch template versions, deleted by whichever step ends the run (10,000 versions a
+    template; policy/template_versions.py), only in this deployment's templates."""
+    templates = r.ec2_arn("launch-template/*")
+    return Grant(
+        [
+            iam.PolicyStatement(
+                actions=["ec2:DeleteLaunchTemplateVersions"],
+                resources=[templates],
+                conditions={"StringEquals": {f"aws:ResourceTag/{constants.TAG_DEPLOYMENT}": r.env}},
+            )
+        ],
+        {
+            nag.wildcard_resource(r.scope, templates): (
+                "The run's versions are in whichever region it launched in; only templates tagged for this "
+                "deployment are touched."
+            )
         },
     )
 
@@ -795,6 +810,8 @@ TASKS: dict[str, TaskSpec] = {
             update_instance_records,
             record_instances,
             read_instance_records_by_id,
+            # the run's launch template versions, when the step ends the run
+            delete_template_versions,
         ),
     ),
     "LaunchBatchFunctionArn": TaskSpec(
@@ -804,6 +821,7 @@ TASKS: dict[str, TaskSpec] = {
         grants=(
             run_tagged_instances,
             create_fleets,
+            delete_template_versions,
             launch_into_reservations,
             pass_instance_role,
             describe_instances,
@@ -838,13 +856,13 @@ TASKS: dict[str, TaskSpec] = {
         summary="Builds the result from the run and its attempt log",
         memory_mb=256,
         timeout_seconds=30,
-        grants=(read_instance_records_by_id,),
+        grants=(read_instance_records_by_id, delete_template_versions),
     ),
     "ReportFailureFunctionArn": TaskSpec(
         summary="Names every instance a failed run launched, from the records, and the teardown that ends them, and a Capacity Block it bought",
         memory_mb=256,
         timeout_seconds=30,
-        grants=(query_request_instances, read_instance_record, update_instance_records),
+        grants=(query_request_instances, read_instance_record, update_instance_records, delete_template_versions),
     ),
     "RollBackGangFunctionArn": TaskSpec(
         summary="An all_or_nothing gang that cannot complete: terminates this run's own instances and records them rolled back",
@@ -858,6 +876,7 @@ TASKS: dict[str, TaskSpec] = {
             read_instance_record,
             read_instance_records_by_id,
             delete_cluster_groups,
+            delete_template_versions,
         ),
     ),
     # Teardown, behind a human approval, and the status view.
@@ -915,7 +934,10 @@ TASKS: dict[str, TaskSpec] = {
         summary="wait_for_capacity: schedules the next try or gives up at the deadline; keeps the wait item status reads",
         memory_mb=256,
         timeout_seconds=30,
-        grants=(read_instance_record, update_instance_records, read_instance_records_by_id, describe_own_executions),
+        grants=(
+            read_instance_record, update_instance_records, read_instance_records_by_id, describe_own_executions,
+            delete_template_versions,
+        ),
     ),
     # capacity_block (docs/capacity-blocks.md).
     "DescribeCapacityBlockOfferingsFunctionArn": TaskSpec(

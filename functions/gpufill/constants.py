@@ -277,13 +277,14 @@ BLOCK_MAX_TRIES = 300
 # The longest a run may wait: Step Functions keeps an execution for up to a year, but a wait
 # past a week is a reservation, not a fill.
 MAX_WAIT_FOR_CAPACITY_SECONDS = 7 * 24 * 3600
-# Capped exponential backoff between tries: 60 s, then 2 minutes between tries, the cap the dynamic
-# benchmark chose (docs/benchmark.md, "Waiting: backoff and cap"). A request may set both
+# Capped exponential backoff between tries: 60 s, then 150 s between tries, the cap the dynamic
+# benchmark chose with the two settings below (docs/benchmark.md, "The wait's calls, setting by
+# setting": with them a wait makes at most 1.5x Karpenter-style's EC2 calls, no slower). A request may set both
 # (wait_for_capacity.first_delay / max_delay), a deployment its defaults (cdk context
 # wait_first_delay / wait_max_delay, in every function's environment); ValidateRequest fixes them
 # in the run once.
 WAIT_FIRST_DELAY_SECONDS = 60
-WAIT_MAX_DELAY_SECONDS = 120
+WAIT_MAX_DELAY_SECONDS = 150
 ENV_WAIT_FIRST_DELAY_SECONDS = "WAIT_FIRST_DELAY_SECONDS"
 ENV_WAIT_MAX_DELAY_SECONDS = "WAIT_MAX_DELAY_SECONDS"
 # The bounds of either setting: a try every 10 s at most (each try re-scores every region), and
@@ -293,13 +294,14 @@ WAIT_LONGEST_DELAY_SECONDS = 6 * 3600
 # A try after a wait reuses the regions' facts (offerings, spot prices, reservations) the run read
 # on an earlier try while they are younger than this, and goes straight to ranking: over hours of
 # waiting those answers barely move while capacity does, and re-reading them every try was most of
-# a wait's EC2 calls (docs/benchmark.md, "Counting calls"). Spot prices stay at most this stale.
-WAIT_FACTS_TTL_SECONDS = 900
+# a wait's EC2 calls (docs/benchmark.md, "Counting calls"). Spot prices stay at most this stale;
+# capacity itself is asked on every try.
+WAIT_FACTS_TTL_SECONDS = 2 * 3600
 # A try that reuses its facts leaves out the pools this or another run found full less than this
 # long ago (the capacity cache): their answer is unlikely to have changed, and each left-out
 # region saves a fleet. Shorter than the wait's cap, so a pool found full is asked again by the
 # try after next at the latest; chosen on the dynamic benchmark.
-WAIT_SKIP_FULL_SECONDS = 100
+WAIT_SKIP_FULL_SECONDS = 120
 # When a waiting execution continues as a new one: before its history could pass this many
 # events (Step Functions stops an execution at 25,000; the rest is headroom for task retries,
 # each of which adds 3 events). A try's events are bounded by a formula measured on the local

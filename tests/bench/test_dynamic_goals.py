@@ -50,6 +50,23 @@ def test_the_goals_table_has_a_row_per_goal_and_a_column_per_set_of_markets():
     assert rows[3][1].startswith("**MET**") and rows[3][2].startswith("**MISSED**: 1,000 against 100 (10.00×)")
 
 
+def test_all_or_nothing_is_judged_on_its_own_rows_for_dollars_and_time_on_the_same_markets():
+    outcomes = market("a", dollars=14.0) + market("b", dollars=14.0) + market("c", hours=None)
+    aon = [outcome("a", "gpufill", dollars=9.0, hours=1.5), outcome("b", "gpufill", dollars=10.0, hours=0.5),
+           outcome("c", "gpufill", hours=None)]
+    default = goals.judge(outcomes)
+    both = goals.judge(outcomes, aon)
+    assert both[:4] == default and not default[2].met  # the default's rows unchanged: it holds while it waits
+    money, time = both[4:]
+    assert money.goal.startswith(goals.AON) and time.goal.startswith(goals.AON)
+    # On "a" and "b", the markets every strategy (and all_or_nothing) fills: $19 against $20.
+    assert money.met and money.figure == "$19.00 against $20.00 (0.950×) on 2 markets (2/3 filled)"
+    assert money.test.startswith("cheaper on 1, dearer on 0, equal on 1")
+    assert time.figure.startswith("14.0 h against 3.0 h") and not time.met  # "c" unfilled counts 12 h
+    header, rows = goals.table([("committed", outcomes, aon), ("held-out", outcomes)])
+    assert len(rows) == 6 and rows[4][2] == rows[5][2] == ""
+
+
 def test_calls_by_action_puts_gpufill_s_largest_first_with_each_share_and_the_totals():
     outcomes = [outcome("a", s, calls=10, by_api={"CreateFleet": 4, "DescribeImages": 6} if s == "gpufill" else {"RunInstances": 10})
                 for s in STRATEGIES]

@@ -342,6 +342,11 @@ def test_fleet_instances_carry_the_templates_settings_and_tags_and_are_seen_by_d
         assert instance["InstanceLifecycle"] == "spot" and instance["ImageId"] == LOCAL_AMI
         assert instance["IamInstanceProfile"]["Arn"] == profile["Arn"]
     ec2.terminate_instances(InstanceIds=entry["InstanceIds"])
+    # EC2 takes CreateFleet's instance tags for instant fleets only.
+    code, _ = error_of(lambda: ec2.create_fleet(
+        Type="maintain", LaunchTemplateConfigs=[{"LaunchTemplateSpecification": {"LaunchTemplateId": lt[0], "Version": lt[1]}}],
+        TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"}, TagSpecifications=instance_tags))
+    assert code == "InvalidParameterValue"
 
 
 @pytest.mark.parametrize(

@@ -128,7 +128,7 @@ def test_an_instance_reports_its_steps_with_the_deployed_instance_role(judged_ac
 
 
 def test_a_fleet_whose_version_may_not_be_deleted_still_fills_and_keeps_the_version(judged_account):
-    without = ("LaunchBatch", "ec2:DeleteLaunchTemplateVersions", "launch-template/")
+    without = ("ReportResult", "ec2:DeleteLaunchTemplateVersions", "launch-template/")
     with judged_account(ONE_REGION, without=without) as (engine, judgements):
         execution = engine.run(request(launch_mode="fleet"), name="kept-version")
         versions = engine.client("ec2", "us-west-2").describe_launch_template_versions(
@@ -137,7 +137,7 @@ def test_a_fleet_whose_version_may_not_be_deleted_still_fills_and_keeps_the_vers
     assert execution.output["status"] == "FULFILLED" and execution.output["launched"] == 2
     refused = [j for j in judgements.refusals if j.action == "ec2:DeleteLaunchTemplateVersions"]
     assert refused and refused[0].resource.startswith("arn:aws:ec2:us-west-2:123456789012:launch-template/lt-")
-    assert sorted(v["VersionNumber"] for v in versions) == [1, 2]  # the request's version is left behind
+    assert sorted(v["VersionNumber"] for v in versions) == [1, 2]  # the run's version is left behind
 
 
 def test_with_the_grant_the_fleets_version_is_deleted(judged_account):

@@ -164,10 +164,10 @@ def test_ssm_reads_only_the_regions_parameter_and_public_ami_parameters(synthesi
                     assert parameter_id in text or ":ssm:*::parameter/aws/service/deeplearning/*" in text, text
 
 
-def test_the_result_task_only_reads_the_attempt_log(synthesized, task_functions):
+def test_the_result_task_only_reads_the_attempt_log_and_deletes_the_runs_template_versions(synthesized, task_functions):
     held = all_actions(_statements(synthesized, task_functions, "ReportResultFunctionArn"))
     assert held - {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"} == {
-        "dynamodb:BatchGetItem"
+        "dynamodb:BatchGetItem", "ec2:DeleteLaunchTemplateVersions"
     }
 
 

@@ -14,7 +14,7 @@ from gpufill.adapters import capacity_cache, instances_table, launch_calls, plac
 from gpufill.handlers import launch_batch
 from gpufill.handlers.events import LoopEvent
 from gpufill.models.request import Refill, Request, normalise
-from gpufill.models.run import FleetAnswer, Instance, LaunchResult, PlanRef, Pool, PoolAnswer, RegionLaunch, Run
+from gpufill.models.run import FleetAnswer, Instance, LaunchResult, PlanRef, Pool, PoolAnswer, RegionLaunch, Run, TemplateVersion, Waiting
 from gpufill.policy import fill
 from gpufill.policy import launch_step as moves
 from gpufill.policy.tokens import client_token
@@ -127,26 +127,29 @@ def through(req, pools, run, context=None) -> Run:
     return Run.model_validate(launch_batch.launch_step(step, req, PLAN, pools, fill.begin_step(run), context or Clock(100_000)))
 
 
-def test_a_fleet_asks_for_everything_missing_over_the_regions_pools_and_records_before_retiring(aws, monkeypatch):
+VERSION = TemplateVersion(region=REGION, token="lt-token", template_id="lt-1", version="7")
+
+
+def test_a_fleet_asks_for_everything_missing_over_the_regions_pools_and_keeps_its_version_for_the_next(aws, monkeypatch):
     step, req, run = fleet_step()
     calls = []
 
-    def launch(call, spec, token):
+    def launch(call, spec, token, *, run_id, versions):
         aws.append(("fleet", token))
-        calls.append((call, spec))
-        return FleetAnswer(template_version=("lt-1", "7"), answers=[
+        calls.append((call, spec, run_id, versions))
+        return FleetAnswer(template_version=VERSION, answers=[
             PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1"), instance("i-2")])),
             PoolAnswer(index=1, result=LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity"))])
 
     monkeypatch.setattr(launch_calls.fleet_launch, "launch", launch)
-    monkeypatch.setattr(launch_calls.fleet_launch, "retire_version", lambda region, version: aws.append(("retire", region, version)))
+    monkeypatch.setattr(launch_calls.fleet_launch, "retire_versions", lambda region, versions: aws.append(("retire", region)))
     after = through(req, [A, B], run)
     token = client_token("arn:sm", "req-1", 7)
     assert aws == [("intent", {"request_id": "req-1", "region": REGION, "client_token": token}), ("fleet", token),
                    ("record", ["i-1", "i-2"], {"request_id": "req-1", "client_token": token, "maintain": False, "replaces": None, "lifetime_expires_at": None}),
-                   ("full", B.key, {"request_id": "req-1", "reason": "capacity"}),
-                   ("retire", REGION, ("lt-1", "7"))]
-    [(call, spec)] = calls
+                   ("full", B.key, {"request_id": "req-1", "reason": "capacity"})]
+    [(call, spec, run_id, versions)] = calls
+    assert (run_id, versions) == ("req-1", []) and after.template_versions == [VERSION]
     assert (call.region, call.market, call.target, call.pools) == (REGION, "spot", 4, [(0, A), (1, B)])
     assert call.subnets == SETUP.subnets and call.strategy == "price-capacity-optimized"
     assert (call.single_zone, call.min_target, call.placement_groups) == (False, None, {})
@@ -156,9 +159,9 @@ def test_a_fleet_asks_for_everything_missing_over_the_regions_pools_and_records_
 
 def test_a_fleet_whose_records_fail_keeps_its_template_version_for_the_retry(aws, monkeypatch):
     step, req, run = fleet_step()
-    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: FleetAnswer(
-        template_version=("lt-1", "7"), answers=[PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1")]))]))
-    monkeypatch.setattr(launch_calls.fleet_launch, "retire_version", lambda *a: pytest.fail("retired before the records"))
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token, **kw: FleetAnswer(
+        template_version=VERSION, answers=[PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1")]))]))
+    monkeypatch.setattr(launch_calls.fleet_launch, "retire_versions", lambda *a: pytest.fail("retired before the records"))
 
     def unrecordable(instances, **kw):
         raise instances_table.InstanceRecordError("could not record")
@@ -170,11 +173,25 @@ def test_a_fleet_whose_records_fail_keeps_its_template_version_for_the_retry(aws
 
 def test_a_fleet_without_a_version_of_its_own_retires_nothing(aws, monkeypatch):
     step, req, run = fleet_step()
-    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: FleetAnswer(
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token, **kw: FleetAnswer(
         failure=LaunchResult(outcome="error", reason="EndpointConnectionError")))
-    monkeypatch.setattr(launch_calls.fleet_launch, "retire_version", lambda *a: pytest.fail("nothing to retire"))
+    monkeypatch.setattr(launch_calls.fleet_launch, "retire_versions", lambda *a: pytest.fail("nothing to retire"))
     after = through(req, [A, B], run)
     assert after.launched == 0 and [a[0] for a in aws] == ["intent"]
+
+
+def test_a_step_that_ends_the_run_retires_its_versions_and_one_that_goes_on_keeps_them(aws, monkeypatch):
+    step, req, run = fleet_step()
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token, **kw: FleetAnswer(
+        template_version=VERSION, answers=[PoolAnswer(index=i, result=LaunchResult(
+            outcome="capacity", reason="InsufficientInstanceCapacity")) for i in (0, 1)]))
+    retired = []
+    monkeypatch.setattr(launch_calls.fleet_launch, "retire_versions", lambda region, versions: retired.append(versions))
+    after = through(req, [A, B], run)  # nothing launched, nothing left: ALL_SPOT_EXHAUSTED
+    assert after.next == "exhausted" and retired == [[VERSION]] and after.template_versions == []
+    retired.clear()
+    waiting = run.model_copy(update={"wait": Waiting(deadline="2030-01-01T00:00:00Z", deadline_epoch=1.9e9)})
+    assert through(req, [A, B], waiting).template_versions == [VERSION] and retired == []
 
 
 def test_an_all_or_nothing_same_az_gang_fleet_asks_one_zone_all_at_once_in_its_cluster_group(aws, monkeypatch):
@@ -182,7 +199,7 @@ def test_an_all_or_nothing_same_az_gang_fleet_asks_one_zone_all_at_once_in_its_c
     other = EFA.model_copy(update={"availability_zone": "us-west-2b"})
     twin = EFA.model_copy(update={"instance_type": "g6.48xlarge"})
     calls = []
-    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token, **kw: calls.append(call) or FleetAnswer())
     through(req, [EFA, twin, other], run)
     assert ("tidy", REGION, "prod", {"req-1"}) in aws  # the run left the region: its empty groups go
     [call] = calls
@@ -212,7 +229,7 @@ def test_without_a_deployment_name_the_gangs_cluster_group_has_an_empty_one(aws,
     monkeypatch.setattr(launch_calls.ec2, "launch", lambda pool, **kw: LaunchResult(outcome="capacity"))
     through(request(placement="same-az", launch_mode="exact"), [EFA], Run(batch=1, remaining=1, next="launch", launch=SETUP))
     step, req, run = fleet_step(placement="same-az", instance_types=["g6.12xlarge"])
-    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: FleetAnswer())
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token, **kw: FleetAnswer())
     through(req, [EFA], run)
     groups = [a for a in aws if a[0] == "group"]
     assert [(g[1], g[2], g[3]["deployment"]) for g in groups] == [(REGION, "gpufill--req-1-us-west-2a", "")] * 2
@@ -221,7 +238,7 @@ def test_without_a_deployment_name_the_gangs_cluster_group_has_an_empty_one(aws,
 def test_an_on_demand_fleet_asks_ec2_to_pick_as_the_request_says(aws, monkeypatch):
     on_demand = [A.model_copy(update={"market": "on-demand"}), B.model_copy(update={"market": "on-demand"})]
     calls = []
-    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer())
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token, **kw: calls.append(call) or FleetAnswer())
     for strategy in ("cost", "latency"):
         step, req, run = fleet_step(market="on-demand", on_demand_strategy=strategy)
         through(req, on_demand, run)
@@ -235,7 +252,7 @@ def test_what_a_fleet_answered_is_logged_for_the_operator(aws, monkeypatch, capl
         FleetAnswer(answers=[PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1")]))]),
         FleetAnswer(failure=LaunchResult(outcome="quota", reason="VcpuLimitExceeded")),
     ])
-    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: next(answers))
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token, **kw: next(answers))
     through(req, [A, B], run)
     through(req, [A, B], run)
     logged = [r for r in caplog.records if r.getMessage() == "fleet answered"]
@@ -624,7 +641,7 @@ def test_a_reservations_only_step_that_found_no_room_names_the_reservations_its_
 def test_capacity_reservations_none_keeps_on_demand_launches_out_of_open_reservations(aws, monkeypatch, reservations, market, off):
     sent, calls = [], []
     monkeypatch.setattr(launch_calls.ec2, "launch", lambda pool, **kw: sent.append(kw["spec"]) or LaunchResult(outcome="capacity"))
-    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: calls.append((call, spec)) or FleetAnswer())
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token, **kw: calls.append((call, spec)) or FleetAnswer())
     pool = A.model_copy(update={"market": market})
     through(request(capacity_reservations=reservations, market=market, launch_mode="exact"), [pool],
             Run(batch=1, remaining=1, next="launch", launch=SETUP))
@@ -641,7 +658,7 @@ def test_a_fleet_from_a_reservation_asks_for_its_room_and_remembers_only_ordinar
     reserved = A.model_copy(update={"market": "on-demand", "capacity_reservation_id": "cr-1", "reserved": 2})
     ordinary = B.model_copy(update={"market": "on-demand"})
     calls = []
-    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: calls.append(call) or FleetAnswer(answers=[
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token, **kw: calls.append(call) or FleetAnswer(answers=[
         PoolAnswer(index=0, result=LaunchResult(outcome="capacity", reason="ReservationCapacityExceeded")),
         PoolAnswer(index=1, result=LaunchResult(outcome="capacity", reason="InsufficientInstanceCapacity"))]))
     through(req, [reserved, ordinary], run)
@@ -658,7 +675,7 @@ def test_a_step_that_launches_for_a_request_with_a_lifetime_schedules_its_teardo
     monkeypatch.setattr(launch_batch.clock, "now", lambda: datetime(2026, 12, 4, 12, tzinfo=UTC))  # before the expiry
     monkeypatch.setattr(run_store, "save_attempts", lambda rid, attempts: None)
     monkeypatch.setattr(launch_calls.ec2, "launch", lambda pool, **kw: LaunchResult(outcome="launched", instances=[instance("i-1")]))
-    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token: FleetAnswer(answers=[
+    monkeypatch.setattr(launch_calls.fleet_launch, "launch", lambda call, spec, token, **kw: FleetAnswer(answers=[
         PoolAnswer(index=0, result=LaunchResult(outcome="launched", instances=[instance("i-1")]))]))
     req = request(count=1, launch_mode="fleet" if fleet_mode else "exact").model_copy(update={"expires_at": "2026-12-04T14:00:00+00:00"})
     run = Run(batch=1, remaining=1, next="launch", attempts_total=0, launch=SETUP)

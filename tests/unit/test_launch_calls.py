@@ -6,7 +6,7 @@ import pytest
 
 from gpufill.adapters import ec2, fleet_launch, launch_calls, placement_groups, run_store
 from gpufill.models.request import Request, normalise
-from gpufill.models.run import FleetAnswer, Instance, LaunchResult, Pool, RegionLaunch, Run
+from gpufill.models.run import FleetAnswer, Instance, LaunchResult, Pool, RegionLaunch, Run, TemplateVersion
 from gpufill.policy import launch_step as moves
 from gpufill.policy.tokens import client_token
 
@@ -43,7 +43,7 @@ def aws(monkeypatch):
             market=pool.market, hourly_price=pool.price)])
 
     monkeypatch.setattr(ec2, "launch", launch)
-    monkeypatch.setattr(fleet_launch, "launch", lambda call, spec, token: asked.append(("fleet", call, spec, token)) or FleetAnswer())
+    monkeypatch.setattr(fleet_launch, "launch", lambda call, spec, token, **kw: asked.append(("fleet", call, spec, token)) or FleetAnswer())
     return asked
 
 
@@ -96,13 +96,16 @@ def test_a_fleet_call_carries_what_policy_decided_and_the_step_settings(aws):
     assert call.strategy == "lowest-price" and spec.reservations_off is True and spec.subnet_id is None
 
 
-def test_only_a_fleets_own_template_version_is_retired(monkeypatch):
+def test_a_runs_versions_are_retired_by_region_except_a_default_one(monkeypatch):
     retired = []
-    monkeypatch.setattr(fleet_launch, "retire_version", lambda region, version: retired.append((region, version)))
-    launch_calls.retire(REGION, FleetAnswer(template_version=("lt-1", "7")))
-    launch_calls.retire(REGION, FleetAnswer())
-    launch_calls.retire(REGION, LaunchResult(outcome="capacity"))
-    assert retired == [(REGION, ("lt-1", "7"))]
+    monkeypatch.setattr(fleet_launch, "retire_versions", lambda region, versions: retired.append((region, versions)))
+    mine = TemplateVersion(region=REGION, token="t1", template_id="lt-1", version="7")
+    east = TemplateVersion(region="us-east-1", token="t2", template_id="lt-2", version="3")
+    default = TemplateVersion(region=REGION, token="t3", template_id="lt-1", version="1", default=True)
+    after = launch_calls.retire(Run(batch=1, remaining=0, template_versions=[mine, east, default]))
+    assert retired == [("us-east-1", [east]), (REGION, [mine])] and after.template_versions == []
+    launch_calls.retire(after)
+    assert len(retired) == 2
 
 
 def test_a_step_that_decided_no_call_sends_none(aws):

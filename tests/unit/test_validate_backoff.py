@@ -30,7 +30,7 @@ def wait_of(wait: dict) -> dict:
 
 
 @pytest.mark.parametrize(("environment", "wait", "backoff"), [
-    ({}, {"deadline": "PT1H"}, (60, 120)),
+    ({}, {"deadline": "PT1H"}, (60, 150)),
     ({"WAIT_FIRST_DELAY_SECONDS": "30", "WAIT_MAX_DELAY_SECONDS": "600"}, {"deadline": "PT1H"}, (30, 600)),
     ({"WAIT_MAX_DELAY_SECONDS": "600"}, {"deadline": "PT1H", "max_delay": "PT90S"}, (60, 90)),
     ({"WAIT_FIRST_DELAY_SECONDS": "30"}, {"deadline": "PT1H", "first_delay": "PT5M", "max_delay": "PT10M"}, (300, 600)),

@@ -77,7 +77,7 @@ def test_the_fleet_launches_from_a_template_version_holding_the_hardened_setting
     assert execution.output["status"] == "FULFILLED"
 
 
-def test_a_second_run_reuses_the_template_and_adds_its_own_version(local_account):
+def test_a_second_run_reuses_the_template_and_adds_a_version_of_its_own_for_its_time(local_account):
     with local_account(TWO_REGIONS) as engine:
         engine.run(fleet_request(count=1, regions=["us-west-2"]), name="first")
         engine.run(fleet_request(count=1, regions=["us-west-2"]), name="second")
@@ -85,7 +85,7 @@ def test_a_second_run_reuses_the_template_and_adds_its_own_version(local_account
         templates = ec2.describe_launch_templates()["LaunchTemplates"]
         versions = ec2.describe_launch_template_versions(LaunchTemplateName="gpufill-local")["LaunchTemplateVersions"]
     assert [t["LaunchTemplateName"] for t in templates] == ["gpufill-local"]
-    # Each request's version is deleted once its fleet answered: the base version alone stays.
+    # Each run's version is deleted when the run ends: the base version alone stays.
     assert [(v["VersionNumber"], v["DefaultVersion"]) for v in versions] == [(1, True)]
     assert templates[0]["DefaultVersionNumber"] == 1
 

@@ -53,6 +53,12 @@ def running_in_ec2() -> dict[str, dict]:
     }
 
 
+def template_versions_left() -> list[int]:
+    """The launch template's versions in us-west-2 once a run ended: its own are deleted, the base stays."""
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+    return [v["VersionNumber"] for v in ec2.describe_launch_template_versions(LaunchTemplateName="gpufill-local")["LaunchTemplateVersions"]]
+
+
 def tries_of(execution) -> list[int]:
     """The try number of each PlanNextTry, in order, from the history."""
     found = []
@@ -78,6 +84,7 @@ def test_capacity_restocked_after_two_hours_is_found_by_a_six_hour_wait():
         elapsed = account.elapsed
         recorded = records("waits-6h")
         live = running_in_ec2()
+        versions_left = template_versions_left()
 
     assert execution.status == "SUCCEEDED", execution.cause
     result = execution.output
@@ -92,6 +99,11 @@ def test_capacity_restocked_after_two_hours_is_found_by_a_six_hour_wait():
     ids = {i["instance_id"] for i in result["instances"]}
     assert set(recorded) == ids
     assert all(live[i]["gpufill:request-id"] == "waits-6h" for i in ids)
+    # One launch template version per region for every try's fleets, deleted when the run ended
+    # (in a new deployment each region's first version call is refused: the template is made, then it).
+    calls = execution.metrics["ec2_calls"]
+    assert calls["CreateFleet"] > 3 * calls["CreateLaunchTemplate"] == 9
+    assert (calls["CreateLaunchTemplateVersion"], calls["DeleteLaunchTemplateVersions"], versions_left) == (6, 3, [1]), calls
 
 
 def test_a_one_hour_wait_expires_keeping_what_it_launched_and_naming_it():
@@ -101,6 +113,7 @@ def test_a_one_hour_wait_expires_keeping_what_it_launched_and_naming_it():
         recorded = records("waits-1h")
         live = running_in_ec2()
         wait_item = run_store.load_wait("waits-1h")
+        versions_left = template_versions_left()
 
     assert (execution.status, execution.error) == ("FAILED", "CAPACITY_WAIT_EXPIRED")
     cause = execution.cause
@@ -123,6 +136,7 @@ def test_a_one_hour_wait_expires_keeping_what_it_launched_and_naming_it():
     assert 3600 - 120 < elapsed <= 3600
     assert all(at <= cause["deadline"] for at in scheduled_tries(execution))
     assert (wait_item["phase"], wait_item["tries"]) == ("expired", cause["tries"])
+    assert versions_left == [1]  # the expiry deleted the run's versions
 
 
 def test_without_wait_for_capacity_the_same_market_ends_partial_at_once():

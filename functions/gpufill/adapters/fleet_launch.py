@@ -1,15 +1,18 @@
 """EC2 Fleet launches (launch_mode "fleet"): one CreateFleet of type instant per region and market.
 
 Instances launched by a fleet are described by a launch template: one per deployment and
-region (`gpufill-<deployment>`), created on first use, with a version per request and region
-that holds what RunInstances would send (AMI, user data, root volume, tags). Both are created
-with ClientTokens derived from their contents (a version's also from its CreateFleet's token),
-so a retried step finds the same template and version instead of adding new ones, and the
-CreateFleet itself carries the step's ClientToken: EC2 answers a token it has seen with the
-first call's fleet id and launches nothing more.
+region (`gpufill-<deployment>`), created on first use, with a version per run, region and
+contents that holds what RunInstances would send (AMI, user data, root volume, tags). Both are
+created with ClientTokens derived from their contents (a version's also from the request and the
+run), so a retried step finds the same template and version instead of adding new ones. Every
+fleet of the run in the region launches from that one version (policy/template_versions.py): what
+differs per fleet, the launch token each instance is tagged with, goes in CreateFleet's own
+instance tags, which EC2 takes for instant fleets. The CreateFleet itself carries the step's
+ClientToken: EC2 answers a token it has seen with the first call's fleet id and launches nothing
+more.
 
-A template holds at most 10,000 versions, so each version is deleted once its fleet has answered
-and its instances are recorded (`retire_version`); the template's first (default) version stays.
+A template holds at most 10,000 versions, so the run's versions are deleted when the run ends
+(`retire_versions`); the template's first (default) version stays.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from gpufill.adapters.ec2 import LaunchSpec, code_of, instance_settings, launch_
 from gpufill.adapters.visibility import PAUSES, until_visible
 from gpufill.adapters.visibility import seconds_left as visibility_time_left
 from gpufill.constants import TAG_DEPLOYMENT, TAG_LAUNCH_TOKEN, TAG_MANAGED, TAG_MANAGED_VALUE
-from gpufill.models.run import FleetAnswer, Instance, LaunchResult, Pool, PoolAnswer
+from gpufill.models.run import FleetAnswer, Instance, LaunchResult, Pool, PoolAnswer, TemplateVersion
 from gpufill.policy.errors import classify
 
 TEMPLATE_NOT_FOUND = frozenset({"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"})
@@ -72,22 +75,30 @@ def _token(prefix: str, *parts: object) -> str:
     return f"gpufill-{prefix}-{digest}"
 
 
-def template_version(region: str, spec: LaunchSpec, fleet_token: str) -> tuple[str, str, bool]:
-    """(template id, version, whether it is the template's default) for one fleet call in
-    `region`, created once.
-
-    The version's token names the fleet call's token: a later fleet of the same request (a
-    retry for pools EC2 was too busy for, a refill) gets a version of its own instead of the
-    earlier one, which is deleted by then. A retried step sends the same token and is answered
-    with its first version, deleted or not, then its CreateFleet with the first fleet."""
-    ec2 = client("ec2", region)
-    name = template_name(spec.deployment)
+def version_data(spec: LaunchSpec) -> dict:
+    """What the run's version in a region holds: the same for every fleet of the run there."""
     data = {**instance_settings(spec), "TagSpecifications": tag_specifications(launch_tags(spec))}
     if spec.reservations_off:
         # An On-Demand fleet of a request that keeps out of reservations: EC2 would otherwise put
         # its instances in any matching open reservation.
         data["CapacityReservationSpecification"] = {"CapacityReservationPreference": "none"}
-    token = _token("lt", spec.deployment, spec.request_id, fleet_token, data)
+    return data
+
+
+def version_token(region: str, spec: LaunchSpec, run_id: str) -> str:
+    """The version's ClientToken: the request, the run (`run_id`, this execution's request id) and
+    the contents, so a retried step finds the version it made, and another run (a refill) never
+    finds one an earlier run deleted."""
+    return _token("lt", spec.deployment, spec.request_id, run_id, region, version_data(spec))
+
+
+def template_version(region: str, spec: LaunchSpec, run_id: str) -> TemplateVersion:
+    """The run's version in `region` for `spec`, created once: a retried step sends the same token
+    and is answered with the version it made."""
+    ec2 = client("ec2", region)
+    name = template_name(spec.deployment)
+    data = version_data(spec)
+    token = version_token(region, spec, run_id)
     try:
         version = ec2.create_launch_template_version(LaunchTemplateName=name, ClientToken=token, LaunchTemplateData=data)
     except ClientError as error:
@@ -100,26 +111,33 @@ def template_version(region: str, spec: LaunchSpec, fleet_token: str) -> tuple[s
             f"CreateLaunchTemplateVersion in {region}",
         )
     made = version["LaunchTemplateVersion"]
-    return made["LaunchTemplateId"], str(made["VersionNumber"]), bool(made.get("DefaultVersion"))
+    return TemplateVersion(
+        region=region, token=token, template_id=made["LaunchTemplateId"], version=str(made["VersionNumber"]),
+        default=bool(made.get("DefaultVersion")),
+    )
 
 
-def retire_version(region: str, template: tuple[str, str]) -> None:
-    """The fleet's version, deleted once its fleet answered. Never fails the run: a version left
-    behind only counts toward the template's 10,000 (see docs/fleet.md for clearing them)."""
-    template_id, version = template
-    try:
-        reply = client("ec2", region).delete_launch_template_versions(LaunchTemplateId=template_id, Versions=[version])
-    except (ClientError, *TRANSPORT_ERRORS) as error:
-        logger.warning(
-            "launch template version not deleted",
-            extra={"region": region, "template": template_id, "version": version, "error": str(error)},
-        )
-        return
-    for failed in reply.get("UnsuccessfullyDeletedLaunchTemplateVersions") or []:
-        logger.warning(
-            "launch template version not deleted",
-            extra={"region": region, "template": template_id, "version": version, "error": failed.get("ResponseError")},
-        )
+def retire_versions(region: str, versions: list[TemplateVersion]) -> None:
+    """The run's versions in `region`, deleted at its end (one call per template). Never fails the
+    run: a version left behind only counts toward the template's 10,000 (docs/fleet.md)."""
+    by_template: dict[str, list[str]] = {}
+    for version in versions:
+        by_template.setdefault(version.template_id, []).append(version.version)
+    for template_id, numbers in sorted(by_template.items()):
+        try:
+            reply = client("ec2", region).delete_launch_template_versions(LaunchTemplateId=template_id, Versions=numbers)
+        except (ClientError, *TRANSPORT_ERRORS) as error:
+            logger.warning(
+                "launch template version not deleted",
+                extra={"region": region, "template": template_id, "version": ",".join(numbers), "error": str(error)},
+            )
+            continue
+        for failed in reply.get("UnsuccessfullyDeletedLaunchTemplateVersions") or []:
+            logger.warning(
+                "launch template version not deleted",
+                extra={"region": region, "template": template_id, "version": str(failed.get("VersionNumber")),
+                       "error": failed.get("ResponseError")},
+            )
 
 
 def _create_template(ec2, name: str, deployment: str) -> None:
@@ -189,29 +207,31 @@ def _launchable(call: FleetCall) -> list[tuple[int, Pool]]:
     return [(i, p) for i, p in call.pools if p.availability_zone in call.subnets]
 
 
-def launch(call: FleetCall, spec: LaunchSpec, client_token: str) -> FleetAnswer:
+def launch(call: FleetCall, spec: LaunchSpec, client_token: str, *, run_id: str,
+           versions: list[TemplateVersion] = ()) -> FleetAnswer:
     """One CreateFleet, its answer mapped back onto the plan's pools; launches at most once whatever fails.
 
     EC2 answers a ClientToken it has seen with the fleet's id and nothing else ("succeeds without
     performing any further actions"), so every answer that may be a replay, and every call left
     unsettled, is settled by reading the fleet: DescribeFleets by its id, or, when no id came back,
     the instances tagged with the token.
+    (`versions`: those the run made so far; one for this region and contents is launched from
+    without asking EC2 again.)
     """
     missing = [PoolAnswer(index=i, result=_no_subnet(p)) for i, p in call.pools if p.availability_zone not in call.subnets]
     if not _launchable(call):
         return FleetAnswer(answers=missing)
+    token = version_token(call.region, spec, run_id)
+    known = next((v for v in versions if v.region == call.region and v.token == token), None)
     try:
-        template_id, version, is_default = template_version(call.region, spec, client_token)
+        made = known or template_version(call.region, spec, run_id)
     except (EndpointConnectionError, ConnectTimeoutError) as error:
         return FleetAnswer(failure=LaunchResult(outcome="error", reason=type(error).__name__, message=str(error)))
     except ClientError as error:
         if is_transient(error):
             raise TransientAwsError(f"the launch template in {call.region} could not be prepared ({error})") from error
         return FleetAnswer(failure=LaunchResult(outcome=classify(code_of(error)), reason=code_of(error), message=message_of(error)))
-    template = (template_id, version)
-    # The template's default version is never deleted (EC2 refuses it too).
-    made = None if is_default else template
-    answered = _launch(call, spec, client_token, template)
+    answered = _launch(call, spec, client_token, (made.template_id, made.version))
     return answered.model_copy(update={"template_version": made, "answers": [*missing, *answered.answers]})
 
 

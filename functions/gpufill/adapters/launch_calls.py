@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 
 from gpufill.adapters import ec2, fleet_launch, placement_groups, run_store
 from gpufill.adapters.ec2 import LaunchSpec
-from gpufill.models.run import FleetAnswer, LaunchResult
+from gpufill.models.run import FleetAnswer, LaunchResult, Run
+from gpufill.policy import template_versions
 from gpufill.policy.launch_step import CREATE_FLEET, LaunchStep
 
 NO_SUBNET = fleet_launch.NO_SUBNET
@@ -53,7 +54,11 @@ def make(step: LaunchStep, spec: LaunchSpec) -> Answer:
             placement_groups=dict(call.placement_groups),
             capacity_reservation_id=call.capacity_reservation_id,
         )
-        return Answer(fleet_launch.launch(fleet, replace(spec, reservations_off=call.reservations_off), call.token), grouped)
+        spec = replace(spec, reservations_off=call.reservations_off)
+        answer = fleet_launch.launch(
+            fleet, spec, call.token, run_id=step.records.request_id, versions=list(step.run.template_versions)
+        )
+        return Answer(answer, grouped)
     [(_, pool)] = call.pools
     return Answer(
         ec2.launch(
@@ -72,7 +77,9 @@ def make(step: LaunchStep, spec: LaunchSpec) -> Answer:
     )
 
 
-def retire(region: str, answer: FleetAnswer | LaunchResult) -> None:
-    """A fleet's launch template version, deleted once its instances are recorded (never before)."""
-    if isinstance(answer, FleetAnswer) and answer.template_version:
-        fleet_launch.retire_version(region, answer.template_version)
+def retire(run: Run) -> Run:
+    """The run's launch template versions deleted at its end (policy/template_versions.py), and
+    the run that no longer holds them. Never fails: a version left behind is logged."""
+    for region, versions in sorted(template_versions.to_delete(run).items()):
+        fleet_launch.retire_versions(region, versions)
+    return template_versions.forget(run)

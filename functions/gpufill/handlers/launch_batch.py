@@ -18,6 +18,7 @@ instances it launched then.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -49,8 +50,8 @@ from gpufill.handlers.events import LoopEvent
 from gpufill.handlers.observability import count, logger, metrics, tracer, transient_aws_errors
 from gpufill.bootstrap.user_data import render_user_data
 from gpufill.models.request import ResolvedRequest
-from gpufill.models.run import Attempt, Instance, MarketName, PlanRef, Pool, RegionLaunch, Run
-from gpufill.policy import exhaustion, fill, launch_step as moves, lifetime
+from gpufill.models.run import Attempt, FleetAnswer, Instance, MarketName, PlanRef, Pool, RegionLaunch, Run
+from gpufill.policy import exhaustion, fill, launch_step as moves, lifetime, template_versions
 from gpufill.policy.launch_step import Records, Settings
 
 # Stop starting calls when less than this is left of the function's time: a call may take 20 s.
@@ -109,7 +110,8 @@ def refill_stopped(run: Run, request: ResolvedRequest, stopped_by: str) -> Run:
     said = f"teardown {stopped_by} of request {request.owner_id} was asked while this refill ran: nothing more is launched"
     if ended:
         said += f"; the {len(ended)} instance(s) it launched were terminated unused: {', '.join(ended)}"
-    return run.model_copy(update={"next": "stopped", "cause": said, "instances": [], "launched": 0, "hourly_cost": 0.0})
+    stopped = run.model_copy(update={"next": "stopped", "cause": said, "instances": [], "launched": 0, "hourly_cost": 0.0})
+    return launch_calls.retire(stopped)
 
 
 def launch_step(step: LoopEvent, request: ResolvedRequest, plan, pools: list[Pool], run: Run, context: LambdaContext) -> dict:
@@ -130,17 +132,20 @@ def launch_step(step: LoopEvent, request: ResolvedRequest, plan, pools: list[Poo
             grouped.add(answer.grouped)
         keep(moves.launched(answer.answer), decided.records, call.token, step.state_machine)
         read = moves.read(decided, pools, answer.answer)
+        if isinstance(answer.answer, FleetAnswer):  # the run's version in the region, for its later fleets and its end
+            read = replace(read, run=template_versions.remember(read.run, answer.answer.template_version))
         for index, reason in read.found_empty:
             capacity_cache.remember_full(pools[index].key, request_id=decided.records.request_id, reason=reason)
-        # Only now: the fleet answered and what it launched is recorded.
-        launch_calls.retire(call.region, answer.answer)
         log_answer(call, answer.answer)
         run, made = read.run, made + 1
     tidy_groups(grouped, run, pools, decided.records.request_id, deployment)
+    # A run the state machine ends after this step (no task follows) deletes its launch template
+    # versions now; one that goes on keeps them for its next fleets.
+    ending = template_versions.ends_after(run, request, plan.market, plan.scoring)
     ended, wait = exhaustion.step_end(run, request, step_attempts(run, decided.records.request_id), plan.market, plan.reservations)
     if wait is not None:
         run_store.save_wait(decided.records.owner_id, wait)
-    return ended.model_dump(mode="json", exclude_none=True)
+    return (launch_calls.retire(ended) if ending else ended).model_dump(mode="json", exclude_none=True)
 
 
 def log_answer(call: moves.LaunchCall, answer) -> None:
@@ -249,7 +254,8 @@ def step_attempts(run: Run, request_id: str) -> list[Attempt]:
 def finish_step(run: Run, request: ResolvedRequest, market: MarketName, plan: PlanRef | None = None) -> Run:
     """What PrepareRegion does at the end of its step, as LaunchBatch does: log its attempts, explain a stop."""
     seen = plan.reservations if plan is not None else []
+    ending = plan is not None and template_versions.ends_after(run, request, market, plan.scoring)
     ended, wait = exhaustion.step_end(run, request, step_attempts(run, request.request_id), market, seen)
     if wait is not None:
         run_store.save_wait(request.owner_id, wait)
-    return ended
+    return launch_calls.retire(ended) if ending else ended

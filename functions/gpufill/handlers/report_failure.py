@@ -7,7 +7,7 @@ import json
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import clock, instances_table, run_store
+from gpufill.adapters import clock, instances_table, launch_calls, run_store
 from gpufill.handlers.events import FailureEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
 from gpufill.policy import block_use
@@ -28,6 +28,8 @@ def handler(event: dict, context: LambdaContext) -> dict:
     # A gang rollback that failed part-way: what it already ended is no longer the user's to end.
     ended = {r["instance_id"] for r in recorded if r.get("rolled_back")}
     run = step.run
+    if run is not None:  # the run ends: its launch template versions are no longer needed
+        run = launch_calls.retire(run)
     if run is not None and ended:
         run = run.model_copy(update={"instances": [i for i in run.instances if i.instance_id not in ended]})
     live = [r for r in recorded if "kind" not in r and r["instance_id"] not in ended]

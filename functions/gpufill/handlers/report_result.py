@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import clock, run_store
+from gpufill.adapters import clock, launch_calls, run_store
 from gpufill.handlers.events import ReportEvent
 from gpufill.constants import METRIC_RUNS_FINISHED, METRIC_TIME_TO_FILL
 from gpufill.handlers.observability import count, logger, metrics, tracer, transient_aws_errors
@@ -18,6 +18,7 @@ from gpufill.policy.result import fill_result, time_to_fill
 @transient_aws_errors
 def handler(event: dict, context: LambdaContext) -> dict:
     step = parse(event=event, model=ReportEvent)
+    launch_calls.retire(step.run)  # the run ends: its launch template versions are no longer needed
     attempts = run_store.load_attempts(step.request.request_id, step.run.attempts_total)
     count(METRIC_RUNS_FINISHED, 1, outcome=step.status)  # the dashboard's runs by outcome
     seconds = time_to_fill(step.run, clock.epoch())

@@ -16,7 +16,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
-from gpufill.adapters import clock, instances_table, managed_instances, placement_groups, run_store
+from gpufill.adapters import clock, instances_table, launch_calls, managed_instances, placement_groups, run_store
 from gpufill.adapters.aws import TransientAwsError
 from gpufill.handlers.events import LoopEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
@@ -57,6 +57,7 @@ def handler(event: dict, context: LambdaContext) -> dict:
         rolled = [r for r in instances_table.request_holdings(request.request_id).records.values() if r.get("rolled_back")]
         attempts = run_store.load_attempts(request.request_id, run.attempts_total)
         run = run.model_copy(update={"cause": gang.not_placed_cause(request, attempts, rolled, run.gang.excluded)})
+        run = launch_calls.retire(run)  # GANG_NOT_PLACED ends the run: its launch template versions go now
     return run.model_dump(mode="json", exclude_none=True)
 
 

@@ -14,7 +14,7 @@ import os
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpufill.adapters import clock, executions, run_store
+from gpufill.adapters import clock, executions, launch_calls, run_store
 from gpufill.constants import DEFAULT_TRIES_PER_EXECUTION, ENV_TRIES_PER_EXECUTION
 from gpufill.handlers.events import WaitEvent
 from gpufill.handlers.observability import logger, metrics, tracer, transient_aws_errors
@@ -51,6 +51,7 @@ def plan(step: WaitEvent) -> Run:
         attempts = run_store.load_attempts(request.request_id, run.attempts_total)
         run = run.model_copy(update={"cause": waiting.expired_cause(run, request, attempts)})
         metrics.add_metric(name="CapacityWaitsExpired", unit="Count", value=1)
+        run = launch_calls.retire(run)  # CAPACITY_WAIT_EXPIRED ends the run: its versions go now
     _show(request.request_id, step.execution, run, "expired" if move == "expired" else "waiting")
     logger.info("capacity wait", extra={"move": move, "tries": wait.tries, "delay": wait.delay_seconds})
     return run
@@ -67,7 +68,7 @@ def start(step: WaitEvent) -> Run:
             view = {**view, "stopped_by": stopped}
             run_store.mark_wait_stopped(request.request_id, by=stopped)
     if view.get("stopped_by"):
-        run = run.model_copy(update={"next": "stopped"})
+        run = launch_calls.retire(run.model_copy(update={"next": "stopped"}))  # the run ends here
         _show(request.request_id, step.execution, run, "stopped")
         logger.info("capacity wait ended by a teardown", extra={"teardown": view["stopped_by"]})
         return run

@@ -129,6 +129,13 @@ class FleetApi:
 
         def create_fleet(response) -> ActionResult:
             if response._get_param("Type", "maintain") != "instant":
+                # EC2 tags instances at launch from CreateFleet's own tags only for instant fleets;
+                # a maintain or request fleet takes them from its launch template.
+                if "instance" in _tags(response._get_param("TagSpecifications", [])):
+                    raise EC2ClientError(
+                        "InvalidParameterValue",
+                        "The resource type instance is supported in TagSpecifications only for fleets of type instant.",
+                    )
                 return original_fleet(response)
             return ActionResult(
                 fleets._idempotent(

@@ -192,6 +192,21 @@ class RegionLaunch(_Model):
     ami_refreshed: bool = False
 
 
+class TemplateVersion(_Model):
+    """A launch template version the run made in a region (launch_mode "fleet"): every fleet of the
+    run there launches from it while what it holds is unchanged, and it is deleted when the run
+    ends (policy/template_versions.py)."""
+
+    region: str
+    # The ClientToken it was made with, derived from the request, the run and its contents: a fleet
+    # whose contents hash to the same token launches from it without asking EC2 again.
+    token: str
+    template_id: str
+    version: str
+    # EC2 answered with the template's default version, which is never deleted (EC2 refuses it too).
+    default: bool = False
+
+
 class Gang(_Model):
     """Where a gang landed and where it could not complete (policy/gang.py).
 
@@ -259,6 +274,8 @@ class Run(_Model):
     # them. A later try enters the region with them (no image lookup again) until the run reads
     # the regions' facts again (policy/waiting.next_try_route), which clears them.
     prepared: list[RegionLaunch] = Field(default_factory=list)
+    # The launch template versions the run's fleets launch from, deleted when the run ends.
+    template_versions: list[TemplateVersion] = Field(default_factory=list)
     cause: str | None = None
     lost: list[Instance] = Field(default_factory=list)
     boot_rounds: int = 0
@@ -320,6 +337,6 @@ class FleetAnswer(_Model):
 
     answers: list[PoolAnswer] = Field(default_factory=list)
     failure: LaunchResult | None = None
-    # The request's launch template version the fleet launched from (template id, version
-    # number): deleted once the fleet's instances are recorded. None when no version was made.
-    template_version: tuple[str, str] | None = None
+    # The run's launch template version the fleet launched from, made for it or made by an
+    # earlier fleet of the run in the region. None when the call never reached a version.
+    template_version: TemplateVersion | None = None
