@@ -147,10 +147,10 @@ class Ec2:
 
     def wait_until_running(self, mine: list[int]) -> None:
         """WaitUntilRunning's DescribeInstances over a run's instances `mine` (indexes), as the local
-        engine answers them: a round reads every region the run holds instances in; in a region
-        where EC2 does not describe one of them yet, the call fails InvalidInstanceID.NotFound and
-        each is asked alone (adapters.ec2.instance_states), a lone one left for the next round,
-        15 s later. The first call in a region passes every instance's delay there."""
+        engine answers them: a round reads every region the run holds instances in, one call each
+        (by the instance-id filter, adapters.ec2.instance_states); an instance EC2 does not describe
+        yet is left out, and the next round, 15 s later, reads every region again. The first call in
+        a region passes every instance's delay there."""
         regions: dict[str, list[int]] = {}
         for n in mine:
             regions.setdefault(self.instances[n].region, []).append(n)
@@ -159,8 +159,7 @@ class Ec2:
             self.calls["DescribeInstances"] += 1
             if self.__unseen(region) & set(held):
                 self.__hidden[region] = set()
-                again = again or len(held) == 1
-                self.calls["DescribeInstances"] += len(held) if len(held) > 1 else 0
+                again = True
         if again:
             self.calls["DescribeInstances"] += len(regions)
 

@@ -234,8 +234,9 @@ def test_gpufill_waits_as_its_wait_policy_says_and_finds_the_restock():
     finally:
         gpufill.Ec2 = original
     assert {i.zone for i in ec2.instances} == {"us-east-1a"} and len(ec2.instances) == 2
-    # The startup watch reads the instances in the one region they landed in.
-    assert ec2.calls["DescribeInstances"] == gpufill.CHECK_SERVING_CALLS_PER_REGION + 1 + 2
+    # The startup watch reads the instances in the one region they landed in: a first round that
+    # EC2 answers without the two new instances, and the next round that finds them.
+    assert ec2.calls["DescribeInstances"] == gpufill.CHECK_SERVING_CALLS_PER_REGION + 1 + 1
     # Only the first try and the first after each WAIT_FACTS_TTL_SECONDS score the 2 regions again.
     assert ec2.calls["DescribeSpotPriceHistory"] == 2 * (1 + int(restock_at // gpufill.WAIT_FACTS_TTL_SECONDS))
     # The gaps between tries are the wait policy's delays: 60 s doubling, jittered, the tries' own calls on top.

@@ -221,19 +221,27 @@ def test_instance_states_read_state_ip_and_startup_step(account):
         "i-1": {"state": "running", "private_ip": "10.0.0.5", "startup_step": "pulling image"},
         "i-2": {"state": "pending", "private_ip": None, "startup_step": None},
         "i-3": {"state": "not-visible", "private_ip": None, "startup_step": None}}
-    assert account("us-west-2").called("describe_instances") == [{"InstanceIds": ["i-1", "i-2", "i-3"]}]
+    assert account("us-west-2").called("describe_instances") == [
+        {"Filters": [{"Name": "instance-id", "Values": ["i-1", "i-2", "i-3"]}]}]
 
 
-def test_one_id_ec2_does_not_know_yet_is_asked_apart_from_the_others(account):
+def test_instances_ec2_does_not_describe_yet_cost_no_more_calls_and_every_page_is_read(account):
+    ids = [f"i-{n}" for n in range(201)]
+
     def describe(params):
-        if params["InstanceIds"] != ["i-1"]:
-            raise client_error("InvalidInstanceID.NotFound")
-        return {"Reservations": [{"Instances": [{"InstanceId": "i-1", "State": {"Name": "running"}}]}]}
+        # A filtered answer may come a page short (here: empty) with a NextToken; i-new is not visible yet.
+        if "NextToken" not in params and params["Filters"][0]["Values"][0] == "i-0":
+            return {"Reservations": [], "NextToken": "more"}
+        asked = params["Filters"][0]["Values"]
+        return {"Reservations": [{"Instances": [{"InstanceId": i, "State": {"Name": "running"}} for i in asked if i != "i-7"]}]}
 
-    account("us-west-2").answers["describe_instances"] = [describe]
-    assert ec2.instance_states("us-west-2", ["i-1", "i-new"]) == {
-        "i-1": {"state": "running", "private_ip": None, "startup_step": None},
-        "i-new": {"state": "not-visible", "private_ip": None, "startup_step": None}}
+    account("us-west-2").answers["describe_instances"] = [describe, describe, describe]
+    states = ec2.instance_states("us-west-2", ids)
+    assert states["i-7"]["state"] == "not-visible" and states["i-200"]["state"] == "running"
+    assert sum(s["state"] == "running" for s in states.values()) == 200
+    calls = account("us-west-2").called("describe_instances")
+    assert [len(c["Filters"][0]["Values"]) for c in calls] == [200, 200, 1]
+    assert calls[1]["NextToken"] == "more"
     account("us-west-2").answers["describe_instances"] = [client_error("UnauthorizedOperation")]
     with pytest.raises(Exception, match="UnauthorizedOperation"):
         ec2.instance_states("us-west-2", ["i-1"])

@@ -234,34 +234,37 @@ def root_snapshot_gib(region: str, image_id: str) -> int | None:
 
 from gpufill.policy.boot import NOT_VISIBLE  # noqa: E402  (EC2 is eventually consistent)
 
+FILTER_VALUES_MAX = 200  # DescribeInstances takes at most 200 values per filter
+
 
 def instance_states(region: str, instance_ids: list[str]) -> dict[str, dict]:
     """instance id -> {"state", "private_ip", "startup_step"}; an id EC2 does not describe (yet) is NOT_VISIBLE.
 
     Only the run that just launched these instances asks, so an unknown id is one EC2 has not
     made visible yet (InvalidInstanceID.NotFound is documented for brand-new instances), not a
-    lost one; terminated instances stay described for about an hour.
+    lost one; terminated instances stay described for about an hour. They are asked by the
+    instance-id filter, which leaves such an id out instead of failing the whole call: one call
+    per 200 ids (and per page) whatever EC2 has made visible, where asking by InstanceIds would
+    cost a call for each id once one is new.
     """
     ec2 = client("ec2", region)
-    try:
-        reply = ec2.describe_instances(InstanceIds=instance_ids)
-    except ClientError as error:
-        if code_of(error) != "InvalidInstanceID.NotFound":
-            raise
-        if len(instance_ids) == 1:
-            return {instance_ids[0]: {"state": NOT_VISIBLE, "private_ip": None, "startup_step": None}}
-        # One unknown id fails the whole call: ask for each on its own.
-        return {k: v for iid in instance_ids for k, v in instance_states(region, [iid]).items()}
-    seen = {
-        i["InstanceId"]: {
-            "state": i["State"]["Name"],
-            "private_ip": i.get("PrivateIpAddress"),
-            # What startup.sh reported of its progress (ready_timeout); absent until it reports.
-            "startup_step": next((t["Value"] for t in i.get("Tags", []) if t["Key"] == TAG_STARTUP_STEP), None),
-        }
-        for reservation in reply["Reservations"]
-        for i in reservation["Instances"]
-    }
+    seen: dict[str, dict] = {}
+    for start in range(0, len(instance_ids), FILTER_VALUES_MAX):
+        params: dict = {"Filters": [{"Name": "instance-id", "Values": instance_ids[start : start + FILTER_VALUES_MAX]}]}
+        while True:
+            # A filtered DescribeInstances may answer a page short, even empty, with a NextToken.
+            reply = ec2.describe_instances(**params)
+            for reservation in reply["Reservations"]:
+                for i in reservation["Instances"]:
+                    seen[i["InstanceId"]] = {
+                        "state": i["State"]["Name"],
+                        "private_ip": i.get("PrivateIpAddress"),
+                        # What startup.sh reported of its progress (ready_timeout); absent until it reports.
+                        "startup_step": next((t["Value"] for t in i.get("Tags", []) if t["Key"] == TAG_STARTUP_STEP), None),
+                    }
+            if not reply.get("NextToken"):
+                break
+            params = {**params, "NextToken": reply["NextToken"]}
     return {iid: seen.get(iid, {"state": NOT_VISIBLE, "private_ip": None, "startup_step": None}) for iid in instance_ids}
 
 
