@@ -18,6 +18,8 @@ from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 from gpufill import constants
 
+from gpufill_stack import recurring
+
 # A pass that failed is not worth delivering late: the next one comes within minutes.
 RETRY_POLICY = scheduler.CfnSchedule.RetryPolicyProperty(maximum_event_age_in_seconds=120, maximum_retry_attempts=1)
 
@@ -42,20 +44,15 @@ class FactsRefresh(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.role = role
-        self.role.add_to_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[function.function_arn]))
         unit = "minute" if every_minutes == 1 else "minutes"
-        self.schedule = scheduler.CfnSchedule(
+        self.schedule = recurring.every(
             self,
-            "Schedule",
             name=constants.facts_refresh_schedule_name(env),
-            group_name=group.name,
             description=f"gpufill ({env}): the warm facts' refresh, every {every_minutes} {unit}",
-            schedule_expression=f"rate({every_minutes} {unit})",
-            schedule_expression_timezone="UTC",
-            flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
-            state="ENABLED",
-            target=scheduler.CfnSchedule.TargetProperty(
-                arn=function.function_arn, role_arn=self.role.role_arn, input=refresh_input(every_minutes), retry_policy=RETRY_POLICY
-            ),
+            function=function,
+            group=group,
+            role=role,
+            every_minutes=every_minutes,
+            event=refresh_input(every_minutes),
+            retry_policy=RETRY_POLICY,
         )
-        self.schedule.add_dependency(group)

@@ -15,6 +15,8 @@ from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 from gpufill import constants
 
+from gpufill_stack import recurring
+
 # Scheduler's own retries of a failed invocation: the next pass comes soon anyway.
 RETRY_POLICY = scheduler.CfnSchedule.RetryPolicyProperty(maximum_event_age_in_seconds=600, maximum_retry_attempts=2)
 
@@ -35,19 +37,14 @@ class Sweep(Construct):
         # The deployment's one Scheduler role (SpendGuard): its trust already names only this
         # account's schedules of this group; it gains the sweep's invocation and nothing more.
         self.role = role
-        self.role.add_to_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[function.function_arn]))
-        self.schedule = scheduler.CfnSchedule(
+        self.schedule = recurring.every(
             self,
-            "Schedule",
             name=constants.sweep_schedule_name(env),
-            group_name=group.name,
             description=f"gpufill ({env}): the sweep, every {every_minutes} minutes",
-            schedule_expression=f"rate({every_minutes} minutes)",
-            schedule_expression_timezone="UTC",
-            flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
-            state="ENABLED",
-            target=scheduler.CfnSchedule.TargetProperty(
-                arn=function.function_arn, role_arn=self.role.role_arn, input="{}", retry_policy=RETRY_POLICY
-            ),
+            function=function,
+            group=group,
+            role=role,
+            every_minutes=every_minutes,
+            event="{}",
+            retry_policy=RETRY_POLICY,
         )
-        self.schedule.add_dependency(group)
