@@ -148,20 +148,17 @@ class Ec2:
     def wait_until_running(self, mine: list[int]) -> None:
         """WaitUntilRunning's DescribeInstances over a run's instances `mine` (indexes), as the local
         engine answers them: a round reads every region the run holds instances in, one call each
-        (by the instance-id filter, adapters.ec2.instance_states); an instance EC2 does not describe
-        yet is left out, and the next round, 15 s later, reads every region again. The first call in
-        a region passes every instance's delay there."""
+        (by the instance-id filter, adapters.ec2.instance_states); where EC2 does not describe one of
+        them yet it is left out and asked once more at once, which finds it: the first call in a
+        region passes every instance's delay there."""
         regions: dict[str, list[int]] = {}
         for n in mine:
             regions.setdefault(self.instances[n].region, []).append(n)
-        again = False
         for region, held in sorted(regions.items()):
             self.calls["DescribeInstances"] += 1
             if self.__unseen(region) & set(held):
                 self.__hidden[region] = set()
-                again = True
-        if again:
-            self.calls["DescribeInstances"] += len(regions)
+                self.calls["DescribeInstances"] += 1
 
     def __unseen(self, region: str) -> set[int]:
         """The account's instances EC2 does not describe yet in `region`. StartRefill reads a

@@ -234,8 +234,8 @@ def test_gpufill_waits_as_its_wait_policy_says_and_finds_the_restock():
     finally:
         gpufill.Ec2 = original
     assert {i.zone for i in ec2.instances} == {"us-east-1a"} and len(ec2.instances) == 2
-    # The startup watch reads the instances in the one region they landed in: a first round that
-    # EC2 answers without the two new instances, and the next round that finds them.
+    # The startup watch reads the instances in the one region they landed in: a first call that
+    # EC2 answers without the two new instances, and the one more ask that finds them.
     assert ec2.calls["DescribeInstances"] == gpufill.CHECK_SERVING_CALLS_PER_REGION + 1 + 1
     # Only the first try and the first after each WAIT_FACTS_TTL_SECONDS score the 2 regions again.
     assert ec2.calls["DescribeSpotPriceHistory"] == 2 * (1 + int(restock_at // gpufill.WAIT_FACTS_TTL_SECONDS))

@@ -243,10 +243,20 @@ def instance_states(region: str, instance_ids: list[str]) -> dict[str, dict]:
     Only the run that just launched these instances asks, so an unknown id is one EC2 has not
     made visible yet (InvalidInstanceID.NotFound is documented for brand-new instances), not a
     lost one; terminated instances stay described for about an hour. They are asked by the
-    instance-id filter, which leaves such an id out instead of failing the whole call: one call
-    per 200 ids (and per page) whatever EC2 has made visible, where asking by InstanceIds would
-    cost a call for each id once one is new.
+    instance-id filter, which leaves such an id out instead of failing the whole call (asked by
+    InstanceIds, one new instance cost a call for each id), and the ids left out are asked once
+    more at once: a moment later EC2 usually describes them, and a round saved is the watch's
+    15 s pause.
     """
+    seen = _described(region, instance_ids)
+    missing = [iid for iid in instance_ids if iid not in seen]
+    if missing:
+        seen.update(_described(region, missing))
+    return {iid: seen.get(iid, {"state": NOT_VISIBLE, "private_ip": None, "startup_step": None}) for iid in instance_ids}
+
+
+def _described(region: str, instance_ids: list[str]) -> dict[str, dict]:
+    """What DescribeInstances says of these ids, by the instance-id filter: one call per 200 ids (and per page)."""
     ec2 = client("ec2", region)
     seen: dict[str, dict] = {}
     for start in range(0, len(instance_ids), FILTER_VALUES_MAX):
@@ -265,7 +275,7 @@ def instance_states(region: str, instance_ids: list[str]) -> dict[str, dict]:
             if not reply.get("NextToken"):
                 break
             params = {**params, "NextToken": reply["NextToken"]}
-    return {iid: seen.get(iid, {"state": NOT_VISIBLE, "private_ip": None, "startup_step": None}) for iid in instance_ids}
+    return seen
 
 
 def zone_ids(region: str) -> dict[str, str]:
