@@ -153,3 +153,13 @@ def test_an_instance_ended_through_the_api_is_not_refilled(aws):
     held["reason"] = "Client.UserInitiatedShutdown"
     out = start_refill.handler(state_change(), Context())
     assert out["reason"] == "user-initiated" and not [d for d in done if d[0] == "start"]
+
+
+def test_a_reclaim_held_by_a_teardown_answers_without_the_refill_it_would_have_started(aws):
+    _, held = aws
+    held["stopped_by"] = "serve-teardown"
+    out = start_refill.handler(warning(), Context())
+    # The refill it holds back is decided in full, but neither its input nor its run is in the answer.
+    assert out == {"refill": False, "reason": "torn-down", "held_by": "serve-teardown",
+                   "interruption": "spot interruption warning",
+                   "detail": "request serve was torn down (serve-teardown): a teardown stops its maintenance"}
