@@ -381,3 +381,14 @@ def test_the_lifetime_schedule_stays_without_earlier_launches_a_lifetime_or_a_la
     plan_launch(aws, request(), Run(batch=2, remaining=1, launched=1, next="exhausted"))  # no lifetime, no schedule
     plan_launch(aws, sooner, Run(batch=2, remaining=1, launched=1, next="exhausted"))  # the lifetime ends first
     assert moved == []
+
+
+def test_a_block_of_hours_and_minutes_is_priced_over_both(aws):
+    # EC2 sells blocks ending at 11:30 UTC: 23 h 30 min (CapacityBlockDurationMinutes) for $2,350 over 2 instances.
+    event = {"request": request().model_dump(mode="json"),
+             "run": Run(batch=2, remaining=2, launched=0, next="exhausted").model_dump(mode="json", exclude_none=True),
+             "block": {"reservation": held_block(upfront_fee=2350.0),
+                       "offering": {"duration_hours": 23, "duration_minutes": 30}}}
+    plan_block_launch.handler(event, Context())
+    [(_, plan)] = [d for d in aws if d[0] == "plan"]
+    assert plan.pools[0].price == 50.0
