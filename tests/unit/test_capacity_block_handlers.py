@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gpufill.adapters import approvals, capacity_blocks, clock, run_store
+from gpufill.adapters import approvals, capacity_blocks, clock, run_store, schedules
 from gpufill.handlers import (
     await_purchase_approval,
     choose_capacity_block,
@@ -337,3 +337,58 @@ def test_a_block_end_without_a_zone_is_read_as_utc_whatever_the_machines_zone(aw
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_a_teardown_asked_while_the_run_waited_launches_nothing_into_the_block_and_says_so(aws, monkeypatch, caplog):
+    asked = []
+    monkeypatch.setattr(run_store, "load_wait", lambda rid: asked.append(rid) or {"phase": "capacity-block-bought",
+                                                                                   "stopped_by": "down-1"})
+    out = plan_launch(aws, request(), Run(batch=2, remaining=2, launched=0, next="exhausted"))
+    assert out == {"stopped_by": "down-1", "capacity_block": held_block()}
+    assert asked == ["cb-1"]
+    assert aws == [("wait", "cb-1", {"phase": "capacity-block-stopped", "execution": "cb-1", "capacity_reservation_id": "cr-1",
+                                     "availability_zone": "us-east-2a", "start": "2026-12-05T11:30:00Z",
+                                     "end": "2026-12-07T11:30:00Z", "upfront_fee": 2880.0})]
+    assert logged(caplog, "launch into the capacity block stopped by a teardown").teardown == "down-1"
+
+
+def test_a_wait_view_without_a_teardown_launches_into_the_block(aws, monkeypatch):
+    monkeypatch.setattr(run_store, "load_wait", lambda rid: {"phase": "capacity-block-bought"})
+    out = plan_launch(aws, request(), Run(batch=2, remaining=2, launched=0, next="exhausted"))
+    assert out["run"]["next"] == "prepare" and [d[0] for d in aws] == ["plan", "wait"]
+
+
+def test_instances_launched_before_the_block_move_the_lifetime_schedule_to_the_blocks_end(aws, monkeypatch, caplog):
+    moved = []
+    monkeypatch.setattr(schedules, "move_expiry", lambda *a: moved.append(a) or True)
+    later = request().model_copy(update={"expires_at": "2026-12-09T00:00:00Z"})
+    event = {"request": later.model_dump(mode="json"), "state_machine": "arn:aws:states:us-east-1:1:stateMachine:gpufill",
+             "run": Run(batch=2, remaining=1, launched=1, next="exhausted").model_dump(mode="json", exclude_none=True),
+             "block": {"reservation": held_block(), "offering": {"duration_hours": 48}}}
+    out = plan_block_launch.handler(event, Context())
+    assert out["request"]["expires_at"] == "2026-12-07T10:30:00+00:00"
+    assert moved == [("cb-1", "2026-12-07T10:30:00+00:00", "arn:aws:states:us-east-1:1:stateMachine:gpufill")]
+    record = logged(caplog, "lifetime moved to the block's end")
+    assert (record.expires_at, record.moved) == ("2026-12-07T10:30:00+00:00", True)
+
+
+def test_the_lifetime_schedule_stays_without_earlier_launches_a_lifetime_or_a_later_block_end(aws, monkeypatch):
+    moved = []
+    monkeypatch.setattr(schedules, "move_expiry", lambda *a: moved.append(a) or True)
+    later = request().model_copy(update={"expires_at": "2026-12-09T00:00:00Z"})
+    sooner = request().model_copy(update={"expires_at": "2026-12-06T00:00:00Z"})
+    plan_launch(aws, later, Run(batch=2, remaining=2, launched=0, next="exhausted"))  # the block's launches do not move it
+    plan_launch(aws, request(), Run(batch=2, remaining=1, launched=1, next="exhausted"))  # no lifetime, no schedule
+    plan_launch(aws, sooner, Run(batch=2, remaining=1, launched=1, next="exhausted"))  # the lifetime ends first
+    assert moved == []
+
+
+def test_a_block_of_hours_and_minutes_is_priced_over_both(aws):
+    # EC2 sells blocks ending at 11:30 UTC: 23 h 30 min (CapacityBlockDurationMinutes) for $2,350 over 2 instances.
+    event = {"request": request().model_dump(mode="json"),
+             "run": Run(batch=2, remaining=2, launched=0, next="exhausted").model_dump(mode="json", exclude_none=True),
+             "block": {"reservation": held_block(upfront_fee=2350.0),
+                       "offering": {"duration_hours": 23, "duration_minutes": 30}}}
+    plan_block_launch.handler(event, Context())
+    [(_, plan)] = [d for d in aws if d[0] == "plan"]
+    assert plan.pools[0].price == 50.0
