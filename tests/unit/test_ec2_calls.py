@@ -103,6 +103,39 @@ def test_an_instance_launched_into_a_capacity_block_carries_the_blocks_fee_and_n
     assert launched.capacity_reservation_id == "cr-open"
 
 
+def test_a_capacity_block_launch_says_so_and_names_its_block(account):
+    block = ON_DEMAND.model_copy(update={"capacity_reservation_id": "cr-1", "capacity_block": True, "upfront_fee": 1390.0})
+    account("us-east-1").answers["run_instances"] = [{"Instances": [{"InstanceId": "i-3"}]}]
+    ec2.launch(block, min_count=1, max_count=1, client_token="tok", spec=SPEC)
+    [sent] = account("us-east-1").called("run_instances")
+    assert sent["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    assert sent["CapacityReservationSpecification"] == {"CapacityReservationTarget": {"CapacityReservationId": "cr-1"}}
+
+
+def test_an_on_demand_reservation_is_targeted_by_id_without_market_options_even_with_reservations_off(account):
+    odcr = ON_DEMAND.model_copy(update={"capacity_reservation_id": "cr-2", "reserved": 2})
+    account("us-east-1").answers["run_instances"] = [{"Instances": [{"InstanceId": "i-3"}]}]
+    spec = ec2.LaunchSpec(image_id="ami-1", request_id="req-1", reservations_off=True)
+    ec2.launch(odcr, min_count=1, max_count=1, client_token="tok", spec=spec)
+    [sent] = account("us-east-1").called("run_instances")
+    assert "InstanceMarketOptions" not in sent
+    assert sent["CapacityReservationSpecification"] == {"CapacityReservationTarget": {"CapacityReservationId": "cr-2"}}
+
+
+def test_reservations_off_keeps_an_on_demand_launch_out_of_open_reservations_and_only_then(account):
+    account("us-east-1").answers["run_instances"] = [{"Instances": [{"InstanceId": "i-3"}]}]
+    off = ec2.LaunchSpec(image_id="ami-1", request_id="req-1", reservations_off=True)
+    ec2.launch(ON_DEMAND, min_count=1, max_count=1, client_token="tok", spec=off)
+    ec2.launch(ON_DEMAND, min_count=1, max_count=1, client_token="tok", spec=SPEC)
+    [kept_out, default] = account("us-east-1").called("run_instances")
+    assert kept_out["CapacityReservationSpecification"] == {"CapacityReservationPreference": "none"}
+    assert "CapacityReservationSpecification" not in default and "InstanceMarketOptions" not in default
+    # A spot launch never has a reservation preference: spot does not use reservations.
+    account("us-west-2").answers["run_instances"] = [{"Instances": [{"InstanceId": "i-1"}]}]
+    ec2.launch(SPOT, min_count=1, max_count=1, client_token="tok", spec=off)
+    assert "CapacityReservationSpecification" not in account("us-west-2").called("run_instances")[0]
+
+
 def test_an_on_demand_launch_without_a_subnet_names_its_zone_and_no_spot_options(account):
     account("us-east-1").answers["run_instances"] = [{"Instances": [{"InstanceId": "i-3"}]}]
     spec = ec2.LaunchSpec(image_id="ami-1", request_id="req-1", placement_group="pg-2")
@@ -120,6 +153,17 @@ def test_a_refusal_is_classified_and_keeps_aws_words(account):
     result = ec2.launch(SPOT, min_count=1, max_count=1, client_token="tok", spec=SPEC)
     assert (result.outcome, result.reason, result.message) == ("quota", "VcpuLimitExceeded", "You have requested more vCPU")
     assert account("us-west-2").called("describe_instances") == []
+
+
+def test_a_placement_group_ec2_never_shows_is_asked_for_again_then_reported_naming_the_launch(account, monkeypatch):
+    from gpufill.adapters import clock
+    waited: list[float] = []
+    monkeypatch.setattr(clock, "_sleep", waited.append)
+    account("us-west-2").answers["run_instances"] = [client_error("InvalidPlacementGroup.Unknown", message="pg-1 is unknown")]
+    result = ec2.launch(SPOT, min_count=1, max_count=1, client_token="tok", spec=SPEC)
+    assert len(account("us-west-2").called("run_instances")) == 5 and waited == [0.5, 1.0, 2.0, 4.0]
+    assert (result.outcome, result.reason) == ("throttled", "InvalidPlacementGroup.Unknown")
+    assert result.message.startswith("pg-1 is unknown (RunInstances in us-west-2: still unknown after 5 tries over 7.5 s")
 
 
 def test_an_unsettled_launch_is_found_by_its_token(account):
