@@ -465,3 +465,113 @@ def test_every_fleet_of_a_run_in_the_region_launches_from_the_version_it_made_fi
     fleet_launch.launch(call(target=1), off, "tok-3", run_id="run-1", versions=[first])
     fleet_launch.launch(call(target=1), SPEC, "tok-4", run_id="run-2", versions=[first])
     assert len(ec2.called("create_launch_template_version")) == 3
+
+
+# --- what is asked and recorded, more closely -----------------------------------------------------
+
+
+def test_a_fleet_from_a_reservation_asks_for_reserved_capacity_in_that_reservation_only():
+    reserved = A.model_copy(update={"market": "on-demand", "capacity_reservation_id": "cr-1"})
+    params = fleet_launch.create_fleet_params(call([(0, reserved)], target=2, market="on-demand", strategy="lowest-price",
+                                                    capacity_reservation_id="cr-1"), ("lt-1", "7"), SPEC, "tok")
+    assert params["TargetCapacitySpecification"] == {"TotalTargetCapacity": 2, "DefaultTargetCapacityType": "reserved-capacity"}
+    assert params["ReservedCapacityOptions"] == {"ReservationTypes": ["on-demand-capacity-reservation"],
+                                                 "CapacityReservationTarget": {"CapacityReservationIds": ["cr-1"]}}
+    assert "OnDemandOptions" not in params and "SpotOptions" not in params
+
+
+def test_instances_launched_from_a_reservation_are_recorded_in_it(ec2):
+    reserved = A.model_copy(update={"market": "on-demand", "capacity_reservation_id": "cr-1"})
+    ec2.answers["create_fleet"] = [{"FleetId": "fleet-1", "Instances": [launched("g6.xlarge", "subnet-a", "i-1")]}]
+    answer = fleet_launch.launch(call([(0, reserved)], target=1, market="on-demand", capacity_reservation_id="cr-1"),
+                                 SPEC, "tok", run_id="run-1")
+    [instance] = answer.answers[0].result.instances
+    assert (instance.instance_id, instance.market, instance.capacity_reservation_id) == ("i-1", "on-demand", "cr-1")
+
+
+def test_a_version_for_a_request_kept_out_of_reservations_says_so_to_ec2():
+    off = LaunchSpec(**{**SPEC.__dict__, "reservations_off": True})
+    assert fleet_launch.version_data(off)["CapacityReservationSpecification"] == {"CapacityReservationPreference": "none"}
+    assert "CapacityReservationSpecification" not in fleet_launch.version_data(SPEC)
+
+
+def test_a_version_token_differs_per_region():
+    assert fleet_launch.version_token("us-east-1", SPEC, "run-1") != fleet_launch.version_token(REGION, SPEC, "run-1")
+
+
+def test_a_template_version_still_unknown_after_the_pauses_says_which_call_in_which_region(ec2, monkeypatch):
+    monkeypatch.setattr(fleet_launch.clock, "pause", lambda seconds: None)
+    missing = "InvalidLaunchTemplateName.NotFoundException"
+    ec2.answers["create_launch_template_version"] = [client_error(missing)] * 6
+    ec2.answers["create_launch_template"] = [{}]
+    with pytest.raises(Exception) as raised:
+        fleet_launch.template_version(REGION, SPEC, "run-1")
+    assert "CreateLaunchTemplateVersion in us-west-2: still unknown after 5 tries" in raised.value.response["Error"]["Message"]
+
+
+def test_a_fleet_whose_template_stays_unknown_says_which_call_in_which_region(ec2, monkeypatch):
+    monkeypatch.setattr(fleet_launch.clock, "pause", lambda seconds: None)
+    ec2.answers["create_fleet"] = [client_error("InvalidLaunchTemplateId.VersionNotFound")] * 5
+    answer = fleet_launch.launch(call(), SPEC, "tok", run_id="run-1")
+    assert answer.failure.reason == "InvalidLaunchTemplateId.VersionNotFound"
+    assert "CreateFleet in us-west-2: still unknown after 5 tries" in answer.failure.message
+
+
+def test_a_token_spent_on_nothing_is_answered_with_ec2s_code(ec2, monkeypatch):
+    monkeypatch.setattr(fleet_launch.clock, "pause", lambda seconds: None)
+    ec2.answers["create_fleet"] = [client_error("IdempotentParameterMismatch", message="token reused")]
+    ec2.answers["describe_instances"] = [{"Reservations": []}] * 5
+    answer = fleet_launch.launch(call(), SPEC, "tok", run_id="run-1")
+    assert {reason for _, reason, _ in by_pool(answer).values()} == {"IdempotentParameterMismatch"}
+
+
+def test_a_token_that_launched_nothing_is_logged_once_for_its_region(ec2, monkeypatch, caplog):
+    caplog.set_level("INFO")
+    monkeypatch.setattr(fleet_launch.clock, "pause", lambda seconds: None)
+    ec2.answers["create_fleet"] = [client_error("IdempotentParameterMismatch")]
+    ec2.answers["describe_instances"] = [{"Reservations": []}] * 5
+    fleet_launch.launch(call(), SPEC, "tok", run_id="run-1")
+    [record] = [r for r in caplog.records if r.getMessage() == "the earlier call with this token launched nothing"]
+    assert record.region == REGION
+
+
+def test_a_token_with_no_time_left_to_look_again_leaves_the_step_to_be_retried(ec2, monkeypatch):
+    paused = []
+    monkeypatch.setattr(fleet_launch.clock, "pause", paused.append)
+    monkeypatch.setattr(fleet_launch, "visibility_time_left", lambda: 0.1)
+    ec2.answers["create_fleet"] = [client_error("IdempotentParameterMismatch")]
+    ec2.answers["describe_instances"] = [{"Reservations": []}] * 5
+    with pytest.raises(TransientAwsError, match="ended unsettled"):
+        fleet_launch.launch(call(), SPEC, "tok", run_id="run-1")
+    assert paused == [] and len(ec2.called("describe_instances")) == 1
+
+
+def test_a_token_with_just_the_time_for_a_pause_looks_again_once(ec2, monkeypatch):
+    paused = []
+    monkeypatch.setattr(fleet_launch.clock, "pause", paused.append)
+    monkeypatch.setattr(fleet_launch, "visibility_time_left", lambda: fleet_launch.PAUSES[0])
+    ec2.answers["create_fleet"] = [client_error("IdempotentParameterMismatch")]
+    ec2.answers["describe_instances"] = [{"Reservations": []}] * 5
+    with pytest.raises(TransientAwsError, match="ended unsettled"):
+        fleet_launch.launch(call(), SPEC, "tok", run_id="run-1")
+    assert paused == [fleet_launch.PAUSES[0]] and len(ec2.called("describe_instances")) == 2
+
+
+@pytest.mark.parametrize("error", [EndpointConnectionError(endpoint_url="e"), ConnectTimeoutError(endpoint_url="e")])
+def test_a_lost_reply_whose_token_shows_nothing_yet_is_unsettled_naming_the_failure_only(ec2, error):
+    ec2.answers["create_fleet"] = [reached_then(error)]
+    ec2.answers["describe_instances"] = [{"Reservations": []}]
+    with pytest.raises(TransientAwsError) as raised:
+        fleet_launch.launch(call(), SPEC, "tok", run_id="run-1")
+    assert str(raised.value) == (
+        f"CreateFleet in us-west-2 ended unsettled ({error}); the same call will be sent again")
+
+
+def test_a_failed_delete_of_several_versions_names_them_all_and_other_templates_are_still_retired(ec2, caplog):
+    caplog.set_level("WARNING")
+    other = TemplateVersion(region=REGION, token="t", template_id="lt-2", version="3", default=False)
+    ec2.answers["delete_launch_template_versions"] = [client_error("UnauthorizedOperation"), {}]
+    fleet_launch.retire_versions(REGION, [version_of("7"), version_of("9", token="other"), other])
+    assert [c["LaunchTemplateId"] for c in ec2.called("delete_launch_template_versions")] == ["lt-1", "lt-2"]
+    [logged] = [r for r in caplog.records if r.getMessage() == "launch template version not deleted"]
+    assert logged.version == "7,9"
